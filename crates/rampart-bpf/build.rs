@@ -1,0 +1,99 @@
+//! Compiles every `bpf/progs/*.bpf.c` with clang and generates one libbpf-rs
+//! skeleton per program. A new program needs no change here: drop the file
+//! in `bpf/progs/` and it appears as `rampart_bpf::<name>` (for
+//! `xdp_foo.bpf.c`, module `xdp_foo`, skeleton `XdpFooSkelBuilder`).
+
+use std::env;
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use libbpf_cargo::SkeletonBuilder;
+
+fn clang() -> String {
+    if let Ok(c) = env::var("RAMPART_CLANG") {
+        return c;
+    }
+    // Debian 12 ships clang 14 as `clang-14` and (with the `clang` package) `clang`.
+    for c in ["clang-14", "clang"] {
+        if Command::new(c).arg("--version").output().is_ok() {
+            return c.to_string();
+        }
+    }
+    panic!(
+        "no clang found: install clang 14 (`apt-get install clang-14`) or set RAMPART_CLANG; \
+         `./run test` installs it for you"
+    );
+}
+
+fn rerun_dir(dir: &Path) {
+    println!("cargo:rerun-if-changed={}", dir.display());
+    if let Ok(rd) = fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                rerun_dir(&p);
+            } else {
+                println!("cargo:rerun-if-changed={}", p.display());
+            }
+        }
+    }
+}
+
+fn main() {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let bpf_dir = manifest.join("../../bpf").canonicalize().expect("bpf/ directory");
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    rerun_dir(&bpf_dir);
+    println!("cargo:rerun-if-env-changed=RAMPART_CLANG");
+
+    let clang = clang();
+    let mut progs: Vec<PathBuf> = fs::read_dir(bpf_dir.join("progs"))
+        .expect("bpf/progs")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".bpf.c"))
+        .collect();
+    progs.sort();
+
+    let mut index = String::new();
+    for src in &progs {
+        let file = src.file_name().and_then(OsStr::to_str).unwrap();
+        let name = file.trim_end_matches(".bpf.c");
+        let skel = out.join(format!("{name}.skel.rs"));
+        let obj = out.join(format!("{name}.bpf.o"));
+        SkeletonBuilder::new()
+            .source(src)
+            .obj(&obj)
+            .clang(&clang)
+            .clang_args([
+                OsStr::new("-I/usr/include/x86_64-linux-gnu"),
+                OsStr::new("-I"),
+                bpf_dir.as_os_str(),
+                OsStr::new("-Wall"),
+                OsStr::new("-Wno-unused-function"),
+                OsStr::new("-Werror"),
+            ])
+            .reference_obj(true)
+            .build_and_generate(&skel)
+            .unwrap_or_else(|e| panic!("building {}: {e:#}", src.display()));
+        writeln!(
+            index,
+            "#[allow(clippy::all, clippy::pedantic, missing_docs, non_camel_case_types, \
+             non_snake_case, non_upper_case_globals, dead_code, unused_imports, \
+             unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]\n\
+             pub mod {name} {{ include!(concat!(env!(\"OUT_DIR\"), \"/{name}.skel.rs\")); }}"
+        )
+        .unwrap();
+        writeln!(
+            index,
+            "/// Path of the compiled object, for tools that inspect it (instruction counts, maps).\n\
+             pub const {}_OBJ: &str = concat!(env!(\"OUT_DIR\"), \"/{name}.bpf.o\");",
+            name.to_uppercase()
+        )
+        .unwrap();
+    }
+    fs::write(out.join("skels.rs"), index).unwrap();
+}

@@ -1,0 +1,15 @@
+//! The data-plane toolkit every rampart application uses: network
+//! namespaces, bpffs and pins, XDP attachment through `bpf_link`,
+//! `BPF_PROG_RUN`, per-CPU map reads, and probes that name a missing
+//! kernel feature instead of failing obscurely.
+
+pub mod error;
+pub mod features;
+pub mod maps;
+pub mod netns;
+pub mod pin;
+pub mod skel;
+pub mod testrun;
+pub mod xdp;
+
+pub use error::{Error, Result};

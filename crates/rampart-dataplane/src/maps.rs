@@ -1,0 +1,125 @@
+//! Typed reads of BPF maps: per-CPU values and batched dumps.
+//!
+//! libbpf-rs's `lookup_batch` stops early on hash maps and refuses per-CPU
+//! maps (DESIGN §7), so batched reads go through `libbpf_sys` here.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use libbpf_rs::MapCore;
+
+use crate::error::{Error, Result};
+
+/// Plain-old-data types that can be read from map bytes.
+///
+/// # Safety
+/// Implementors must be `repr(C)`, have no padding-dependent invariants and
+/// be valid for any bit pattern.
+pub unsafe trait Pod: Copy + Default {}
+// SAFETY: integers are valid for any bit pattern.
+unsafe impl Pod for u32 {}
+// SAFETY: integers are valid for any bit pattern.
+unsafe impl Pod for u64 {}
+
+/// Read a `T` from the start of `bytes` (unaligned).
+///
+/// # Panics
+/// If `bytes` is shorter than `T`.
+pub fn read_pod<T: Pod>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= std::mem::size_of::<T>(), "buffer shorter than value");
+    // SAFETY: length checked above; `T: Pod` is valid for any bit pattern.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
+}
+
+/// View a POD value as bytes (for map keys and values).
+pub fn pod_bytes<T: Pod>(v: &T) -> &[u8] {
+    // SAFETY: `T: Pod` has no invalid bytes to observe; lifetime tied to `v`.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
+/// Read one key of a per-CPU map: one value per possible CPU.
+///
+/// # Errors
+/// The lookup's error; a missing key gives an empty vector.
+pub fn lookup_percpu<T: Pod>(map: &impl MapCore, key: &[u8]) -> Result<Vec<T>> {
+    let vals = map
+        .lookup_percpu(key, libbpf_rs::MapFlags::ANY)
+        .map_err(|e| Error::Bpf { context: format!("reading per-CPU map {}", map.name().to_string_lossy()), source: e })?;
+    Ok(vals.map(|v| v.iter().map(|b| read_pod::<T>(b)).collect()).unwrap_or_default())
+}
+
+/// Number of possible CPUs (the length of per-CPU values).
+pub fn possible_cpus() -> usize {
+    libbpf_rs::num_possible_cpus().unwrap_or(1)
+}
+
+/// Dump a whole map with `BPF_MAP_LOOKUP_BATCH`, `chunk` entries per call.
+/// `value_size` is the size of one value as the kernel returns it (for
+/// per-CPU maps: the rounded-up value size times the possible CPUs).
+///
+/// Returns the keys and values concatenated, with the entry count.
+///
+/// # Errors
+/// The kernel's error other than the end-of-map `ENOENT`.
+pub fn lookup_batch_raw(
+    fd: RawFd,
+    key_size: usize,
+    value_size: usize,
+    chunk: u32,
+) -> Result<(Vec<u8>, Vec<u8>, usize)> {
+    let mut keys = Vec::new();
+    let mut vals = Vec::new();
+    let mut total = 0usize;
+    let mut in_batch = vec![0u8; key_size.max(8)];
+    let mut out_batch = vec![0u8; key_size.max(8)];
+    let mut kbuf = vec![0u8; key_size * chunk as usize];
+    let mut vbuf = vec![0u8; value_size * chunk as usize];
+    let mut first = true;
+    loop {
+        let mut count = chunk;
+        let opts = libbpf_sys::bpf_map_batch_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+            ..Default::default()
+        };
+        // SAFETY: buffers are sized for `count` keys/values and the batch tokens.
+        let rc = unsafe {
+            libbpf_sys::bpf_map_lookup_batch(
+                fd,
+                if first { std::ptr::null_mut() } else { in_batch.as_mut_ptr().cast() },
+                out_batch.as_mut_ptr().cast(),
+                kbuf.as_mut_ptr().cast(),
+                vbuf.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
+        };
+        let err = if rc < 0 { Some(io::Error::from_raw_os_error(-rc)) } else { None };
+        let n = count as usize;
+        keys.extend_from_slice(&kbuf[..n * key_size]);
+        vals.extend_from_slice(&vbuf[..n * value_size]);
+        total += n;
+        match err {
+            None => {}
+            Some(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+            Some(e) => return Err(Error::Io { context: "BPF_MAP_LOOKUP_BATCH".into(), source: e }),
+        }
+        std::mem::swap(&mut in_batch, &mut out_batch);
+        first = false;
+    }
+    Ok((keys, vals, total))
+}
+
+/// `bpf_map_update_elem` on a raw fd — for updates that must happen on a
+/// thread inside another network namespace (devmaps and XSKMAPs resolve
+/// ifindexes in the caller's namespace), where a libbpf-rs map is not `Send`.
+///
+/// # Errors
+/// The kernel's error.
+pub fn update_raw(fd: RawFd, key: &[u8], value: &[u8], flags: u64) -> Result<()> {
+    // SAFETY: key and value are valid for the map's sizes, checked by the kernel against the map.
+    let rc = unsafe { libbpf_sys::bpf_map_update_elem(fd, key.as_ptr().cast(), value.as_ptr().cast(), flags) };
+    if rc < 0 {
+        return Err(Error::Io { context: "BPF_MAP_UPDATE_ELEM".into(), source: io::Error::from_raw_os_error(-rc) });
+    }
+    Ok(())
+}

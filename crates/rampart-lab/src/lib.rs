@@ -1,0 +1,18 @@
+//! The rampart lab: real packets on one machine.
+//!
+//! - [`topology`]: the `wan → nic → host` namespaces and veths (DESIGN §6),
+//!   with tenant namespaces behind `host`;
+//! - [`gen`]: the line-rate traffic generator (XDP live frames from `wan`);
+//! - [`sink`]: the counting XDP_DROP sink on `host`;
+//! - [`packet`] and [`dist`]: frame templates and per-source distributions.
+
+pub mod cmd;
+pub mod dist;
+pub mod error;
+pub mod gen;
+pub mod packet;
+pub mod sink;
+pub mod topology;
+
+pub use error::{Error, Result};
+pub use topology::Lab;

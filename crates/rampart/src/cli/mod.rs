@@ -1,0 +1,5 @@
+//! Subcommands, one module per application.
+
+pub mod demo;
+pub mod lab;
+pub mod util;

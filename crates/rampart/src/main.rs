@@ -1,0 +1,83 @@
+//! `rampart`: one binary, one subcommand per application (DESIGN §2).
+
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+/// rampart — a Linux host data plane for network security and analytics on eBPF/XDP.
+#[derive(Debug, Parser)]
+#[command(name = "rampart", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// The lab: netns topology, traffic generator, counting sink.
+    #[command(subcommand)]
+    Lab(cli::lab::LabCmd),
+    /// Run the main demo in a lab of its own and print a report.
+    Demo(cli::demo::DemoArgs),
+}
+
+/// clap renders errors over several lines (usage, hints); rampart's CLI
+/// promise is one clear line per error.
+fn one_line(err: &clap::Error) -> String {
+    let rendered = err.render().to_string();
+    let parts: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .collect();
+    parts.join(" ")
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            return match e.kind() {
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    ExitCode::SUCCESS
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+                    let _ = e.print();
+                    ExitCode::from(2)
+                }
+                _ => {
+                    eprintln!("{}", one_line(&e));
+                    ExitCode::from(2)
+                }
+            };
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, Arc::clone(&cancel));
+    }
+    let res = match cli.cmd {
+        Cmd::Lab(c) => cli::lab::run(c, &cancel),
+        Cmd::Demo(a) => cli::demo::run(a, &cancel),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
