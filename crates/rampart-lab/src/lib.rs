@@ -12,6 +12,7 @@ pub mod error;
 pub mod gen;
 pub mod packet;
 pub mod sink;
+pub mod testing;
 pub mod topology;
 
 pub use error::{Error, Result};

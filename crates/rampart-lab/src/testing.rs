@@ -1,0 +1,70 @@
+//! Helpers for tests that need the kernel: a clear failure when the
+//! environment lacks something (never a silent skip), and labs with unique
+//! prefixes that are removed when the test ends, pass or fail.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rampart_dataplane::features::{self, Feature};
+
+use crate::topology::{Lab, UpOptions};
+
+/// Panic with the name of the first missing feature (root, XDP, live
+/// frames, bpffs, veth). Tests call this first so CI says *why* it failed.
+pub fn require_kernel() {
+    if let Err(e) = features::require(
+        "the rampart test suite",
+        &[Feature::Root, Feature::Xdp, Feature::Bpffs, Feature::Veth, Feature::XdpLiveFrames],
+    ) {
+        panic!("cannot run this test: {e}");
+    }
+}
+
+/// A prefix no other test (in this or another process) uses right now.
+pub fn unique_prefix(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    let tag: String = tag.chars().filter(char::is_ascii_alphanumeric).take(4).collect();
+    format!("{tag}{:x}{n:x}", pid & 0xfffff)
+        .chars()
+        .take(12)
+        .collect()
+}
+
+/// A lab that is up for the life of the value and removed on drop.
+#[derive(Debug)]
+pub struct TestLab {
+    /// The lab.
+    pub lab: Lab,
+}
+
+impl TestLab {
+    /// Bring up a fresh lab with `tenants` tenant namespaces.
+    ///
+    /// # Panics
+    /// When the kernel lacks a feature or the lab cannot be built.
+    pub fn up(tag: &str, tenants: u32) -> Self {
+        require_kernel();
+        let lab = Lab::new(&unique_prefix(tag)).expect("valid prefix");
+        if let Err(e) = lab.up(&UpOptions { tenants }) {
+            let _ = lab.down();
+            panic!("lab up failed: {e}");
+        }
+        Self { lab }
+    }
+}
+
+impl std::ops::Deref for TestLab {
+    type Target = Lab;
+    fn deref(&self) -> &Lab {
+        &self.lab
+    }
+}
+
+impl Drop for TestLab {
+    fn drop(&mut self) {
+        if let Err(e) = self.lab.down() {
+            eprintln!("warning: removing test lab {}: {e}", self.lab.prefix());
+        }
+    }
+}
