@@ -23,3 +23,5 @@ const _: () = assert!(size_of::<GenSlots>() == 4 * GEN_SLOTS_PER_ELEM);
 const _: () = assert!(size_of::<GenCpuState>() == 16);
 const _: () = assert!(size_of::<SinkCounters>() == 16);
 const _: () = assert!(size_of::<SinkSrcKey>() == 20);
+
+pub mod ddos;

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * rampart ddos data plane ABI: the XDP filter (xdp_filter.bpf.c), the
+ * feature extraction stage (xdp_features.bpf.c) and the Rust side
+ * (crates/rampart-ddos) share these definitions; Rust gets them from BTF.
+ *
+ * Filter lookup order for a packet whose source address is known:
+ *   IPv4: compact exact table (ddos_bl4_keys)  → LPM trie ddos_lpm4 (only if
+ *         ctl.n_prefix4 > 0);
+ *   IPv6: exact hash ddos_bl6 (only if ctl.n_exact6 > 0) → LPM trie
+ *         ddos_lpm6 (only if ctl.n_prefix6 > 0).
+ * The first match wins, so a packet is counted on its most specific entry.
+ */
+#ifndef RAMPART_SHARED_DDOS_H
+#define RAMPART_SHARED_DDOS_H
+
+#include "abi.h"
+
+/*
+ * Why the filter dropped a packet. These names are the metric labels
+ * (lower-cased, without the prefix): blacklist, blacklist_prefix, ...
+ */
+enum ddos_drop_reason {
+	/* Source matched an exact entry (IPv4 /32 or IPv6 /128). */
+	DDOS_DROP_BLACKLIST = 0,
+	/* Source matched a CIDR prefix. */
+	DDOS_DROP_BLACKLIST_PREFIX = 1,
+	/* Malformed: the frame ends inside a header it announces (PARSE_TRUNCATED). */
+	DDOS_DROP_TRUNCATED = 2,
+	/* Malformed: an impossible header field (PARSE_BAD_HEADER). */
+	DDOS_DROP_BAD_HEADER = 3,
+	/* More VLAN tags or IPv6 extension headers than the parser walks (PARSE_TOO_DEEP). */
+	DDOS_DROP_TOO_DEEP = 4,
+	DDOS_DROP_REASON_MAX = 5,
+};
+
+/* Why the filter let a packet through. Same naming rule as the drop reasons. */
+enum ddos_pass_reason {
+	/* Parsed IPv4/IPv6, no blacklist match: handed to the next stage
+	 * (tail call into feature extraction) or XDP_PASS when there is none. */
+	DDOS_PASS_CLEAN = 0,
+	/* Not IPv4/IPv6 (ARP, LLDP, ...): XDP_PASS untouched. */
+	DDOS_PASS_NOT_IP = 1,
+	/* Malformed but the filter was loaded with pass_malformed = 1. */
+	DDOS_PASS_MALFORMED = 2,
+	DDOS_PASS_REASON_MAX = 3,
+};
+
+struct ddos_pkt_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Per-CPU counters of the filter (map ddos_fstats, one element). */
+struct ddos_filter_stats {
+	struct ddos_pkt_counter drop[DDOS_DROP_REASON_MAX];
+	struct ddos_pkt_counter pass[DDOS_PASS_REASON_MAX];
+	/* Clean packets whose tail call failed (no next stage installed): XDP_PASS. */
+	__u64 no_next_stage;
+	/* Matches that updated a per-entry counter (1 in 2^sample_shift). */
+	__u64 sampled;
+	/* Exact IPv4 entries found expired and retired by the data path. */
+	__u64 expired;
+	/* State of the per-CPU sampling generator (xorshift32; 0 = unseeded). */
+	__u32 rng;
+	__u32 _pad;
+};
+
+/* Load-time configuration of xdp_filter (rodata). */
+struct ddos_filter_config {
+	/* Per-entry counters are updated for 1 in 2^sample_shift matches, by
+	 * 2^sample_shift packets and 2^sample_shift × length bytes (an
+	 * unbiased estimate); 0 counts every packet exactly. At most 15. */
+	__u32 sample_shift;
+	/* 1: malformed frames are passed (DDOS_PASS_MALFORMED) instead of dropped. */
+	__u32 pass_malformed;
+};
+
+/*
+ * The compact exact IPv4 table: open addressing over 4-byte slots holding
+ * the source address as it is on the wire, 16 slots (one cache line) per
+ * array element. Two tables live in one map, each `cap_buckets` elements
+ * long; userspace builds the idle one (Robin Hood insertion, load ≤ 50%,
+ * every key within max_dist of its home slot) and publishes it by flipping
+ * ctl.active. The entry id of slot s is in the same position of
+ * ddos_bl4_ids and is only read when a counter is updated.
+ */
+#define DDOS_BL4_SLOTS_PER_BUCKET 16
+/* An empty slot; 0.0.0.0/32 is therefore kept in the LPM trie. */
+#define DDOS_BL4_EMPTY 0x00000000u
+/* A retired (expired) slot: lookups probe past it. 255.255.255.255/32 goes to the LPM trie. */
+#define DDOS_BL4_TOMBSTONE 0xffffffffu
+/* Most probes a lookup makes: every key sits at most this - 1 slots from home. */
+#define DDOS_BL4_MAX_PROBES 16
+/* Home slot of key k: h = k * mult; h ^= h >> 16; h *= DDOS_BL4_MIX; h >> shift. */
+#define DDOS_BL4_MIX 0x85ebca6bu
+/* Entry ids index ddos_counters and ddos_meta. */
+#define DDOS_ID_NONE 0xffffffffu
+
+struct ddos_bl4_bucket {
+	__u32 slot[DDOS_BL4_SLOTS_PER_BUCKET];
+};
+
+/* Geometry of one of the two exact IPv4 tables. */
+struct ddos_bl4_table {
+	/* Hash parameters (see DDOS_BL4_MIX); mult is odd and chosen per build. */
+	__u32 mult;
+	__u32 shift;
+	/* Slots in use minus one (a power of two minus one). */
+	__u32 mask;
+	/* Largest distance of a key from its home slot (< DDOS_BL4_MAX_PROBES). */
+	__u32 max_dist;
+	/* First element of this table in ddos_bl4_keys / ddos_bl4_ids. */
+	__u32 base;
+	/* Keys stored. */
+	__u32 count;
+};
+
+/* Control block of the filter (map ddos_ctl, one element, mmapable). */
+struct ddos_filter_ctl {
+	/* Table the data path reads (0 or 1). */
+	__u32 active;
+	/* Entries in ddos_bl6 / ddos_lpm4 / ddos_lpm6: 0 skips the lookup. */
+	__u32 n_exact6;
+	__u32 n_prefix4;
+	__u32 n_prefix6;
+	struct ddos_bl4_table tab[2];
+	/* Bumped by userspace on every publish. */
+	__u64 generation;
+	/* Copy of the rodata sample_shift, for readers of the pins. */
+	__u32 sample_shift;
+	/* Capacities chosen at attach (userspace bookkeeping). */
+	__u32 cap_exact4;
+	__u32 cap_other;
+	__u32 cap_ids;
+	/* Elements per table in ddos_bl4_keys. */
+	__u32 cap_buckets;
+	__u32 _pad;
+};
+
+/* Per-entry counters, indexed by entry id (map ddos_counters, mmapable). */
+struct ddos_counter {
+	/* Estimated packets and bytes dropped by this entry (see sample_shift). */
+	__u64 packets;
+	__u64 bytes;
+	/* CLOCK_BOOTTIME nanoseconds after which the entry no longer matches; 0 = never. */
+	__u64 expires_ns;
+	/* CLOCK_REALTIME nanoseconds when the entry was added (userspace only). */
+	__u64 added_ns;
+};
+
+/* Userspace-only description of an entry id (map ddos_meta, mmapable). */
+struct ddos_entry_meta {
+	/* Network byte order; IPv4 in addr[0]. */
+	__u32 addr[4];
+	/* 4 or 6; 0 = free id. */
+	__u8 family;
+	__u8 prefixlen;
+	/* DDOS_META_* */
+	__u16 flags;
+	__u32 _pad;
+};
+
+#define DDOS_META_USED 0x1
+
+struct ddos_lpm4_key {
+	__u32 prefixlen;
+	__u32 addr;
+};
+
+struct ddos_lpm6_key {
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+
+struct ddos_addr6 {
+	__u32 addr[4];
+};
+
+/* ---- feature extraction ---- */
+
+/* Why the feature stage did not record a packet (it always passes it). */
+enum ddos_feat_skip {
+	DDOS_FEAT_SKIP_NOT_IP = 0,
+	/* Any parse status other than PARSE_OK / PARSE_NOT_IP: fields untrusted. */
+	DDOS_FEAT_SKIP_MALFORMED = 1,
+	/* The interval's table is full (new (src, dst) pairs are not recorded). */
+	DDOS_FEAT_SKIP_TABLE_FULL = 2,
+	DDOS_FEAT_SKIP_MAX = 3,
+};
+
+/* Key of one interval record. */
+struct ddos_feat_key {
+	/* Network byte order; IPv4 in [0], the rest zero. */
+	__u32 src[4];
+	__u32 dst[4];
+	__u32 family;
+};
+
+/* Value of one interval record (per CPU; userspace sums, ORs the sketch). */
+struct ddos_feat_val {
+	__u64 packets;
+	__u64 bytes;
+	/* Packets by L4 protocol (non-first fragments by the IP protocol field). */
+	__u32 tcp;
+	__u32 udp;
+	__u32 icmp;
+	__u32 other;
+	/* TCP SYN without ACK, SYN with ACK, RST. */
+	__u32 syn;
+	__u32 synack;
+	__u32 rst;
+	/* IP fragments (first and later). */
+	__u32 frags;
+	/* Linear-counting bitmap of destination ports (128 bits): bit
+	 * (dport * 0x9E3779B1) >> 25. Distinct ports ≈ -128 ln(zero bits / 128). */
+	__u64 dport_sketch[2];
+};
+
+#define DDOS_FEAT_SKETCH_BITS 128
+
+/* Feature stage control (map ddos_fctl, one element, mmapable). */
+struct ddos_feat_ctl {
+	/* Slot being filled: 0 = ddos_feat_a, 1 = ddos_feat_b. */
+	__u32 slot;
+	__u32 _pad;
+	/* Bumped by userspace on every swap. */
+	__u64 interval;
+};
+
+/* Per-CPU counters of the feature stage (map ddos_featst). */
+struct ddos_feat_stats {
+	/* Packets recorded into slot 0 / slot 1. */
+	__u64 recorded[2];
+	__u64 skipped[DDOS_FEAT_SKIP_MAX];
+};
+
+/*
+ * Holds one of each enum so they reach BTF (and the Rust skeleton types)
+ * even though programs only use their constants; xdp_filter defines one.
+ */
+struct ddos_abi_enums {
+	enum ddos_drop_reason drop;
+	enum ddos_pass_reason pass;
+	enum ddos_feat_skip skip;
+};
+
+#endif /* RAMPART_SHARED_DDOS_H */
