@@ -179,22 +179,41 @@ struct ddos_addr6 {
 
 /* ---- feature extraction ---- */
 
+/*
+ * Interval records live in mmapable arrays so userspace reads an interval
+ * straight from memory (a syscall per entry, or even a batched hash-map
+ * read, is far too slow for 300,000 pairs). Per family, per slot (0/1):
+ *
+ *   keys  [slot][cap]        u64 pair key, 0 = free. IPv4: src << 32 | dst
+ *                            (exact). IPv6: 64-bit keyed hash of (src, dst),
+ *                            with the addresses in ddos_faddr6 [slot][cap].
+ *   vals  [slot][cpu][cap]   struct ddos_feat_val, one per CPU: the CPU that
+ *                            runs the program updates its own copy only.
+ *
+ * A pair takes a key slot by compare-and-swap on first sight in the
+ * interval (linear probing, at most DDOS_FEAT_MAX_PROBES), so its index is
+ * the same on every CPU and userspace sums across CPUs by index, without
+ * hashing. cap is a power of two.
+ */
+#define DDOS_FEAT_MAX_PROBES 64
+#define DDOS_FEAT_KEY_FREE 0ull
+
 /* Why the feature stage did not record a packet (it always passes it). */
 enum ddos_feat_skip {
 	DDOS_FEAT_SKIP_NOT_IP = 0,
-	/* Any parse status other than PARSE_OK / PARSE_NOT_IP: fields untrusted. */
+	/* Any parse status other than PARSE_OK / PARSE_NOT_IP: fields untrusted.
+	 * Also the IPv4 pair 0.0.0.0 → 0.0.0.0, whose key is the free marker
+	 * (neither address is valid there, RFC 1122). */
 	DDOS_FEAT_SKIP_MALFORMED = 1,
-	/* The interval's table is full (new (src, dst) pairs are not recorded). */
+	/* No free key slot within DDOS_FEAT_MAX_PROBES: the interval is full. */
 	DDOS_FEAT_SKIP_TABLE_FULL = 2,
 	DDOS_FEAT_SKIP_MAX = 3,
 };
 
-/* Key of one interval record. */
-struct ddos_feat_key {
-	/* Network byte order; IPv4 in [0], the rest zero. */
+/* Addresses of an IPv6 pair (network byte order). */
+struct ddos_feat_addr6 {
 	__u32 src[4];
 	__u32 dst[4];
-	__u32 family;
 };
 
 /* Value of one interval record (per CPU; userspace sums, ORs the sketch). */
@@ -213,15 +232,27 @@ struct ddos_feat_val {
 	/* IP fragments (first and later). */
 	__u32 frags;
 	/* Linear-counting bitmap of destination ports (128 bits): bit
-	 * (dport * 0x9E3779B1) >> 25. Distinct ports ≈ -128 ln(zero bits / 128). */
+	 * sketch_hash(dport) >> 25 (xdp_features.bpf.c). Distinct ports ≈
+	 * -128 ln(zero bits / 128). */
 	__u64 dport_sketch[2];
 };
 
 #define DDOS_FEAT_SKETCH_BITS 128
 
+/* Load-time configuration of xdp_features (rodata). */
+struct ddos_feat_config {
+	/* Pairs per slot (powers of two). */
+	__u32 cap4;
+	__u32 cap6;
+	/* Possible CPUs: the per-CPU dimension of the value arrays. */
+	__u32 ncpu;
+	/* Key of the IPv6 pair hash, random per load. */
+	__u32 seed;
+};
+
 /* Feature stage control (map ddos_fctl, one element, mmapable). */
 struct ddos_feat_ctl {
-	/* Slot being filled: 0 = ddos_feat_a, 1 = ddos_feat_b. */
+	/* Slot being filled (0 or 1). */
 	__u32 slot;
 	__u32 _pad;
 	/* Bumped by userspace on every swap. */

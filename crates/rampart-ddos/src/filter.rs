@@ -230,6 +230,14 @@ impl FilterConfig {
         (table::slots_for(self.max_entries as usize) / BL4_SLOTS_PER_BUCKET) as u32
     }
 
+    /// Key slots per interval slot: IPv4 and IPv6, powers of two, so that
+    /// `features_capacity` pairs fill at most 5/8 of the IPv4 table (short
+    /// probe sequences); IPv6 gets a quarter of that.
+    pub fn feature_caps(&self) -> (u32, u32) {
+        let cap4 = (u64::from(self.features_capacity) * 8 / 5).next_power_of_two().max(64) as u32;
+        (cap4, (cap4 / 4).max(64))
+    }
+
     fn cap_ids(&self) -> u32 {
         self.max_entries + 3 * self.max_other
     }
@@ -602,43 +610,48 @@ impl Filter {
             .bpf_context(|| "loading xdp_filter (verifier)".into())?;
 
         if cfg.features {
+            let (cap4, cap6) = cfg.feature_caps();
+            let ncpu = maps::possible_cpus() as u32;
             let mut fopen = XdpFeaturesSkelBuilder::default()
                 .open(rampart_dataplane::skel::object_storage())
                 .bpf_context(|| "opening xdp_features".into())?;
-            fopen
+            let fro = fopen
                 .maps
-                .ddos_feat_a
-                .set_max_entries(cfg.features_capacity)
-                .map_err(bpf_err("sizing ddos_feat_a"))?;
-            fopen
-                .maps
-                .ddos_feat_b
-                .set_max_entries(cfg.features_capacity)
-                .map_err(bpf_err("sizing ddos_feat_b"))?;
-            let mut fskel = fopen
-                .load()
-                .bpf_context(|| "loading xdp_features (verifier)".into())?;
+                .rodata_data
+                .as_deref_mut()
+                .ok_or_else(|| Error::Invalid("internal: xdp_features has no rodata".into()))?;
+            fro.ddos_feat_cfg.cap4 = cap4;
+            fro.ddos_feat_cfg.cap6 = cap6;
+            fro.ddos_feat_cfg.ncpu = ncpu;
+            fro.ddos_feat_cfg.seed = rand::random();
+            let m = &mut fopen.maps;
+            m.ddos_fkeys4.set_max_entries(2 * cap4).map_err(bpf_err("sizing ddos_fkeys4"))?;
+            m.ddos_fvals4.set_max_entries(2 * ncpu * cap4).map_err(bpf_err("sizing ddos_fvals4"))?;
+            m.ddos_fkeys6.set_max_entries(2 * cap6).map_err(bpf_err("sizing ddos_fkeys6"))?;
+            m.ddos_faddr6.set_max_entries(2 * cap6).map_err(bpf_err("sizing ddos_faddr6"))?;
+            m.ddos_fvals6.set_max_entries(2 * ncpu * cap6).map_err(bpf_err("sizing ddos_fvals6"))?;
+            let mut fskel = fopen.load().bpf_context(|| "loading xdp_features (verifier)".into())?;
             let ffd = fskel.progs.xdp_features.as_fd().as_raw_fd();
             skel.maps
                 .ddos_next
-                .update(
-                    &0u32.to_ne_bytes(),
-                    &ffd.to_ne_bytes(),
-                    libbpf_rs::MapFlags::ANY,
-                )
+                .update(&0u32.to_ne_bytes(), &ffd.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
                 .bpf_context(|| "installing xdp_features as the next stage".into())?;
             fskel
                 .progs
                 .xdp_features
                 .pin(dir.join(pins::PROG_FEATURES))
                 .bpf_context(|| "pinning xdp_features".into())?;
-            for (m, n) in [
-                (&mut fskel.maps.ddos_fctl, "ddos_fctl"),
-                (&mut fskel.maps.ddos_feat_a, "ddos_feat_a"),
-                (&mut fskel.maps.ddos_feat_b, "ddos_feat_b"),
-                (&mut fskel.maps.ddos_featst, "ddos_featst"),
+            let m = &mut fskel.maps;
+            for (map, n) in [
+                (&mut m.ddos_fctl, "ddos_fctl"),
+                (&mut m.ddos_fkeys4, "ddos_fkeys4"),
+                (&mut m.ddos_fvals4, "ddos_fvals4"),
+                (&mut m.ddos_fkeys6, "ddos_fkeys6"),
+                (&mut m.ddos_faddr6, "ddos_faddr6"),
+                (&mut m.ddos_fvals6, "ddos_fvals6"),
+                (&mut m.ddos_featst, "ddos_featst"),
             ] {
-                m.pin(dir.join(n)).bpf_context(|| format!("pinning {n}"))?;
+                map.pin(dir.join(n)).bpf_context(|| format!("pinning {n}"))?;
             }
         }
         skel.progs

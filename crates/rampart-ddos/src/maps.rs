@@ -168,6 +168,35 @@ impl<T: Copy> ArrayMmap<T> {
         unsafe { self.ptr.as_ptr().add(i * self.stride).cast::<T>() }
     }
 
+    /// Elements `start..start + len` as a slice.
+    ///
+    /// # Safety
+    /// Nothing (kernel or another thread) may write those elements while
+    /// the slice lives.
+    ///
+    /// # Panics
+    /// Out of range, or a `T` whose size is not a multiple of 8 (elements
+    /// would not be contiguous).
+    pub unsafe fn slice(&self, start: usize, len: usize) -> &[T] {
+        assert!(start + len <= self.n && self.stride == std::mem::size_of::<T>());
+        // SAFETY: in bounds, contiguous (stride == size), aligned; the caller rules out writers.
+        unsafe { std::slice::from_raw_parts(self.at(start).cast_const(), len) }
+    }
+
+    /// Elements `start..start + len` as a mutable slice.
+    ///
+    /// # Safety
+    /// Nothing else may read or write those elements while the slice lives.
+    ///
+    /// # Panics
+    /// As [`ArrayMmap::slice`].
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice_mut(&self, start: usize, len: usize) -> &mut [T] {
+        assert!(start + len <= self.n && self.stride == std::mem::size_of::<T>());
+        // SAFETY: as in `slice`, and the caller guarantees exclusivity.
+        unsafe { std::slice::from_raw_parts_mut(self.at(start), len) }
+    }
+
     /// Volatile copy of element `i`.
     pub fn get(&self, i: usize) -> T {
         // SAFETY: `at` is in bounds and suitably aligned (page-aligned base, 8-byte stride).

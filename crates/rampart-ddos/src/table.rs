@@ -102,7 +102,13 @@ pub fn slots_for(n: usize) -> usize {
     (2 * n).next_power_of_two().max(BL4_SLOTS_PER_BUCKET)
 }
 
-fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Option<Built> {
+enum Try {
+    Built(Built),
+    TooFar,
+    Duplicate(u32),
+}
+
+fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Try {
     let bits = slots.trailing_zeros();
     let shift = 32 - bits;
     let mask = slots - 1;
@@ -114,6 +120,11 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Option<Built> {
         let (mut k, mut id, mut d) = (k0, id0, 0u32);
         let mut s = home(k, mult, shift) as usize;
         loop {
+            if keys[s] == k {
+                // Robin Hood keeps a cluster ordered by home slot, so a
+                // second copy always meets the first before it could stop.
+                return Try::Duplicate(k);
+            }
             if keys[s] == BL4_EMPTY {
                 keys[s] = k;
                 ids[s] = id;
@@ -131,7 +142,7 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Option<Built> {
             s = (s + 1) & mask;
             d += 1;
             if d > limit {
-                return None;
+                return Try::TooFar;
             }
         }
     }
@@ -143,7 +154,7 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Option<Built> {
             total += u64::from(dist[i]);
         }
     }
-    Some(Built {
+    Try::Built(Built {
         keys,
         ids,
         mult,
@@ -174,20 +185,17 @@ pub fn build(entries: &[(u32, u32)], max_slots: usize, rng: &mut impl rand::Rng)
     while slots <= max_slots.max(BL4_SLOTS_PER_BUCKET) {
         for _ in 0..8 {
             let mult = rng.random::<u32>() | 1;
-            if let Some(b) = try_build(entries, slots, mult) {
-                return Ok(b);
+            match try_build(entries, slots, mult) {
+                Try::Built(b) => return Ok(b),
+                Try::Duplicate(k) => {
+                    return Err(Error::Invalid(format!(
+                        "internal: duplicate key {k:#x} offered to the exact IPv4 table"
+                    )))
+                }
+                Try::TooFar => {}
             }
         }
         slots *= 2;
-    }
-    // Either duplicates (which never fit: the second copy has nowhere to
-    // stop before the first) or an adversarial key set.
-    let mut sorted: Vec<u32> = entries.iter().map(|e| e.0).collect();
-    sorted.sort_unstable();
-    if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err(Error::Invalid(
-            "internal: duplicate key offered to the exact IPv4 table".into(),
-        ));
     }
     Err(Error::Invalid(format!(
         "could not place {} exact IPv4 entries within {} probes in {max_slots} slots: \

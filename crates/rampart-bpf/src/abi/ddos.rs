@@ -4,8 +4,8 @@
 use std::mem::size_of;
 
 pub use crate::xdp_features::types::{
-    ddos_feat_ctl as FeatCtl, ddos_feat_key as FeatKey, ddos_feat_stats as FeatStats,
-    ddos_feat_val as FeatVal,
+    ddos_feat_addr6 as FeatAddr6, ddos_feat_config as FeatConfig, ddos_feat_ctl as FeatCtl,
+    ddos_feat_stats as FeatStats, ddos_feat_val as FeatVal,
 };
 pub use crate::xdp_filter::types::{
     ddos_addr6 as Addr6, ddos_bl4_bucket as Bl4Bucket, ddos_bl4_table as Bl4Table,
@@ -29,6 +29,10 @@ pub const BL4_MIX: u32 = 0x85eb_ca6b;
 pub const ID_NONE: u32 = 0xffff_ffff;
 /// `DDOS_META_USED`.
 pub const META_USED: u16 = 0x1;
+/// `DDOS_FEAT_MAX_PROBES`.
+pub const FEAT_MAX_PROBES: u32 = 64;
+/// `DDOS_FEAT_KEY_FREE`.
+pub const FEAT_KEY_FREE: u64 = 0;
 /// `DDOS_FEAT_SKETCH_BITS`.
 pub const FEAT_SKETCH_BITS: u32 = 128;
 /// Number of drop reasons (`DDOS_DROP_REASON_MAX`).
@@ -49,7 +53,8 @@ const _: () = assert!(size_of::<Addr6>() == 16);
 const _: () = assert!(size_of::<PktCounter>() == 16);
 const _: () = assert!(size_of::<FilterStats>() == 16 * (DROP_REASONS + PASS_REASONS) + 3 * 8 + 8);
 const _: () = assert!(size_of::<FilterConfig>() == 8);
-const _: () = assert!(size_of::<FeatKey>() == 36);
+const _: () = assert!(size_of::<FeatAddr6>() == 32);
+const _: () = assert!(size_of::<FeatConfig>() == 16);
 const _: () = assert!(size_of::<FeatVal>() == 64);
 const _: () = assert!(size_of::<FeatCtl>() == 16);
 const _: () = assert!(size_of::<FeatStats>() == 8 * (2 + FEAT_SKIPS));
