@@ -273,6 +273,30 @@ static __always_inline int match_v6(const struct ddos_filter_ctl *ctl, struct dd
 	return MATCH_NONE;
 }
 
+/*
+ * The flood fast path: an untagged IPv4 frame whose header passes the same
+ * checks parse_ipv4() makes before it trusts the source (version 4, IHL ≥ 5,
+ * the whole header inside the frame, total length ≥ header length). Such a
+ * frame's source is looked up before the full parse, so a blacklisted
+ * source costs no L4 parsing. Everything else takes the full parse first.
+ */
+static __always_inline int quick_src4(void *data, void *data_end, __u32 *saddr)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *iph = (void *)(eth + 1);
+	__u32 hlen;
+
+	if ((void *)(iph + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return 0;
+	if (iph->version != 4 || iph->ihl < 5)
+		return 0;
+	hlen = iph->ihl * 4;
+	if ((void *)iph + hlen > data_end || bpf_ntohs(iph->tot_len) < hlen)
+		return 0;
+	*saddr = iph->saddr;
+	return 1;
+}
+
 static __always_inline void bump(struct ddos_pkt_counter *c, __u64 len)
 {
 	c->packets++;
@@ -288,19 +312,26 @@ int xdp_filter(struct xdp_md *ctx)
 	struct ddos_filter_stats *st;
 	struct ddos_filter_ctl *ctl;
 	struct pkt_info pi;
-	__u32 zero = 0;
-	int status, m = MATCH_NONE;
+	__u32 zero = 0, saddr;
+	int status, m = MATCH_NONE, checked4 = 0;
 
 	st = bpf_map_lookup_elem(&ddos_fstats, &zero);
 	ctl = bpf_map_lookup_elem(&ddos_ctl, &zero);
 	if (!st || !ctl)
 		return XDP_ABORTED;
 
+	if (quick_src4(data, data_end, &saddr)) {
+		m = match_v4(ctl, st, saddr, len);
+		checked4 = 1;
+		if (m != MATCH_NONE)
+			goto drop;
+	}
 	status = parse_packet(data, data_end, &pi);
-	if (pi.family == 4)
+	if (pi.family == 4 && !checked4)
 		m = match_v4(ctl, st, pi.saddr[0], len);
 	else if (pi.family == 6)
 		m = match_v6(ctl, st, pi.saddr, len);
+drop:
 	if (m == MATCH_EXACT) {
 		bump(&st->drop[DDOS_DROP_BLACKLIST], len);
 		return XDP_DROP;

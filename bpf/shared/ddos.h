@@ -53,17 +53,18 @@ struct ddos_pkt_counter {
 
 /* Per-CPU counters of the filter (map ddos_fstats, one element). */
 struct ddos_filter_stats {
+	/* First: what a blacklist drop touches shares one cache line. */
+	/* State of the per-CPU sampling generator (xorshift32; 0 = unseeded). */
+	__u32 rng;
+	__u32 _pad;
+	/* Matches that updated a per-entry counter (1 in 2^sample_shift). */
+	__u64 sampled;
 	struct ddos_pkt_counter drop[DDOS_DROP_REASON_MAX];
 	struct ddos_pkt_counter pass[DDOS_PASS_REASON_MAX];
 	/* Clean packets whose tail call failed (no next stage installed): XDP_PASS. */
 	__u64 no_next_stage;
-	/* Matches that updated a per-entry counter (1 in 2^sample_shift). */
-	__u64 sampled;
 	/* Exact IPv4 entries found expired and retired by the data path. */
 	__u64 expired;
-	/* State of the per-CPU sampling generator (xorshift32; 0 = unseeded). */
-	__u32 rng;
-	__u32 _pad;
 };
 
 /* Load-time configuration of xdp_filter (rodata). */

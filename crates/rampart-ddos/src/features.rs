@@ -198,7 +198,10 @@ impl Features {
         use std::mem::size_of;
         let dir = pin_dir(name);
         if !dir.exists() {
-            return Err(Error::NotAttached { where_: name.to_string(), path: dir });
+            return Err(Error::NotAttached {
+                where_: name.to_string(),
+                path: dir,
+            });
         }
         if !dir.join("ddos_fctl").exists() {
             return Err(Error::Invalid(format!(
@@ -221,9 +224,21 @@ impl Features {
         let vals6 = ArrayMmap::new(v6.fd.as_fd(), &v6.info)?;
         let cap4 = keys4.len() / 2;
         let cap6 = keys6.len() / 2;
-        let ncpu = if cap4 > 0 { vals4.len() / (2 * cap4) } else { 0 };
-        if cap4 == 0 || cap6 == 0 || ncpu == 0 || vals6.len() != 2 * ncpu * cap6 || addr6.len() != 2 * cap6 {
-            return Err(Error::BadState { path: dir, reason: "feature arrays of inconsistent sizes".into() });
+        let ncpu = if cap4 > 0 {
+            vals4.len() / (2 * cap4)
+        } else {
+            0
+        };
+        if cap4 == 0
+            || cap6 == 0
+            || ncpu == 0
+            || vals6.len() != 2 * ncpu * cap6
+            || addr6.len() != 2 * cap6
+        {
+            return Err(Error::BadState {
+                path: dir,
+                reason: "feature arrays of inconsistent sizes".into(),
+            });
         }
         Ok(Self {
             dir,
@@ -254,7 +269,14 @@ impl Features {
 
     fn interval_atomic(&self) -> &AtomicU64 {
         // SAFETY: `interval` is an 8-aligned field inside the mapped control element.
-        unsafe { &*(self.ctl.at(0).cast::<u8>().add(std::mem::offset_of!(FeatCtl, interval)).cast::<AtomicU64>()) }
+        unsafe {
+            &*(self
+                .ctl
+                .at(0)
+                .cast::<u8>()
+                .add(std::mem::offset_of!(FeatCtl, interval))
+                .cast::<AtomicU64>())
+        }
     }
 
     /// End the current interval and return it: swap slots, wait for the
@@ -265,7 +287,12 @@ impl Features {
     pub fn snapshot(&mut self) -> Result<Snapshot> {
         let mut records = Vec::new();
         let (interval, swap_wait, read) = self.snapshot_into(&mut records)?;
-        Ok(Snapshot { interval, records, swap_wait, read })
+        Ok(Snapshot {
+            interval,
+            records,
+            swap_wait,
+            read,
+        })
     }
 
     /// As [`Features::snapshot`], into `out` (cleared first). A reader that
@@ -276,7 +303,10 @@ impl Features {
     ///
     /// # Errors
     /// The lock file cannot be taken.
-    pub fn snapshot_into(&mut self, out: &mut Vec<FeatureRecord>) -> Result<(u64, Duration, Duration)> {
+    pub fn snapshot_into(
+        &mut self,
+        out: &mut Vec<FeatureRecord>,
+    ) -> Result<(u64, Duration, Duration)> {
         out.clear();
         self.snapshot_with(|r| out.push(*r))
     }
@@ -286,11 +316,15 @@ impl Features {
     ///
     /// # Errors
     /// The lock file cannot be taken.
-    pub fn snapshot_with(&mut self, mut each: impl FnMut(&FeatureRecord)) -> Result<(u64, Duration, Duration)> {
+    pub fn snapshot_with(
+        &mut self,
+        mut each: impl FnMut(&FeatureRecord),
+    ) -> Result<(u64, Duration, Duration)> {
         let _lock = crate::filter::lock_features(&self.name)?;
         let t0 = Instant::now();
         let old = (self.slot_atomic().load(Ordering::Acquire) & 1) as usize;
-        self.slot_atomic().store((old ^ 1) as u32, Ordering::Release);
+        self.slot_atomic()
+            .store((old ^ 1) as u32, Ordering::Release);
         let interval = self.interval_atomic().fetch_add(1, Ordering::AcqRel);
         maps::grace_period();
         let swap_wait = t0.elapsed();
@@ -308,10 +342,12 @@ impl Features {
         let (keys4, vals4, keys6, addr6, vals6) = unsafe {
             (
                 self.keys4.slice_mut(slot * self.cap4, self.cap4),
-                self.vals4.slice_mut(slot * ncpu * self.cap4, ncpu * self.cap4),
+                self.vals4
+                    .slice_mut(slot * ncpu * self.cap4, ncpu * self.cap4),
                 self.keys6.slice_mut(slot * self.cap6, self.cap6),
                 self.addr6.slice(slot * self.cap6, self.cap6),
-                self.vals6.slice_mut(slot * ncpu * self.cap6, ncpu * self.cap6),
+                self.vals6
+                    .slice_mut(slot * ncpu * self.cap6, ncpu * self.cap6),
             )
         };
         let cap4 = self.cap4;
@@ -337,7 +373,9 @@ impl Features {
                 continue;
             }
             let a = aggregate(vals6, ncpu, cap6, i);
-            if let (Some(src), Some(dst)) = (words_addr(6, &addr6[i].src), words_addr(6, &addr6[i].dst)) {
+            if let (Some(src), Some(dst)) =
+                (words_addr(6, &addr6[i].src), words_addr(6, &addr6[i].dst))
+            {
                 each(&record(src, dst, &a));
             }
             for c in 0..ncpu {
@@ -345,6 +383,16 @@ impl Features {
             }
             *k = FEAT_KEY_FREE;
         }
+    }
+
+    /// Packets recorded by each CPU (both slots), for checking that an
+    /// interval was filled by several CPUs.
+    ///
+    /// # Errors
+    /// A failing per-CPU read.
+    pub fn recorded_per_cpu(&self) -> Result<Vec<u64>> {
+        let v: Vec<FeatStats> = maps::percpu_values(self.stats.raw())?;
+        Ok(v.iter().map(|c| c.recorded[0] + c.recorded[1]).collect())
     }
 
     /// Counters of the stage, summed over CPUs.

@@ -234,7 +234,9 @@ impl FilterConfig {
     /// `features_capacity` pairs fill at most 5/8 of the IPv4 table (short
     /// probe sequences); IPv6 gets a quarter of that.
     pub fn feature_caps(&self) -> (u32, u32) {
-        let cap4 = (u64::from(self.features_capacity) * 8 / 5).next_power_of_two().max(64) as u32;
+        let cap4 = (u64::from(self.features_capacity) * 8 / 5)
+            .next_power_of_two()
+            .max(64) as u32;
         (cap4, (cap4 / 4).max(64))
     }
 
@@ -625,16 +627,32 @@ impl Filter {
             fro.ddos_feat_cfg.ncpu = ncpu;
             fro.ddos_feat_cfg.seed = rand::random();
             let m = &mut fopen.maps;
-            m.ddos_fkeys4.set_max_entries(2 * cap4).map_err(bpf_err("sizing ddos_fkeys4"))?;
-            m.ddos_fvals4.set_max_entries(2 * ncpu * cap4).map_err(bpf_err("sizing ddos_fvals4"))?;
-            m.ddos_fkeys6.set_max_entries(2 * cap6).map_err(bpf_err("sizing ddos_fkeys6"))?;
-            m.ddos_faddr6.set_max_entries(2 * cap6).map_err(bpf_err("sizing ddos_faddr6"))?;
-            m.ddos_fvals6.set_max_entries(2 * ncpu * cap6).map_err(bpf_err("sizing ddos_fvals6"))?;
-            let mut fskel = fopen.load().bpf_context(|| "loading xdp_features (verifier)".into())?;
+            m.ddos_fkeys4
+                .set_max_entries(2 * cap4)
+                .map_err(bpf_err("sizing ddos_fkeys4"))?;
+            m.ddos_fvals4
+                .set_max_entries(2 * ncpu * cap4)
+                .map_err(bpf_err("sizing ddos_fvals4"))?;
+            m.ddos_fkeys6
+                .set_max_entries(2 * cap6)
+                .map_err(bpf_err("sizing ddos_fkeys6"))?;
+            m.ddos_faddr6
+                .set_max_entries(2 * cap6)
+                .map_err(bpf_err("sizing ddos_faddr6"))?;
+            m.ddos_fvals6
+                .set_max_entries(2 * ncpu * cap6)
+                .map_err(bpf_err("sizing ddos_fvals6"))?;
+            let mut fskel = fopen
+                .load()
+                .bpf_context(|| "loading xdp_features (verifier)".into())?;
             let ffd = fskel.progs.xdp_features.as_fd().as_raw_fd();
             skel.maps
                 .ddos_next
-                .update(&0u32.to_ne_bytes(), &ffd.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+                .update(
+                    &0u32.to_ne_bytes(),
+                    &ffd.to_ne_bytes(),
+                    libbpf_rs::MapFlags::ANY,
+                )
                 .bpf_context(|| "installing xdp_features as the next stage".into())?;
             fskel
                 .progs
@@ -651,7 +669,8 @@ impl Filter {
                 (&mut m.ddos_fvals6, "ddos_fvals6"),
                 (&mut m.ddos_featst, "ddos_featst"),
             ] {
-                map.pin(dir.join(n)).bpf_context(|| format!("pinning {n}"))?;
+                map.pin(dir.join(n))
+                    .bpf_context(|| format!("pinning {n}"))?;
             }
         }
         skel.progs
@@ -1347,7 +1366,7 @@ impl Filter {
                 })
             })
             .collect();
-        out.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        out.sort_by_key(|e| e.prefix);
         Ok(out)
     }
 

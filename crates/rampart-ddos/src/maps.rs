@@ -92,7 +92,7 @@ impl PinnedMap {
 #[derive(Debug)]
 pub struct ArrayMmap<T> {
     ptr: NonNull<u8>,
-    len: usize,
+    map_len: usize,
     n: usize,
     stride: usize,
     _t: PhantomData<T>,
@@ -214,7 +214,7 @@ impl<T> Drop for ArrayMmap<T> {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what `new` mapped.
         unsafe {
-            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+            libc::munmap(self.ptr.as_ptr().cast(), self.map_len);
         }
     }
 }

@@ -23,6 +23,12 @@ enum Cmd {
     Lab(cli::lab::LabCmd),
     /// Run the main demo in a lab of its own and print a report.
     Demo(cli::demo::DemoArgs),
+    /// DDoS data plane: XDP source blacklist and feature extraction (state pinned).
+    #[command(subcommand)]
+    Ddos(cli::ddos::DdosCmd),
+    /// Benchmarks, each in a lab of its own: `rampart bench <name>`.
+    #[command(subcommand)]
+    Bench(cli::bench::BenchCmd),
 }
 
 /// clap renders errors over several lines (usage, hints); rampart's CLI
@@ -72,6 +78,8 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
+        Cmd::Ddos(c) => cli::ddos::run(c, &cancel),
+        Cmd::Bench(c) => cli::bench::run(c, &cancel),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -52,6 +52,8 @@ const _: () = assert!(size_of::<Lpm6Key>() == 20);
 const _: () = assert!(size_of::<Addr6>() == 16);
 const _: () = assert!(size_of::<PktCounter>() == 16);
 const _: () = assert!(size_of::<FilterStats>() == 16 * (DROP_REASONS + PASS_REASONS) + 3 * 8 + 8);
+// The fast path's counters share the first cache line.
+const _: () = assert!(std::mem::offset_of!(FilterStats, drop) == 16);
 const _: () = assert!(size_of::<FilterConfig>() == 8);
 const _: () = assert!(size_of::<FeatAddr6>() == 32);
 const _: () = assert!(size_of::<FeatConfig>() == 16);
