@@ -141,7 +141,7 @@ impl<T: Copy> ArrayMmap<T> {
             .ok_or_else(|| Error::Invalid("mmap returned NULL".into()))?;
         Ok(Self {
             ptr,
-            len,
+            map_len: len,
             n,
             stride,
             _t: PhantomData,
