@@ -23,7 +23,7 @@
 //! Concurrent `rampart ddos` processes serialise on a lock file in
 //! `/run/rampart/ddos/`.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
@@ -856,15 +856,15 @@ impl Filter {
             .store(c.prefix6 as u32, Ordering::Release);
     }
 
-    /// Every live entry (used id) with its prefix and counters.
-    fn scan(&self) -> (HashMap<Prefix, u32>, Vec<u32>) {
-        let mut used = HashMap::new();
+    /// Every used entry id with its prefix, and the free ids.
+    fn scan(&self) -> (Vec<(Prefix, u32)>, Vec<u32>) {
+        let mut used = Vec::new();
         let mut free = Vec::new();
         for id in 0..self.meta.len() {
             let m = self.meta.get(id);
             if m.flags & META_USED != 0 {
                 if let Some(p) = Prefix::from_words(m.family, m.addr, m.prefixlen) {
-                    used.insert(p, id as u32);
+                    used.push((p, id as u32));
                     continue;
                 }
             }
@@ -909,7 +909,7 @@ impl Filter {
     /// writing (rolled back where possible).
     pub fn apply(&mut self, up: &Update) -> Result<UpdateReport> {
         let _lock = lock_file(&self.name, "filter")?;
-        self.apply_locked(up)
+        self.apply_locked(up, false)
     }
 
     /// Block prefixes (error if any is blocked already).
@@ -954,7 +954,7 @@ impl Filter {
         self.apply(&Update::default())
     }
 
-    fn apply_locked(&mut self, up: &Update) -> Result<UpdateReport> {
+    fn apply_locked(&mut self, up: &Update, second_phase: bool) -> Result<UpdateReport> {
         let t0 = Instant::now();
         let ctl = self.ctl_snapshot();
         let now_boot = clock::boot_ns();
@@ -964,9 +964,10 @@ impl Filter {
         // treated as expired when it is to be kept: the data path may be
         // retiring its slot right now, so it is re-added with a fresh id.
         const MARGIN_NS: u64 = 1_000_000_000;
-        let mut live: HashMap<Prefix, u32> = HashMap::new();
+        let mut live: HashMap<Prefix, u32> =
+            HashMap::with_capacity_and_hasher(used.len(), Default::default());
         let mut expired: Vec<(Prefix, u32)> = Vec::new();
-        let mut near: HashSet<Prefix> = HashSet::new();
+        let mut near: HashSet<Prefix> = HashSet::default();
         for (p, id) in used {
             let c = self.counters.get(id as usize);
             if c.expires_ns != 0 && c.expires_ns <= now_boot {
@@ -985,7 +986,8 @@ impl Filter {
         let mut adds: Vec<BlockEntry> = Vec::new();
         let mut removes: Vec<(Prefix, u32)> = Vec::new();
         let mut refresh: Vec<(u32, u64)> = Vec::new();
-        let mut seen: HashSet<Prefix> = HashSet::new();
+        let mut seen: HashSet<Prefix> =
+            HashSet::with_capacity_and_hasher(up.add.len(), Default::default());
         for e in &up.add {
             if !seen.insert(e.prefix) {
                 return Err(Error::Duplicate {
@@ -1081,14 +1083,30 @@ impl Filter {
         }
         // Ids of removed and expired entries are only reusable after the
         // grace period at the end; if the free ones do not suffice, purge first.
+        // Ids of removed and expired entries are only reusable after the
+        // grace period at the end of an update. When the free ids do not
+        // cover the additions (a near-full table being replaced), the
+        // removals go first as an update of their own, then the rest: still
+        // validated as a whole above, so the second phase cannot fail on
+        // capacity; new entries just arrive one grace period later.
         if free.len() < adds.len() {
-            if expired.is_empty() && removes.is_empty() {
-                return Err(Error::Invalid(
-                    "internal: entry ids exhausted below table capacity".into(),
-                ));
+            if second_phase || (expired.is_empty() && removes.is_empty()) {
+                return Err(Error::Invalid(format!(
+                    "internal: {} free entry ids for {} additions below table capacity",
+                    free.len(),
+                    adds.len()
+                )));
             }
-            self.apply_locked(&Update::default())?;
-            return self.apply_locked(up);
+            let first = Update {
+                remove: removes.iter().map(|(p, _)| *p).collect(),
+                ..Default::default()
+            };
+            let r1 = self.apply_locked(&first, true)?;
+            let mut r2 = self.apply_locked(up, true)?;
+            r2.removed += r1.removed;
+            r2.expired += r1.expired;
+            r2.seconds = t0.elapsed().as_secs_f64();
+            return Ok(r2);
         }
 
         // New entries: ids, counters and metadata (invisible to the data
@@ -1405,7 +1423,7 @@ impl Filter {
         let t = ctl.tab[(ctl.active & 1) as usize];
         let (used, _) = self.scan();
         let mut counts = KindCounts::default();
-        for p in used.keys() {
+        for (p, _) in &used {
             counts.bump(p.kind(), 1);
         }
         Ok(FilterStats {

@@ -394,3 +394,67 @@ fn large_table_finds_members_and_only_members() {
         );
     }
 }
+
+#[test]
+fn replacing_a_full_table_reuses_the_removed_ids() {
+    // 4 exact + 3 × 1 other = 7 entry ids: replacing 3 of 4 full-table
+    // entries needs the ids of the removed ones (a two-phase update).
+    let cfg = FilterConfig {
+        max_entries: 4,
+        max_other: 1,
+        ..exact_cfg()
+    };
+    let mut f = Installed::new("pf", &cfg);
+    f.block(&[
+        "192.0.2.1",
+        "192.0.2.2",
+        "192.0.2.3",
+        "192.0.2.4",
+        "10.0.0.0/8",
+        "2001:db8::1",
+        "2001:db8::/32",
+    ]);
+    let prog = f.prog();
+    assert_eq!(
+        run(&prog, &udp("192.0.2.1", "203.0.113.1", 53, 4), 3),
+        XDP_DROP
+    );
+    let list: Vec<BlockEntry> = [
+        "192.0.2.1",
+        "198.51.100.1",
+        "198.51.100.2",
+        "198.51.100.3",
+        "11.0.0.0/8",
+    ]
+    .iter()
+    .map(|s| BlockEntry {
+        prefix: Prefix::parse(s).unwrap(),
+        ttl: None,
+    })
+    .collect();
+    let r = f.filter.replace(&list).unwrap();
+    assert_eq!((r.added, r.removed, r.kept), (4, 6, 1));
+    assert_eq!(
+        entry(&f, "192.0.2.1/32").0,
+        3,
+        "kept entry keeps its counter"
+    );
+    for (src, want) in [
+        ("192.0.2.1", XDP_DROP),
+        ("192.0.2.2", XDP_PASS),
+        ("198.51.100.3", XDP_DROP),
+        ("10.1.1.1", XDP_PASS),
+        ("11.1.1.1", XDP_DROP),
+    ] {
+        assert_eq!(
+            run(&prog, &udp(src, "203.0.113.1", 53, 4), 1),
+            want,
+            "{src}"
+        );
+    }
+    assert_eq!(
+        run(&prog, &udp("2001:db8::1", "2001:db8::2", 53, 4), 1),
+        XDP_PASS
+    );
+    assert_eq!(f.filter.entries().unwrap().len(), 5);
+}

@@ -5,11 +5,13 @@
 //! - [`filter`]: drop rate of the blacklist against bare XDP_DROP and the
 //!   peers (nftables set, iptables rules, xdp-filter), alternated
 //!   repetitions, medians;
-//! - [`features`]: time to read one feature interval.
+//! - [`features`]: time to read one feature interval;
+//! - [`update`]: blacklist updates of up to 1M entries under a flood.
 
 pub mod features;
 pub mod filter;
 pub mod peers;
+pub mod update;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -18,6 +18,24 @@ pub enum BenchCmd {
     Filter(FilterArgs),
     /// ddos feature stage: time to read one interval of N (src, dst) pairs.
     FeaturesRead(FeaturesReadArgs),
+    /// ddos blacklist: updates of up to 1M entries under a flood from the entries that stay.
+    FilterUpdate(FilterUpdateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FilterUpdateArgs {
+    /// Entries that stay (and flood).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub entries: u32,
+    /// Entries added and removed around them per update.
+    #[arg(long, default_value_t = 100_000)]
+    pub change: u32,
+    /// Updates.
+    #[arg(long, default_value_t = 6)]
+    pub reps: u32,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +155,22 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
                     );
                 }
             })?;
+            Ok(())
+        }
+        BenchCmd::FilterUpdate(a) => {
+            let spec = rampart_ddos::bench::update::UpdateSpec {
+                entries: a.entries,
+                change: a.change,
+                reps: a.reps,
+            };
+            let r = rampart_ddos::bench::update::run(&spec, cancel)?;
+            if a.json {
+                return print_json(&r);
+            }
+            println!(
+                "{} entries loaded in {:.2} s; replace ±{} around them: {:.2} s median ({:?}); {} flood packets dropped meanwhile, {} leaked; counters monotonic: {}",
+                r.entries, r.load_seconds, r.change, r.update_seconds, r.update_seconds_raw, r.dropped_during, r.leaked, r.counters_monotonic
+            );
             Ok(())
         }
         BenchCmd::FeaturesRead(a) => {
