@@ -458,3 +458,54 @@ fn replacing_a_full_table_reuses_the_removed_ids() {
     );
     assert_eq!(f.filter.entries().unwrap().len(), 5);
 }
+
+/// IPv6 header + a chain of `n` destination-options headers + UDP.
+fn v6_ext(src: &str, n: usize, frag_later: bool) -> Vec<u8> {
+    let s: std::net::Ipv6Addr = src.parse().unwrap();
+    let d: std::net::Ipv6Addr = "2001:db8::ff".parse().unwrap();
+    let first = if frag_later { 44u8 } else { 17 };
+    let mut payload = Vec::new();
+    for i in 0..n {
+        // Destination options: next header, length 0 (8 bytes), one PadN option.
+        let next = if i + 1 < n { 60 } else { first };
+        payload.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    if frag_later {
+        // Fragment header, offset 64 bytes: what follows is not a UDP header.
+        payload.extend_from_slice(&[17, 0, 0x02, 0x00, 0, 0, 0, 1]);
+    }
+    payload.extend_from_slice(&[0x9c, 0x40, 0, 53, 0, 8, 0, 0]);
+    let next0 = if n > 0 { 60 } else { first };
+    let mut v = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
+    v.extend_from_slice(&[0x60, 0, 0, 0]);
+    v.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    v.extend_from_slice(&[next0, 64]);
+    v.extend_from_slice(&s.octets());
+    v.extend_from_slice(&d.octets());
+    v.extend_from_slice(&payload);
+    v
+}
+
+#[test]
+fn ipv6_malformed_and_fragments() {
+    let mut f = Installed::new("pf", &exact_cfg());
+    f.block(&["2001:db8::66"]);
+    let prog = f.prog();
+    // Six extension headers are walked; seven are too deep.
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 6, false), 1), XDP_PASS);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 7, false), 1), XDP_DROP);
+    // A blacklisted source is dropped as blacklisted even behind too many headers.
+    assert_eq!(run(&prog, &v6_ext("2001:db8::66", 7, false), 1), XDP_DROP);
+    // A chain cut short: truncated.
+    let cut = v6_ext("2001:db8::1", 3, false);
+    assert_eq!(run(&prog, &cut[..14 + 40 + 12], 1), XDP_DROP);
+    // Later fragments: no L4 read; blacklisted dropped, clean passed.
+    assert_eq!(run(&prog, &v6_ext("2001:db8::66", 1, true), 1), XDP_DROP);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 1, true), 1), XDP_PASS);
+    let s = f.filter.stats().unwrap();
+    assert_eq!(s.dropped("too_deep"), 1);
+    assert_eq!(s.dropped("truncated"), 1);
+    assert_eq!(s.dropped("blacklist"), 2);
+    assert_eq!(s.passed("clean"), 2);
+    assert_eq!(entry(&f, "2001:db8::66/128").0, 2);
+}

@@ -191,6 +191,12 @@ impl NftSet {
     }
 }
 
+impl Drop for NftSet {
+    fn drop(&mut self) {
+        let _ = self.nft(&format!("delete table netdev {NFT_TABLE}\n"));
+    }
+}
+
 impl Variant for NftSet {
     fn name(&self) -> &'static str {
         "nft_set"
@@ -233,6 +239,7 @@ impl Variant for NftSet {
 /// then `-s <generator range> -j DROP`. Toggled by a jump from PREROUTING.
 pub struct Iptables {
     ns: String,
+    enabled: bool,
 }
 
 const IPT_CHAIN: &str = "RPBENCH";
@@ -254,7 +261,24 @@ impl Iptables {
             &["netns", "exec", ns, "iptables-restore", "--noflush"],
             Some(s.as_bytes()),
         )?;
-        Ok(Self { ns: ns.to_string() })
+        Ok(Self {
+            ns: ns.to_string(),
+            enabled: false,
+        })
+    }
+
+    fn ipt(&self, args: &[&str]) -> Result<String> {
+        let mut v = vec!["netns", "exec", self.ns.as_str(), "iptables", "-t", "raw"];
+        v.extend_from_slice(args);
+        run_cmd("ip", &v, None)
+    }
+}
+
+impl Drop for Iptables {
+    fn drop(&mut self) {
+        let _ = self.disable();
+        let _ = self.ipt(&["-F", IPT_CHAIN]);
+        let _ = self.ipt(&["-X", IPT_CHAIN]);
     }
 }
 
@@ -263,52 +287,19 @@ impl Variant for Iptables {
         "iptables"
     }
     fn enable(&mut self) -> Result<()> {
-        run_cmd(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &self.ns,
-                "iptables",
-                "-t",
-                "raw",
-                "-I",
-                "PREROUTING",
-                "-j",
-                IPT_CHAIN,
-            ],
-            None,
-        )?;
+        self.ipt(&["-I", "PREROUTING", "-j", IPT_CHAIN])?;
+        self.enabled = true;
         Ok(())
     }
     fn disable(&mut self) -> Result<()> {
-        run_cmd(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &self.ns,
-                "iptables",
-                "-t",
-                "raw",
-                "-D",
-                "PREROUTING",
-                "-j",
-                IPT_CHAIN,
-            ],
-            None,
-        )?;
+        if self.enabled {
+            self.ipt(&["-D", "PREROUTING", "-j", IPT_CHAIN])?;
+            self.enabled = false;
+        }
         Ok(())
     }
     fn dropped(&self) -> Result<u64> {
-        let out = run_cmd(
-            "ip",
-            &[
-                "netns", "exec", &self.ns, "iptables", "-t", "raw", "-L", IPT_CHAIN, "-v", "-x",
-                "-n",
-            ],
-            None,
-        )?;
+        let out = self.ipt(&["-L", IPT_CHAIN, "-v", "-x", "-n"])?;
         Ok(out
             .lines()
             .skip(2)
