@@ -32,7 +32,9 @@ fn one_line(err: &clap::Error) -> String {
     let parts: Vec<&str> = rendered
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
         .collect();
     parts.join(" ")
 }
@@ -47,7 +49,8 @@ fn main() -> ExitCode {
                     let _ = e.print();
                     ExitCode::SUCCESS
                 }
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                | ErrorKind::MissingSubcommand => {
                     let _ = e.print();
                     ExitCode::from(2)
                 }

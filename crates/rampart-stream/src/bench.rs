@@ -1,0 +1,302 @@
+//! The engine benchmark of issue #9 item 5 (`rampart bench stream-engine`):
+//! Source → Map(FlowID) → Filter(TCP or UDP) → Keyed Window (count-based
+//! tumbling, 1,000 tuples, packets + bytes per flow) → Sink, on synthetic
+//! 32-byte packet tuples (60% TCP, 30% UDP, 10% ICMP) spread uniformly over
+//! N flows; and the empty Source → Sink pipeline. The same pipeline as the
+//! WindFlow 4.2.2 anchor measured on this machine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::engine::{
+    agg, Filter, GraphConfig, KeyedWindow, Map, PipeGraph, Result, Sink, Source, WindowSpec,
+};
+use crate::flowid::jhash2;
+
+/// The benchmark's 32-byte packet tuple (IPv4, as in the WindFlow anchor).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BenchTuple {
+    /// Source address.
+    pub saddr: u32,
+    /// Destination address.
+    pub daddr: u32,
+    /// Source port.
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// IP protocol.
+    pub proto: u8,
+    /// TCP flags.
+    pub tcp_flags: u8,
+    /// Length, bytes.
+    pub len: u16,
+    /// Timestamp, ns.
+    pub ts: u64,
+    /// FlowID (set by the Map).
+    pub flow_id: u32,
+    _pad: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<BenchTuple>() == 32);
+
+/// Which pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchPipeline {
+    /// Source → Map → Filter → Keyed Window → Sink.
+    Full,
+    /// Source → Sink.
+    Empty,
+}
+
+/// One configuration.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchConfig {
+    /// Pipeline.
+    pub pipeline: BenchPipeline,
+    /// Distinct flows.
+    pub flows: u32,
+    /// Replicas per operator, `a-b-c-d-e` (full) or `a-b` (empty).
+    pub parallelism: Vec<usize>,
+    /// Output batch (1 = batching off).
+    pub batch: usize,
+    /// Operator chaining.
+    pub chaining: bool,
+    /// How long the source runs.
+    pub seconds: f64,
+}
+
+/// One measurement (`rampart bench stream-engine --json` prints one per line).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchResult {
+    /// `full` or `empty`.
+    pub pipeline: BenchPipeline,
+    /// Distinct flows.
+    pub flows: u32,
+    /// `1-1-1-2-1` etc.
+    pub parallelism: String,
+    /// Batching on?
+    pub batching: bool,
+    /// Output batch size.
+    pub batch: usize,
+    /// Chaining on?
+    pub chaining: bool,
+    /// Input tuples per second (source tuples / wall time of the run).
+    pub tuples_per_s: f64,
+    /// Source tuples.
+    pub tuples: u64,
+    /// Wall time, s.
+    pub seconds: f64,
+    /// Threads the graph ran on.
+    pub threads: usize,
+    /// Window results (full pipeline).
+    pub windows: u64,
+    /// Tuple size, bytes.
+    pub tuple_bytes: usize,
+}
+
+/// The flows: 60% TCP, 30% UDP, 10% ICMP by flow index, deterministic.
+fn flow_table(flows: u32) -> Arc<Vec<BenchTuple>> {
+    let mut v = Vec::with_capacity(flows as usize);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..flows {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let proto = match i % 10 {
+            0..=5 => 6,
+            6..=8 => 17,
+            _ => 1,
+        };
+        v.push(BenchTuple {
+            saddr: 0xac10_0000 | (i & 0xf_ffff),
+            daddr: 0x0a0a_0002,
+            sport: (x >> 16) as u16 | 1024,
+            dport: if proto == 1 {
+                0x0800
+            } else {
+                80 + (x >> 40) as u16 % 100
+            },
+            proto,
+            tcp_flags: if proto == 6 { 0x10 } else { 0 },
+            len: 64 + (x >> 50) as u16 % 1400,
+            ..Default::default()
+        });
+    }
+    Arc::new(v)
+}
+
+fn source(
+    flows: Arc<Vec<BenchTuple>>,
+    seconds: f64,
+) -> impl FnMut(&mut crate::engine::SourceCtx<'_, BenchTuple>) -> std::result::Result<(), String>
+       + Clone
+       + Send
+       + 'static {
+    move |ctx| {
+        let n = flows.len() as u64;
+        let mut x = 0x2545_f491_4f6c_dd1du64
+            ^ (ctx.replica() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+        let mut ts = 0u64;
+        loop {
+            for _ in 0..65_536 {
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+                let i = (((r >> 32) * n) >> 32) as usize;
+                let mut t = flows[i];
+                ts += 1;
+                t.ts = ts;
+                ctx.emit(ts, t);
+            }
+            if Instant::now() >= deadline || ctx.is_cancelled() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Run one configuration.
+///
+/// # Errors
+/// Invalid settings (parallelism, batch) or a failing run.
+pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
+    let flows = flow_table(cfg.flows.max(1));
+    let g = PipeGraph::new(GraphConfig {
+        name: "bench".into(),
+        chaining: cfg.chaining,
+        ..GraphConfig::default()
+    })?;
+    let par = |i: usize| cfg.parallelism.get(i).copied().unwrap_or(1);
+    let results = Arc::new(AtomicU64::new(0));
+    let r2 = Arc::clone(&results);
+    let count_sink = move |name: &str| {
+        let r = Arc::clone(&r2);
+        let mut n = 0u64;
+        Sink::new(name, move |x: Option<(u32, u64, u64)>| match x {
+            Some(_) => n += 1,
+            None => {
+                r.fetch_add(n, Ordering::Relaxed);
+            }
+        })
+    };
+    let src = Source::new("source", source(flows, cfg.seconds))
+        .with_parallelism(par(0))
+        .with_output_batch(cfg.batch);
+    let pipeline = match cfg.pipeline {
+        BenchPipeline::Full => g
+            .source(src)?
+            .add(
+                Map::new("flowid", |mut t: BenchTuple| {
+                    let k = [
+                        t.saddr,
+                        t.daddr,
+                        (u32::from(t.sport) << 16) | u32::from(t.dport),
+                        u32::from(t.proto),
+                    ];
+                    t.flow_id = jhash2(&k, 0x7261);
+                    t
+                })
+                .with_parallelism(par(1))
+                .with_output_batch(cfg.batch),
+            )?
+            .add(
+                Filter::new("filter", |t: &BenchTuple| t.proto == 6 || t.proto == 17)
+                    .with_parallelism(par(2))
+                    .with_output_batch(cfg.batch),
+            )?
+            .add(
+                KeyedWindow::new(
+                    "window",
+                    |t: &BenchTuple| t.flow_id,
+                    WindowSpec::count_tumbling(1000),
+                    agg(
+                        || (0u64, 0u64),
+                        |a: &mut (u64, u64), t: &BenchTuple| {
+                            a.0 += 1;
+                            a.1 += u64::from(t.len);
+                        },
+                        |k: &u32, a: (u64, u64), _: &crate::engine::WindowInfo| (*k, a.0, a.1),
+                    ),
+                )
+                .with_parallelism(par(3))
+                .with_output_batch(cfg.batch),
+            )?
+            .sink(count_sink("sink").with_parallelism(par(4)))?,
+        BenchPipeline::Empty => {
+            let r = Arc::clone(&results);
+            let mut n = 0u64;
+            g.source(src)?.sink(
+                Sink::new("sink", move |x: Option<BenchTuple>| match x {
+                    Some(_) => n += 1,
+                    None => {
+                        r.fetch_add(n, Ordering::Relaxed);
+                    }
+                })
+                .with_parallelism(par(1)),
+            )?
+        }
+    };
+    let threads = pipeline.threads();
+    let st = pipeline.run()?;
+    Ok(BenchResult {
+        pipeline: cfg.pipeline,
+        flows: cfg.flows,
+        parallelism: cfg
+            .parallelism
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("-"),
+        batching: cfg.batch > 1,
+        batch: cfg.batch,
+        chaining: cfg.chaining,
+        tuples_per_s: st.source_tuples as f64 / st.seconds,
+        tuples: st.source_tuples,
+        seconds: st.seconds,
+        threads,
+        windows: if cfg.pipeline == BenchPipeline::Full {
+            results.load(Ordering::Relaxed)
+        } else {
+            0
+        },
+        tuple_bytes: std::mem::size_of::<BenchTuple>(),
+    })
+}
+
+/// The configurations of the issue: full 1-1-1-1-1 and 1-1-1-2-1 and
+/// empty 1-1, each with batching off/on and chaining off/on.
+pub fn standard_configs(flows: u32, batch: usize, seconds: f64) -> Vec<BenchConfig> {
+    let mut v = Vec::new();
+    for par in [vec![1, 1, 1, 1, 1], vec![1, 1, 1, 2, 1]] {
+        for b in [1, batch] {
+            for chaining in [false, true] {
+                v.push(BenchConfig {
+                    pipeline: BenchPipeline::Full,
+                    flows,
+                    parallelism: par.clone(),
+                    batch: b,
+                    chaining,
+                    seconds,
+                });
+            }
+        }
+    }
+    for b in [1, batch] {
+        for chaining in [false, true] {
+            v.push(BenchConfig {
+                pipeline: BenchPipeline::Empty,
+                flows,
+                parallelism: vec![1, 1],
+                batch: b,
+                chaining,
+                seconds,
+            });
+        }
+    }
+    v
+}

@@ -1,0 +1,774 @@
+//! Windows: Keyed Windows (all windows of a key on the replica that owns
+//! the key) and Parallel Windows (the windows of one key spread over the
+//! replicas by window index), count- or time-based, tumbling or sliding,
+//! with incremental aggregation (small per-key state).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::Hash;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustc_hash::FxHashMap;
+
+use super::emit::Route;
+use super::ops::{Operator, Settings};
+use super::{key_hash, mix64, replica_of, Counters, Error, Out, Rec, Result};
+
+/// Shape of the windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WindowSpec {
+    /// Every `size` records of a key.
+    CountTumbling {
+        /// Records per window.
+        size: u64,
+    },
+    /// `size` records of a key, a new window every `slide` records.
+    CountSliding {
+        /// Records per window.
+        size: u64,
+        /// Records between window starts (≤ size).
+        slide: u64,
+    },
+    /// `[k·size, (k+1)·size)` in time (ns since the epoch).
+    TimeTumbling {
+        /// Window length, ns.
+        size_ns: u64,
+        /// How long after its end a window waits for late records, ns.
+        lateness_ns: u64,
+    },
+    /// `[k·slide, k·slide + size)` in time.
+    TimeSliding {
+        /// Window length, ns.
+        size_ns: u64,
+        /// Time between window starts, ns (≤ size).
+        slide_ns: u64,
+        /// How long after its end a window waits for late records, ns.
+        lateness_ns: u64,
+    },
+}
+
+impl WindowSpec {
+    /// Count-based tumbling windows of `n` records.
+    pub fn count_tumbling(n: u64) -> Self {
+        Self::CountTumbling { size: n }
+    }
+    /// Count-based sliding windows.
+    pub fn count_sliding(size: u64, slide: u64) -> Self {
+        Self::CountSliding { size, slide }
+    }
+    /// Time-based tumbling windows.
+    pub fn time_tumbling(size: Duration) -> Self {
+        Self::TimeTumbling {
+            size_ns: size.as_nanos() as u64,
+            lateness_ns: 0,
+        }
+    }
+    /// Time-based sliding windows.
+    pub fn time_sliding(size: Duration, slide: Duration) -> Self {
+        Self::TimeSliding {
+            size_ns: size.as_nanos() as u64,
+            slide_ns: slide.as_nanos() as u64,
+            lateness_ns: 0,
+        }
+    }
+    /// Allowed lateness of a time window (ignored by count windows).
+    #[must_use]
+    pub fn with_lateness(self, l: Duration) -> Self {
+        let l = l.as_nanos() as u64;
+        match self {
+            Self::TimeTumbling { size_ns, .. } => Self::TimeTumbling {
+                size_ns,
+                lateness_ns: l,
+            },
+            Self::TimeSliding {
+                size_ns, slide_ns, ..
+            } => Self::TimeSliding {
+                size_ns,
+                slide_ns,
+                lateness_ns: l,
+            },
+            o => o,
+        }
+    }
+    fn is_time(&self) -> bool {
+        matches!(self, Self::TimeTumbling { .. } | Self::TimeSliding { .. })
+    }
+    /// (size, slide, lateness)
+    fn geometry(&self) -> (u64, u64, u64) {
+        match *self {
+            Self::CountTumbling { size } => (size, size, 0),
+            Self::CountSliding { size, slide } => (size, slide, 0),
+            Self::TimeTumbling {
+                size_ns,
+                lateness_ns,
+            } => (size_ns, size_ns, lateness_ns),
+            Self::TimeSliding {
+                size_ns,
+                slide_ns,
+                lateness_ns,
+            } => (size_ns, slide_ns, lateness_ns),
+        }
+    }
+    fn check(&self, op: &str) -> Result<()> {
+        let (size, slide, _) = self.geometry();
+        if size == 0 || slide == 0 || slide > size {
+            return Err(Error::InvalidSetting {
+                op: op.to_string(),
+                what: format!(
+                    "window size {size} / slide {slide}: use size > 0 and 0 < slide <= size"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Which window a result is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct WindowInfo {
+    /// Window index (start / slide).
+    pub id: u64,
+    /// First record index (count) or ns (time) of the window.
+    pub start: u64,
+    /// End, exclusive.
+    pub end: u64,
+    /// Records aggregated.
+    pub count: u64,
+    /// The window fired at end of stream, not because it was complete.
+    pub closed_by_eos: bool,
+}
+
+/// An incremental window function: an accumulator per (key, window).
+pub trait WindowAgg<T, K>: Clone + Send + 'static {
+    /// Accumulator.
+    type Acc: Send + 'static;
+    /// Result.
+    type Out: Clone + Send + 'static;
+    /// Empty accumulator.
+    fn init(&self) -> Self::Acc;
+    /// Fold one record in.
+    fn add(&self, acc: &mut Self::Acc, t: &T);
+    /// The window's result.
+    fn result(&self, key: &K, acc: Self::Acc, w: &WindowInfo) -> Self::Out;
+}
+
+/// A [`WindowAgg`] from three closures, see [`agg`].
+pub struct FnAgg<I, A, R, Acc, O> {
+    init: I,
+    add: A,
+    result: R,
+    _p: PhantomData<fn() -> (Acc, O)>,
+}
+
+impl<I: Clone, A: Clone, R: Clone, Acc, O> Clone for FnAgg<I, A, R, Acc, O> {
+    fn clone(&self) -> Self {
+        Self {
+            init: self.init.clone(),
+            add: self.add.clone(),
+            result: self.result.clone(),
+            _p: PhantomData,
+        }
+    }
+}
+
+/// Build a window function: `init() -> Acc`, `add(&mut Acc, &T)`,
+/// `result(&K, Acc, &WindowInfo) -> Out`. (A non-incremental function is
+/// `agg(Vec::new, |v, t| v.push(t.clone()), |k, v, w| f(k, &v, w))`.)
+pub fn agg<I, A, R, Acc, O>(init: I, add: A, result: R) -> FnAgg<I, A, R, Acc, O> {
+    FnAgg {
+        init,
+        add,
+        result,
+        _p: PhantomData,
+    }
+}
+
+impl<T, K, I, A, R, Acc, O> WindowAgg<T, K> for FnAgg<I, A, R, Acc, O>
+where
+    I: Fn() -> Acc + Clone + Send + 'static,
+    A: Fn(&mut Acc, &T) + Clone + Send + 'static,
+    R: Fn(&K, Acc, &WindowInfo) -> O + Clone + Send + 'static,
+    Acc: Send + 'static,
+    O: Clone + Send + 'static,
+{
+    type Acc = Acc;
+    type Out = O;
+    #[inline]
+    fn init(&self) -> Acc {
+        (self.init)()
+    }
+    #[inline]
+    fn add(&self, acc: &mut Acc, t: &T) {
+        (self.add)(acc, t);
+    }
+    #[inline]
+    fn result(&self, key: &K, acc: Acc, w: &WindowInfo) -> O {
+        (self.result)(key, acc, w)
+    }
+}
+
+/// Windows per key; all windows of a key on the replica owning the key.
+pub struct KeyedWindow<T, K, KF, W> {
+    s: Settings<T>,
+    kf: KF,
+    spec: WindowSpec,
+    agg: W,
+    _p: PhantomData<fn(&T) -> K>,
+}
+
+impl<T, K, KF, W> KeyedWindow<T, K, KF, W>
+where
+    T: Clone + Send + 'static,
+    K: Hash + Eq + Clone + Send + 'static,
+    KF: Fn(&T) -> K + Clone + Send + Sync + 'static,
+    W: WindowAgg<T, K>,
+{
+    /// Keyed windows named `name`: key `kf`, shape `spec`, function `agg`.
+    pub fn new(name: &str, kf: KF, spec: WindowSpec, agg: W) -> Self {
+        Self {
+            s: Settings {
+                name: name.to_string(),
+                parallelism: 1,
+                batch: 1,
+                key: None,
+            },
+            kf,
+            spec,
+            agg,
+            _p: PhantomData,
+        }
+    }
+    /// Number of replicas (keys are partitioned among them).
+    #[must_use]
+    pub fn with_parallelism(mut self, n: usize) -> Self {
+        self.s.parallelism = n;
+        self
+    }
+    /// Output batch (see [`super::Map::with_output_batch`]).
+    #[must_use]
+    pub fn with_output_batch(mut self, n: usize) -> Self {
+        self.s.batch = n;
+        self
+    }
+}
+
+impl<T, K, KF, W> Operator<T> for KeyedWindow<T, K, KF, W>
+where
+    T: Clone + Send + 'static,
+    K: Hash + Eq + Clone + Send + 'static,
+    KF: Fn(&T) -> K + Clone + Send + Sync + 'static,
+    W: WindowAgg<T, K>,
+{
+    type Out = W::Out;
+    fn settings(&self) -> (&str, usize, usize) {
+        (&self.s.name, self.s.parallelism, self.s.batch)
+    }
+    fn route(&self) -> Route<T> {
+        let kf = self.kf.clone();
+        Route::Key(Arc::new(move |t: &T| key_hash(&kf(t))))
+    }
+    fn check(&self) -> Result<()> {
+        self.s.check()?;
+        self.spec.check(&self.s.name)
+    }
+    fn replica(
+        &mut self,
+        _: usize,
+        next: Box<dyn Out<W::Out>>,
+        c: Arc<Counters>,
+    ) -> Box<dyn Out<T>> {
+        let (size, slide, lateness) = self.spec.geometry();
+        match self.spec {
+            WindowSpec::CountTumbling { .. } => Box::new(CountTumbling {
+                kf: self.kf.clone(),
+                agg: self.agg.clone(),
+                size,
+                map: FxHashMap::default(),
+                next,
+                c,
+                n: 0,
+                fired: 0,
+                last_ts: 0,
+            }),
+            WindowSpec::CountSliding { .. } => Box::new(CountSliding {
+                kf: self.kf.clone(),
+                agg: self.agg.clone(),
+                size,
+                slide,
+                map: FxHashMap::default(),
+                next,
+                c,
+                n: 0,
+                fired: 0,
+                last_ts: 0,
+            }),
+            _ => Box::new(TimeWin::new(
+                self.kf.clone(),
+                self.agg.clone(),
+                size,
+                slide,
+                lateness,
+                None,
+                next,
+                c,
+            )),
+        }
+    }
+}
+
+/// Windows whose computation is spread over replicas by window: window `w`
+/// of key `k` belongs to one replica chosen from `(k, w)`, so consecutive
+/// windows of the same (possibly single, `|_| ()`) key run in parallel.
+/// Time-based windows only: count-based ones need one ordered count per key,
+/// which is what a [`KeyedWindow`] is.
+pub struct ParallelWindow<T, K, KF, W> {
+    inner: KeyedWindow<T, K, KF, W>,
+}
+
+impl<T, K, KF, W> ParallelWindow<T, K, KF, W>
+where
+    T: Clone + Send + 'static,
+    K: Hash + Eq + Clone + Send + 'static,
+    KF: Fn(&T) -> K + Clone + Send + Sync + 'static,
+    W: WindowAgg<T, K>,
+{
+    /// Parallel windows named `name` (use `|_| ()` as `kf` for one global stream).
+    pub fn new(name: &str, kf: KF, spec: WindowSpec, agg: W) -> Self {
+        Self {
+            inner: KeyedWindow::new(name, kf, spec, agg),
+        }
+    }
+    /// Number of replicas (windows are spread among them).
+    #[must_use]
+    pub fn with_parallelism(mut self, n: usize) -> Self {
+        self.inner.s.parallelism = n;
+        self
+    }
+    /// Output batch.
+    #[must_use]
+    pub fn with_output_batch(mut self, n: usize) -> Self {
+        self.inner.s.batch = n;
+        self
+    }
+}
+
+#[inline]
+fn owner(kh: u64, wid: u64, n: usize) -> usize {
+    replica_of(kh ^ mix64(wid.wrapping_add(0x9e37_79b9_7f4a_7c15)), n)
+}
+
+/// Windows `[first, last]` (by index) that contain time `t`.
+#[inline]
+fn wids_of(t: u64, size: u64, slide: u64) -> (u64, u64) {
+    let last = t / slide;
+    let first = if t >= size { (t - size) / slide + 1 } else { 0 };
+    (first, last)
+}
+
+impl<T, K, KF, W> Operator<T> for ParallelWindow<T, K, KF, W>
+where
+    T: Clone + Send + 'static,
+    K: Hash + Eq + Clone + Send + 'static,
+    KF: Fn(&T) -> K + Clone + Send + Sync + 'static,
+    W: WindowAgg<T, K>,
+{
+    type Out = W::Out;
+    fn settings(&self) -> (&str, usize, usize) {
+        self.inner.settings()
+    }
+    fn route(&self) -> Route<T> {
+        let kf = self.inner.kf.clone();
+        let (size, slide, _) = self.inner.spec.geometry();
+        Route::Multi(Arc::new(
+            move |r: &Rec<T>, n: usize, out: &mut Vec<usize>| {
+                let kh = key_hash(&kf(&r.val));
+                let (first, last) = wids_of(r.ts, size, slide);
+                for w in first..=last {
+                    let d = owner(kh, w, n);
+                    if !out.contains(&d) {
+                        out.push(d);
+                    }
+                }
+            },
+        ))
+    }
+    fn check(&self) -> Result<()> {
+        self.inner.check()?;
+        if !self.inner.spec.is_time() {
+            return Err(Error::InvalidSetting {
+                op: self.inner.s.name.clone(),
+                what: "a Parallel Window needs a time-based window spec (count-based windows need one ordered \
+                       count per key: use a KeyedWindow)"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+    fn replica(
+        &mut self,
+        idx: usize,
+        next: Box<dyn Out<W::Out>>,
+        c: Arc<Counters>,
+    ) -> Box<dyn Out<T>> {
+        let (size, slide, lateness) = self.inner.spec.geometry();
+        let p = self.inner.s.parallelism;
+        Box::new(TimeWin::new(
+            self.inner.kf.clone(),
+            self.inner.agg.clone(),
+            size,
+            slide,
+            lateness,
+            Some((idx, p)),
+            next,
+            c,
+        ))
+    }
+}
+
+// ------------------------------------------------------------- replicas
+
+struct CtState<A> {
+    count: u64,
+    wid: u64,
+    acc: A,
+}
+
+struct CountTumbling<T, K, KF, W: WindowAgg<T, K>> {
+    kf: KF,
+    agg: W,
+    size: u64,
+    map: FxHashMap<K, CtState<W::Acc>>,
+    next: Box<dyn Out<W::Out>>,
+    c: Arc<Counters>,
+    n: u64,
+    fired: u64,
+    last_ts: u64,
+}
+
+impl<T, K, KF, W> Out<T> for CountTumbling<T, K, KF, W>
+where
+    T: Send,
+    K: Hash + Eq + Clone + Send,
+    KF: Fn(&T) -> K + Send,
+    W: WindowAgg<T, K>,
+{
+    #[inline]
+    fn push(&mut self, r: Rec<T>) {
+        self.n += 1;
+        self.last_ts = r.ts;
+        let k = (self.kf)(&r.val);
+        let agg = &self.agg;
+        let st = self.map.entry(k.clone()).or_insert_with(|| CtState {
+            count: 0,
+            wid: 0,
+            acc: agg.init(),
+        });
+        agg.add(&mut st.acc, &r.val);
+        st.count += 1;
+        if st.count == self.size {
+            let acc = std::mem::replace(&mut st.acc, agg.init());
+            let info = WindowInfo {
+                id: st.wid,
+                start: st.wid * self.size,
+                end: (st.wid + 1) * self.size,
+                count: self.size,
+                closed_by_eos: false,
+            };
+            st.wid += 1;
+            st.count = 0;
+            self.fired += 1;
+            let out = agg.result(&k, acc, &info);
+            self.next.push(Rec {
+                ts: r.ts,
+                seq: r.seq,
+                val: out,
+            });
+        }
+    }
+    fn watermark(&mut self, wm: u64) {
+        self.next.watermark(wm);
+    }
+    fn idle(&mut self) {
+        self.next.idle();
+    }
+    fn eos(&mut self) {
+        for (k, st) in self.map.drain() {
+            if st.count > 0 {
+                let info = WindowInfo {
+                    id: st.wid,
+                    start: st.wid * self.size,
+                    end: (st.wid + 1) * self.size,
+                    count: st.count,
+                    closed_by_eos: true,
+                };
+                self.fired += 1;
+                let out = self.agg.result(&k, st.acc, &info);
+                self.next.push(Rec {
+                    ts: self.last_ts,
+                    seq: key_hash(&k),
+                    val: out,
+                });
+            }
+        }
+        self.c.add(self.n, self.fired, 0, self.fired);
+        self.next.eos();
+    }
+}
+
+struct CsState<A> {
+    n: u64,
+    wins: VecDeque<(u64, u64, A)>, // (start index, count, acc)
+}
+
+struct CountSliding<T, K, KF, W: WindowAgg<T, K>> {
+    kf: KF,
+    agg: W,
+    size: u64,
+    slide: u64,
+    map: FxHashMap<K, CsState<W::Acc>>,
+    next: Box<dyn Out<W::Out>>,
+    c: Arc<Counters>,
+    n: u64,
+    fired: u64,
+    last_ts: u64,
+}
+
+impl<T, K, KF, W> Out<T> for CountSliding<T, K, KF, W>
+where
+    T: Send,
+    K: Hash + Eq + Clone + Send,
+    KF: Fn(&T) -> K + Send,
+    W: WindowAgg<T, K>,
+{
+    fn push(&mut self, r: Rec<T>) {
+        self.n += 1;
+        self.last_ts = r.ts;
+        let k = (self.kf)(&r.val);
+        let agg = &self.agg;
+        let st = self.map.entry(k.clone()).or_insert_with(|| CsState {
+            n: 0,
+            wins: VecDeque::new(),
+        });
+        if st.n % self.slide == 0 {
+            st.wins.push_back((st.n, 0, agg.init()));
+        }
+        for w in &mut st.wins {
+            agg.add(&mut w.2, &r.val);
+            w.1 += 1;
+        }
+        st.n += 1;
+        while st.wins.front().is_some_and(|w| w.1 == self.size) {
+            if let Some((start, count, acc)) = st.wins.pop_front() {
+                let info = WindowInfo {
+                    id: start / self.slide,
+                    start,
+                    end: start + self.size,
+                    count,
+                    closed_by_eos: false,
+                };
+                self.fired += 1;
+                let out = agg.result(&k, acc, &info);
+                self.next.push(Rec {
+                    ts: r.ts,
+                    seq: r.seq,
+                    val: out,
+                });
+            }
+        }
+    }
+    fn watermark(&mut self, wm: u64) {
+        self.next.watermark(wm);
+    }
+    fn idle(&mut self) {
+        self.next.idle();
+    }
+    fn eos(&mut self) {
+        for (k, st) in self.map.drain() {
+            for (start, count, acc) in st.wins {
+                let info = WindowInfo {
+                    id: start / self.slide,
+                    start,
+                    end: start + self.size,
+                    count,
+                    closed_by_eos: true,
+                };
+                self.fired += 1;
+                let out = self.agg.result(&k, acc, &info);
+                self.next.push(Rec {
+                    ts: self.last_ts,
+                    seq: key_hash(&k) ^ start,
+                    val: out,
+                });
+            }
+        }
+        self.c.add(self.n, self.fired, 0, self.fired);
+        self.next.eos();
+    }
+}
+
+struct TimeWin<T, K, KF, W: WindowAgg<T, K>> {
+    kf: KF,
+    agg: W,
+    size: u64,
+    slide: u64,
+    lateness: u64,
+    /// Parallel Window: (this replica, replicas) — only owned windows are kept.
+    owner: Option<(usize, usize)>,
+    /// key → open windows (wid, count, acc), ordered by wid.
+    map: FxHashMap<K, VecDeque<(u64, u64, W::Acc)>>,
+    /// fire time (end + lateness) → keys with a window firing then.
+    timers: BTreeMap<u64, Vec<K>>,
+    wm: u64,
+    next: Box<dyn Out<W::Out>>,
+    c: Arc<Counters>,
+    n: u64,
+    late: u64,
+    fired: u64,
+}
+
+impl<T, K, KF, W> TimeWin<T, K, KF, W>
+where
+    K: Hash + Eq + Clone + Send,
+    KF: Fn(&T) -> K + Send,
+    W: WindowAgg<T, K>,
+{
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        kf: KF,
+        agg: W,
+        size: u64,
+        slide: u64,
+        lateness: u64,
+        owner: Option<(usize, usize)>,
+        next: Box<dyn Out<W::Out>>,
+        c: Arc<Counters>,
+    ) -> Self {
+        Self {
+            kf,
+            agg,
+            size,
+            slide,
+            lateness,
+            owner,
+            map: FxHashMap::default(),
+            timers: BTreeMap::new(),
+            wm: 0,
+            next,
+            c,
+            n: 0,
+            late: 0,
+            fired: 0,
+        }
+    }
+
+    fn emit(&mut self, k: &K, wid: u64, count: u64, acc: W::Acc, eos: bool) {
+        let start = wid * self.slide;
+        let end = start + self.size;
+        let info = WindowInfo {
+            id: wid,
+            start,
+            end,
+            count,
+            closed_by_eos: eos,
+        };
+        self.fired += 1;
+        let out = self.agg.result(k, acc, &info);
+        self.next.push(Rec {
+            ts: end - 1,
+            seq: key_hash(k),
+            val: out,
+        });
+    }
+
+    /// Fire every window whose end + lateness is <= `upto`.
+    fn fire_until(&mut self, upto: u64, eos: bool) {
+        while let Some(e) = self.timers.first_entry() {
+            if *e.key() > upto {
+                break;
+            }
+            let (_, keys) = e.remove_entry();
+            for k in keys {
+                let Some(mut wins) = self.map.remove(&k) else {
+                    continue;
+                };
+                while wins
+                    .front()
+                    .is_some_and(|w| w.0 * self.slide + self.size + self.lateness <= upto)
+                {
+                    if let Some((wid, count, acc)) = wins.pop_front() {
+                        let complete = wid * self.slide + self.size <= self.wm;
+                        self.emit(&k, wid, count, acc, eos && !complete);
+                    }
+                }
+                if !wins.is_empty() {
+                    self.map.insert(k, wins);
+                }
+            }
+        }
+    }
+}
+
+impl<T, K, KF, W> Out<T> for TimeWin<T, K, KF, W>
+where
+    T: Send,
+    K: Hash + Eq + Clone + Send,
+    KF: Fn(&T) -> K + Send,
+    W: WindowAgg<T, K>,
+{
+    fn push(&mut self, r: Rec<T>) {
+        self.n += 1;
+        let k = (self.kf)(&r.val);
+        let kh = if self.owner.is_some() {
+            key_hash(&k)
+        } else {
+            0
+        };
+        let (first, last) = wids_of(r.ts, self.size, self.slide);
+        let mut dropped = false;
+        for wid in first..=last {
+            if let Some((me, n)) = self.owner {
+                if owner(kh, wid, n) != me {
+                    continue;
+                }
+            }
+            let fire_at = wid * self.slide + self.size + self.lateness;
+            if fire_at <= self.wm {
+                dropped = true;
+                continue;
+            }
+            let wins = self.map.entry(k.clone()).or_default();
+            let pos = wins.iter().rposition(|w| w.0 <= wid);
+            let i = match pos {
+                Some(i) if wins[i].0 == wid => i,
+                _ => {
+                    let at = pos.map_or(0, |i| i + 1);
+                    wins.insert(at, (wid, 0, self.agg.init()));
+                    self.timers.entry(fire_at).or_default().push(k.clone());
+                    at
+                }
+            };
+            self.agg.add(&mut wins[i].2, &r.val);
+            wins[i].1 += 1;
+        }
+        if dropped {
+            self.late += 1;
+        }
+    }
+    fn watermark(&mut self, wm: u64) {
+        if wm > self.wm {
+            self.wm = wm;
+            self.fire_until(wm, false);
+            self.next.watermark(wm.saturating_sub(self.lateness));
+        }
+    }
+    fn idle(&mut self) {
+        self.next.idle();
+    }
+    fn eos(&mut self) {
+        self.fire_until(u64::MAX, true);
+        self.c.add(self.n, self.fired, self.late, self.fired);
+        self.next.eos();
+    }
+}

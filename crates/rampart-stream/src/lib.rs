@@ -1,0 +1,10 @@
+//! rampart stream (DESIGN §4): a WindFlow-style stream processing engine
+//! ([`engine`]), the packet tuple shared with XDP ([`tuple`], [`parse`],
+//! [`flowid`]), packet sources ([`source`]) and network analytics apps
+//! ([`apps`]) with standard outputs ([`export`]).
+
+pub mod bench;
+pub mod engine;
+pub mod flowid;
+pub mod parse;
+pub mod tuple;
