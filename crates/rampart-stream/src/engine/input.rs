@@ -48,6 +48,9 @@ pub(crate) fn run<T: Send>(
     let n = ins.len();
     let ordered = mode == ExecMode::Deterministic && n > 1;
     let mut wms = vec![0u64; n];
+    // When every input has ended, event time has reached the largest
+    // final watermark among them (nothing at all follows).
+    let mut final_wm = 0u64;
     let mut done = vec![false; n];
     let mut left = n;
     let mut cur_wm = 0u64;
@@ -94,6 +97,7 @@ pub(crate) fn run<T: Send>(
                 got += k;
             }
             if eos && rx.ring.is_empty() {
+                final_wm = final_wm.max(wm.max(wms[j]));
                 done[j] = true;
                 left -= 1;
                 wms[j] = u64::MAX;
@@ -111,6 +115,18 @@ pub(crate) fn run<T: Send>(
             }
         }
         if left == 0 {
+            // The final watermark first (windows that are complete fire as
+            // such), then whatever is left, then the end.
+            {
+                while heap.peek().is_some_and(|r| r.0.ts < final_wm) {
+                    if let Some(Ordered(r)) = heap.pop() {
+                        op.push(r);
+                    }
+                }
+                if final_wm > cur_wm {
+                    op.watermark(final_wm);
+                }
+            }
             while let Some(Ordered(r)) = heap.pop() {
                 op.push(r);
             }

@@ -47,6 +47,36 @@
 //! results (property-tested). [`ExecMode::Default`] reads inputs as they
 //! come (fastest); time windows with commutative aggregates are still
 //! deterministic there, order-sensitive functions are not.
+//!
+//! ```
+//! use rampart_stream::engine::*;
+//! let g = PipeGraph::new(GraphConfig { chaining: true, ..GraphConfig::default() })?;
+//! let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+//! let o = out.clone();
+//! g.source(Source::new("numbers", |ctx: &mut SourceCtx<'_, u64>| {
+//!     for i in 0..10 {
+//!         ctx.emit(i, i);
+//!     }
+//!     Ok(())
+//! }))?
+//! .add(Filter::new("even", |x: &u64| x % 2 == 0))?
+//! .add(KeyedWindow::new("sum", |_: &u64| (), WindowSpec::count_tumbling(2),
+//!     agg(|| 0u64, |a: &mut u64, x: &u64| *a += x, |_: &(), a: u64, _: &WindowInfo| a)))?
+//! .sink(Sink::new("print", move |x: Option<u64>| if let Some(x) = x { o.lock().unwrap().push(x) }))?
+//! .run()?;
+//! assert_eq!(*out.lock().unwrap(), vec![0 + 2, 4 + 6, 8]);
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! Wrong wiring does not compile — a Map over strings after a source of
+//! numbers:
+//!
+//! ```compile_fail
+//! use rampart_stream::engine::*;
+//! let g = PipeGraph::new(GraphConfig::default()).unwrap();
+//! let p = g.source(Source::new("s", |_: &mut SourceCtx<'_, u32>| Ok(()))).unwrap();
+//! let _ = p.add(Map::new("m", |s: String| s.len()));
+//! ```
 
 pub(crate) mod emit;
 mod graph;
