@@ -5,6 +5,10 @@
 
 pub mod bench;
 pub mod engine;
+pub mod error;
 pub mod flowid;
 pub mod parse;
+pub mod source;
 pub mod tuple;
+
+pub use error::{Error, Result};
