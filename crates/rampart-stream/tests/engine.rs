@@ -166,6 +166,34 @@ fn reference(input: &[In], spec: WindowSpec) -> Vec<Res> {
                     start += slide;
                 }
             }
+            WindowSpec::Session { gap_ns, max_ns } => {
+                let max_ts = input.iter().map(|x| x.ts).max().unwrap_or(0);
+                let mut cur: Option<(u64, u64, u64, Vec<u32>)> = None; // id, first, last, vals
+                let mut close = |c: (u64, u64, u64, Vec<u32>), out: &mut Vec<Res>| {
+                    let due = (c.2 + gap_ns).min(c.1 + max_ns);
+                    let n = c.3.len() as u64;
+                    out.push((k, c.0, c.3, n, due > max_ts));
+                };
+                for x in &xs {
+                    let mut id = 0;
+                    if let Some(c) = &cur {
+                        if x.ts >= c.2 + gap_ns || x.ts >= c.1 + max_ns {
+                            id = c.0 + 1;
+                            close(cur.take().unwrap(), &mut out);
+                        }
+                    }
+                    match &mut cur {
+                        Some(c) => {
+                            c.2 = x.ts;
+                            c.3.push(x.val);
+                        }
+                        None => cur = Some((id, x.ts, x.ts, vec![x.val])),
+                    }
+                }
+                if let Some(c) = cur {
+                    close(c, &mut out);
+                }
+            }
             WindowSpec::TimeTumbling { size_ns, .. } | WindowSpec::TimeSliding { size_ns, .. } => {
                 let slide = match spec {
                     WindowSpec::TimeSliding { slide_ns, .. } => slide_ns,
@@ -354,7 +382,11 @@ fn bad_settings_are_refused_before_running() {
             ),
         ))
         .unwrap_err();
-    assert!(e.to_string().contains("needs a time-based window"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("needs a time-based tumbling or sliding window"),
+        "{e}"
+    );
 
     let e = graph()
         .source(nums())

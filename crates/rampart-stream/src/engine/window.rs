@@ -47,9 +47,26 @@ pub enum WindowSpec {
         /// How long after its end a window waits for late records, ns.
         lateness_ns: u64,
     },
+    /// Session windows per key (NetFlow-style flows): a window closes when
+    /// its key is idle for `gap_ns` (a record at `t >= last + gap` starts a
+    /// new one) or when it has lasted `max_ns` (a record at
+    /// `t >= first + max` starts a new one). Keyed only.
+    Session {
+        /// Idle timeout, ns.
+        gap_ns: u64,
+        /// Active timeout, ns.
+        max_ns: u64,
+    },
 }
 
 impl WindowSpec {
+    /// Session windows: idle timeout `gap`, active timeout `max`.
+    pub fn session(gap: Duration, max: Duration) -> Self {
+        Self::Session {
+            gap_ns: gap.as_nanos() as u64,
+            max_ns: max.as_nanos() as u64,
+        }
+    }
     /// Count-based tumbling windows of `n` records.
     pub fn count_tumbling(n: u64) -> Self {
         Self::CountTumbling { size: n }
@@ -95,6 +112,9 @@ impl WindowSpec {
     fn is_time(&self) -> bool {
         matches!(self, Self::TimeTumbling { .. } | Self::TimeSliding { .. })
     }
+    fn is_session(&self) -> bool {
+        matches!(self, Self::Session { .. })
+    }
     /// (size, slide, lateness)
     fn geometry(&self) -> (u64, u64, u64) {
         match *self {
@@ -109,10 +129,20 @@ impl WindowSpec {
                 slide_ns,
                 lateness_ns,
             } => (size_ns, slide_ns, lateness_ns),
+            Self::Session { gap_ns, max_ns } => (max_ns, gap_ns, 0),
         }
     }
     fn check(&self, op: &str) -> Result<()> {
         let (size, slide, _) = self.geometry();
+        if self.is_session() {
+            if size == 0 || slide == 0 {
+                return Err(Error::InvalidSetting {
+                    op: op.to_string(),
+                    what: format!("session idle timeout {slide} ns / active timeout {size} ns: both must be > 0"),
+                });
+            }
+            return Ok(());
+        }
         if size == 0 || slide == 0 || slide > size {
             return Err(Error::InvalidSetting {
                 op: op.to_string(),
@@ -138,6 +168,8 @@ pub struct WindowInfo {
     pub count: u64,
     /// The window fired at end of stream, not because it was complete.
     pub closed_by_eos: bool,
+    /// Session windows: closed by the active timeout (not idleness or the end).
+    pub active_timeout: bool,
 }
 
 /// An incremental window function: an accumulator per (key, window).
@@ -304,6 +336,20 @@ where
                 fired: 0,
                 last_ts: 0,
             }),
+            WindowSpec::Session { gap_ns, max_ns } => Box::new(SessionWin {
+                kf: self.kf.clone(),
+                agg: self.agg.clone(),
+                gap: gap_ns,
+                max: max_ns,
+                map: FxHashMap::default(),
+                timers: BTreeMap::new(),
+                wm: 0,
+                next,
+                c,
+                n: 0,
+                late: 0,
+                fired: 0,
+            }),
             _ => Box::new(TimeWin::new(
                 self.kf.clone(),
                 self.agg.clone(),
@@ -396,11 +442,11 @@ where
     }
     fn check(&self) -> Result<()> {
         self.inner.check()?;
-        if !self.inner.spec.is_time() {
+        if !self.inner.spec.is_time() || self.inner.spec.is_session() {
             return Err(Error::InvalidSetting {
                 op: self.inner.s.name.clone(),
-                what: "a Parallel Window needs a time-based window spec (count-based windows need one ordered \
-                       count per key: use a KeyedWindow)"
+                what: "a Parallel Window needs a time-based tumbling or sliding window spec (count-based and \
+                       session windows need one ordered pass per key: use a KeyedWindow)"
                     .into(),
             });
         }
@@ -475,6 +521,7 @@ where
                 end: (st.wid + 1) * self.size,
                 count: self.size,
                 closed_by_eos: false,
+                active_timeout: false,
             };
             st.wid += 1;
             st.count = 0;
@@ -502,6 +549,7 @@ where
                     end: (st.wid + 1) * self.size,
                     count: st.count,
                     closed_by_eos: true,
+                    active_timeout: false,
                 };
                 self.fired += 1;
                 let out = self.agg.result(&k, st.acc, &info);
@@ -567,6 +615,7 @@ where
                     end: start + self.size,
                     count,
                     closed_by_eos: false,
+                    active_timeout: false,
                 };
                 self.fired += 1;
                 let out = agg.result(&k, acc, &info);
@@ -593,6 +642,7 @@ where
                     end: start + self.size,
                     count,
                     closed_by_eos: true,
+                    active_timeout: false,
                 };
                 self.fired += 1;
                 let out = self.agg.result(&k, acc, &info);
@@ -672,6 +722,7 @@ where
             end,
             count,
             closed_by_eos: eos,
+            active_timeout: false,
         };
         self.fired += 1;
         let out = self.agg.result(k, acc, &info);
@@ -768,6 +819,161 @@ where
     }
     fn eos(&mut self) {
         self.fire_until(u64::MAX, true);
+        self.c.add(self.n, self.fired, self.late, self.fired);
+        self.next.eos();
+    }
+}
+
+struct Session<A> {
+    id: u64,
+    first: u64,
+    last: u64,
+    count: u64,
+    acc: A,
+}
+
+struct SessionWin<T, K, KF, W: WindowAgg<T, K>> {
+    kf: KF,
+    agg: W,
+    gap: u64,
+    max: u64,
+    map: FxHashMap<K, Session<W::Acc>>,
+    /// Lazy timers: when popped, the session is checked and re-armed if it moved on.
+    timers: BTreeMap<u64, Vec<K>>,
+    wm: u64,
+    next: Box<dyn Out<W::Out>>,
+    c: Arc<Counters>,
+    n: u64,
+    late: u64,
+    fired: u64,
+}
+
+impl<T, K, KF, W> SessionWin<T, K, KF, W>
+where
+    K: Hash + Eq + Clone + Send,
+    W: WindowAgg<T, K>,
+{
+    /// When the session closes if nothing else arrives, and whether by the active timeout.
+    fn due(&self, s: &Session<W::Acc>) -> (u64, bool) {
+        let idle = s.last.saturating_add(self.gap);
+        let active = s.first.saturating_add(self.max);
+        if active < idle {
+            (active, true)
+        } else {
+            (idle, false)
+        }
+    }
+
+    fn close(&mut self, k: &K, s: Session<W::Acc>, at: u64, active: bool, eos: bool) {
+        let info = WindowInfo {
+            id: s.id,
+            start: s.first,
+            end: s.last + 1,
+            count: s.count,
+            closed_by_eos: eos,
+            active_timeout: active,
+        };
+        self.fired += 1;
+        let out = self.agg.result(k, s.acc, &info);
+        self.next.push(Rec {
+            ts: at,
+            seq: key_hash(k),
+            val: out,
+        });
+    }
+
+    fn fire_until(&mut self, upto: u64) {
+        while let Some(e) = self.timers.first_entry() {
+            if *e.key() > upto {
+                break;
+            }
+            let (_, keys) = e.remove_entry();
+            for k in keys {
+                let Some(s) = self.map.get(&k) else { continue };
+                let (at, active) = self.due(s);
+                if at <= upto {
+                    if let Some(s) = self.map.remove(&k) {
+                        self.close(&k, s, at, active, false);
+                    }
+                } else {
+                    self.timers.entry(at).or_default().push(k);
+                }
+            }
+        }
+    }
+}
+
+impl<T, K, KF, W> Out<T> for SessionWin<T, K, KF, W>
+where
+    T: Send,
+    K: Hash + Eq + Clone + Send,
+    KF: Fn(&T) -> K + Send,
+    W: WindowAgg<T, K>,
+{
+    fn push(&mut self, r: Rec<T>) {
+        self.n += 1;
+        let k = (self.kf)(&r.val);
+        let t = r.ts;
+        if t < self.wm {
+            // Older than the watermark: its session may have been closed.
+            self.late += 1;
+        }
+        let mut next_id = 0;
+        if let Some(s) = self.map.get(&k) {
+            let (at, active) = self.due(s);
+            if t >= at {
+                next_id = s.id + 1;
+                if let Some(s) = self.map.remove(&k) {
+                    self.close(&k, s, at, active, false);
+                }
+            }
+        }
+        match self.map.get_mut(&k) {
+            Some(s) => {
+                self.agg.add(&mut s.acc, &r.val);
+                s.count += 1;
+                s.last = s.last.max(t);
+            }
+            None => {
+                let mut acc = self.agg.init();
+                self.agg.add(&mut acc, &r.val);
+                let s = Session {
+                    id: next_id,
+                    first: t,
+                    last: t,
+                    count: 1,
+                    acc,
+                };
+                let (at, _) = self.due(&s);
+                self.timers.entry(at).or_default().push(k.clone());
+                self.map.insert(k, s);
+            }
+        }
+    }
+    fn watermark(&mut self, wm: u64) {
+        if wm > self.wm {
+            self.wm = wm;
+            self.fire_until(wm);
+            self.next.watermark(wm);
+        }
+    }
+    fn idle(&mut self) {
+        self.next.idle();
+    }
+    fn eos(&mut self) {
+        // Remaining sessions in order of when they would close.
+        let mut rest: Vec<(u64, bool, K)> = Vec::with_capacity(self.map.len());
+        for (k, s) in &self.map {
+            let (at, active) = self.due(s);
+            rest.push((at, active, k.clone()));
+        }
+        rest.sort_by_key(|(at, _, k)| (*at, key_hash(k)));
+        for (at, active, k) in rest {
+            if let Some(s) = self.map.remove(&k) {
+                self.close(&k, s, at, active, true);
+            }
+        }
+        self.timers.clear();
         self.c.add(self.n, self.fired, self.late, self.fired);
         self.next.eos();
     }
