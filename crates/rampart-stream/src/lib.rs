@@ -3,9 +3,11 @@
 //! [`flowid`]), packet sources ([`source`]) and network analytics apps
 //! ([`apps`]) with standard outputs ([`export`]).
 
+pub mod apps;
 pub mod bench;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod flowid;
 pub mod parse;
 pub mod source;
