@@ -23,6 +23,12 @@ enum Cmd {
     Lab(cli::lab::LabCmd),
     /// Run the main demo in a lab of its own and print a report.
     Demo(cli::demo::DemoArgs),
+    /// Stream analytics: flowmeter, portscan, synflood on pcap, synthetic or AF_XDP sources.
+    #[command(subcommand)]
+    Stream(cli::stream::StreamCmd),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(cli::stream::BenchCmd),
 }
 
 /// clap renders errors over several lines (usage, hints); rampart's CLI
@@ -75,6 +81,8 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
+        Cmd::Stream(c) => cli::stream::run(c, &cancel),
+        Cmd::Bench(c) => cli::stream::run_bench(c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
