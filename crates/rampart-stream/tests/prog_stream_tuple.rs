@@ -10,7 +10,9 @@ use std::os::fd::{AsFd, AsRawFd};
 use etherparse::{IpNumber, PacketBuilder};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
-use rampart_bpf::xdp_stream_probe::{types::stream_probe_out, XdpStreamProbeSkel, XdpStreamProbeSkelBuilder};
+use rampart_bpf::xdp_stream_probe::{
+    types::stream_probe_out, XdpStreamProbeSkel, XdpStreamProbeSkelBuilder,
+};
 use rampart_dataplane::testrun;
 use rampart_stream::flowid::{set_flow_id, KeyMode};
 use rampart_stream::parse::parse_frame;
@@ -26,9 +28,15 @@ fn load() -> XdpStreamProbeSkel<'static> {
 }
 
 fn bpf(skel: &XdpStreamProbeSkel<'_>, frame: &[u8]) -> stream_probe_out {
-    let out = testrun::run_packet(skel.progs.xdp_stream_probe.as_fd().as_raw_fd(), frame, 0).expect("run");
+    let out = testrun::run_packet(skel.progs.xdp_stream_probe.as_fd().as_raw_fd(), frame, 0)
+        .expect("run");
     assert_eq!(out.retval, 2, "XDP_PASS");
-    let v = skel.maps.stream_probe_out.lookup(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY).unwrap().unwrap();
+    let v = skel
+        .maps
+        .stream_probe_out
+        .lookup(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .unwrap()
+        .unwrap();
     assert_eq!(v.len(), std::mem::size_of::<stream_probe_out>());
     // SAFETY: plain old data generated from BTF, length checked.
     unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<stream_probe_out>()) }
@@ -44,14 +52,31 @@ fn check(skel: &XdpStreamProbeSkel<'_>, frame: &[u8], what: &str) -> u32 {
     };
     assert_eq!(b.status, status, "{what}: status (frame {frame:02x?})");
     if let Ok(t) = r {
-        assert!(same(&b.t[0], &t), "{what}: tuple\n bpf {:?}\nrust {:?}", b.t[0], t);
-        for (i, mode) in [(1, KeyMode::FiveTuple), (2, KeyMode::SynPair), (3, KeyMode::Bidir)] {
+        assert!(
+            same(&b.t[0], &t),
+            "{what}: tuple\n bpf {:?}\nrust {:?}",
+            b.t[0],
+            t
+        );
+        for (i, mode) in [
+            (1, KeyMode::FiveTuple),
+            (2, KeyMode::SynPair),
+            (3, KeyMode::Bidir),
+        ] {
             let mut u = t;
             set_flow_id(&mut u, mode);
-            assert!(same(&b.t[i], &u), "{what}: {mode:?}\n bpf {:?}\nrust {:?}", b.t[i], u);
+            assert!(
+                same(&b.t[i], &u),
+                "{what}: {mode:?}\n bpf {:?}\nrust {:?}",
+                b.t[i],
+                u
+            );
         }
     } else {
-        assert!(same(&b.t[0], &StreamTuple::default()), "{what}: no tuple means a zero tuple");
+        assert!(
+            same(&b.t[0], &StreamTuple::default()),
+            "{what}: no tuple means a zero tuple"
+        );
     }
     status
 }
@@ -63,16 +88,34 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
     let mut c = Vec::new();
     let mut add = |n: &str, v: Vec<u8>| c.push((n.to_string(), v));
     let mut v = Vec::new();
-    PacketBuilder::ethernet2(A, B).ipv4([192, 0, 2, 1], [198, 51, 100, 7], 61).udp(1234, 53).write(&mut v, &[7; 20]).unwrap();
+    PacketBuilder::ethernet2(A, B)
+        .ipv4([192, 0, 2, 1], [198, 51, 100, 7], 61)
+        .udp(1234, 53)
+        .write(&mut v, &[7; 20])
+        .unwrap();
     add("udp4", v);
-    for (flags, name) in [(0x02u8, "syn"), (0x12, "synack"), (0x10, "ack"), (0x14, "rstack"), (0x11, "finack")] {
+    for (flags, name) in [
+        (0x02u8, "syn"),
+        (0x12, "synack"),
+        (0x10, "ack"),
+        (0x14, "rstack"),
+        (0x11, "finack"),
+    ] {
         let mut v = Vec::new();
-        PacketBuilder::ethernet2(A, B).ipv4([10, 0, 0, 9], [10, 0, 0, 2], 64).tcp(40000, 80, 1, 100).write(&mut v, &[]).unwrap();
+        PacketBuilder::ethernet2(A, B)
+            .ipv4([10, 0, 0, 9], [10, 0, 0, 2], 64)
+            .tcp(40000, 80, 1, 100)
+            .write(&mut v, &[])
+            .unwrap();
         v[14 + 20 + 13] = flags;
         add(name, v);
         let mut v = Vec::new();
         PacketBuilder::ethernet2(A, B)
-            .ipv6([0xfd, 0x66, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5], [0xfd, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], 64)
+            .ipv6(
+                [0xfd, 0x66, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5],
+                [0xfd, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+                64,
+            )
             .tcp(80, 40000, 1, 100)
             .write(&mut v, &[1, 2, 3])
             .unwrap();
@@ -80,20 +123,33 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
         add(&format!("{name}6"), v);
     }
     let mut v = Vec::new();
-    PacketBuilder::ethernet2(A, B).ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).icmpv4_echo_request(1, 2).write(&mut v, &[0; 8]).unwrap();
+    PacketBuilder::ethernet2(A, B)
+        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+        .icmpv4_echo_request(1, 2)
+        .write(&mut v, &[0; 8])
+        .unwrap();
     add("icmp4", v);
     let mut v = Vec::new();
     PacketBuilder::ethernet2(A, B)
-        .ipv6([0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2], 64)
+        .ipv6(
+            [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            64,
+        )
         .icmpv6_echo_request(1, 2)
         .write(&mut v, &[0; 8])
         .unwrap();
     add("icmp6", v);
     // IPv4 options.
-    let mut ip = etherparse::Ipv4Header::new(8, 64, IpNumber::UDP, [1, 2, 3, 4], [5, 6, 7, 8]).unwrap();
+    let mut ip =
+        etherparse::Ipv4Header::new(8, 64, IpNumber::UDP, [1, 2, 3, 4], [5, 6, 7, 8]).unwrap();
     ip.options = [1u8, 1, 1, 0, 0x94, 4, 0, 0][..].try_into().unwrap();
     let mut v = Vec::new();
-    PacketBuilder::ethernet2(A, B).ip(etherparse::IpHeaders::Ipv4(ip, Default::default())).udp(7, 9).write(&mut v, &[]).unwrap();
+    PacketBuilder::ethernet2(A, B)
+        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(7, 9)
+        .write(&mut v, &[])
+        .unwrap();
     add("ipv4-options", v);
     // VLAN stacks.
     let base = c[0].1.clone();
@@ -171,13 +227,35 @@ fn corpus() -> Vec<(String, Vec<u8>)> {
         v.extend_from_slice(&payload);
         v
     };
-    c.push(("v6-hbh-rt-dst".into(), v6(vec![(0, ext(0)), (43, ext(1)), (60, ext(0))], 17, udp(1, 443))));
+    c.push((
+        "v6-hbh-rt-dst".into(),
+        v6(
+            vec![(0, ext(0)), (43, ext(1)), (60, ext(0))],
+            17,
+            udp(1, 443),
+        ),
+    ));
     c.push(("v6-ah".into(), v6(vec![(51, ah())], 6, vec![0; 20])));
-    c.push(("v6-frag-first".into(), v6(vec![(44, frag(0, true))], 17, udp(9, 53))));
-    c.push(("v6-frag-later".into(), v6(vec![(44, frag(185, false))], 17, udp(9, 53))));
-    c.push(("v6-six-ext".into(), v6((0..6).map(|_| (60, ext(0))).collect(), 17, udp(1, 2))));
-    c.push(("v6-seven-ext".into(), v6((0..7).map(|_| (60, ext(0))).collect(), 17, udp(1, 2))));
-    c.push(("v6-esp".into(), v6(vec![], 50, vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1])));
+    c.push((
+        "v6-frag-first".into(),
+        v6(vec![(44, frag(0, true))], 17, udp(9, 53)),
+    ));
+    c.push((
+        "v6-frag-later".into(),
+        v6(vec![(44, frag(185, false))], 17, udp(9, 53)),
+    ));
+    c.push((
+        "v6-six-ext".into(),
+        v6((0..6).map(|_| (60, ext(0))).collect(), 17, udp(1, 2)),
+    ));
+    c.push((
+        "v6-seven-ext".into(),
+        v6((0..7).map(|_| (60, ext(0))).collect(), 17, udp(1, 2)),
+    ));
+    c.push((
+        "v6-esp".into(),
+        v6(vec![], 50, vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]),
+    ));
     // Non-IP.
     let mut arp = vec![0xffu8; 6];
     arp.extend_from_slice(&A);
