@@ -76,6 +76,7 @@ pub trait TupleExt {
     /// TCP with all of `flags` set.
     fn tcp_has(&self, flags: u8) -> bool;
     /// Build an IPv4/IPv6 tuple (tests, synthetic sources).
+    #[allow(clippy::too_many_arguments)]
     fn new_l4(
         ts_ns: u64,
         src: IpAddr,

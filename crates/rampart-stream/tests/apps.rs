@@ -4,6 +4,7 @@
 //! flood flagged and a normal handshake mix not — each identical for any
 //! number of source replicas and workers, batching and chaining on or off,
 //! pcap or pcapng.
+#![allow(clippy::type_complexity)]
 
 mod common;
 
@@ -534,7 +535,7 @@ fn flood_traffic() -> Vec<(u64, Vec<u8>)> {
     }
     // The flood: 3000 SYNs from spoofed sources to the victim in [20 s, 30 s);
     // the victim answers each with a SYN-ACK that nobody acknowledges.
-    for i in 0..3000u64 {
+    for _i in 0..3000u64 {
         let spoof = IpAddr::V4(Ipv4Addr::from(0x6440_0000u32 + r.below(1 << 20) as u32));
         let sp = 1024 + r.below(60000) as u16;
         let t = T0_NS + 20 * S + r.below(10 * S - 2_000_000);

@@ -82,9 +82,9 @@ fn run(input: &[In], spec: WindowSpec, parallel_window: bool, s: &Setup) -> Vec<
             FlatMap::new(
                 "flatmap",
                 |x: In, sh: &mut rampart_stream::engine::Shipper<'_, In>| {
-                    if x.val % 7 != 0 {
+                    if !x.val.is_multiple_of(7) {
                         sh.ship(x);
-                        if x.val % 5 == 0 {
+                        if x.val.is_multiple_of(5) {
                             sh.ship(In {
                                 val: x.val + 1,
                                 ..x
@@ -98,7 +98,7 @@ fn run(input: &[In], spec: WindowSpec, parallel_window: bool, s: &Setup) -> Vec<
         )
         .unwrap()
         .add(
-            Filter::new("filter", |x: &In| x.val % 3 != 0)
+            Filter::new("filter", |x: &In| !x.val.is_multiple_of(3))
                 .with_parallelism(s.par[2])
                 .with_output_batch(s.batch),
         )
@@ -169,7 +169,7 @@ fn reference(input: &[In], spec: WindowSpec) -> Vec<Res> {
             WindowSpec::Session { gap_ns, max_ns } => {
                 let max_ts = input.iter().map(|x| x.ts).max().unwrap_or(0);
                 let mut cur: Option<(u64, u64, u64, Vec<u32>)> = None; // id, first, last, vals
-                let mut close = |c: (u64, u64, u64, Vec<u32>), out: &mut Vec<Res>| {
+                let close = |c: (u64, u64, u64, Vec<u32>), out: &mut Vec<Res>| {
                     let due = (c.2 + gap_ns).min(c.1 + max_ns);
                     let n = c.3.len() as u64;
                     out.push((k, c.0, c.3, n, due > max_ts));
@@ -267,14 +267,14 @@ fn diff(got: &[Res], want: &[Res]) -> (Vec<Res>, Vec<Res>) {
     let extra: Vec<Res> = got
         .iter()
         .filter(|r| !want.contains(r))
-        .cloned()
         .take(5)
+        .cloned()
         .collect();
     let missing: Vec<Res> = want
         .iter()
         .filter(|r| !got.contains(r))
-        .cloned()
         .take(5)
+        .cloned()
         .collect();
     (extra, missing)
 }

@@ -2,6 +2,7 @@
 //! field of every record comes back as exported, for IPv4 and IPv6, across
 //! several messages, templates resent, sequence numbers as RFC 7011 §3.1
 //! says; and the exporter really sends them to a UDP collector.
+#![allow(clippy::type_complexity)]
 
 use std::net::{IpAddr, UdpSocket};
 use std::time::Duration;
@@ -31,7 +32,7 @@ fn rec(i: u32) -> FlowRecord {
         0,
         s,
         d,
-        if i % 2 == 0 { 6 } else { 17 },
+        if i.is_multiple_of(2) { 6 } else { 17 },
         1000 + i as u16,
         80,
         0,
@@ -43,7 +44,7 @@ fn rec(i: u32) -> FlowRecord {
         last_ns: 1_704_067_260_456_000_000 + u64::from(i) * 1_000_000,
         packets: 10 + u64::from(i),
         bytes: 1_000_000_000_000 + u64::from(i) * 7,
-        tcp_flags: if i % 2 == 0 { 0x1b } else { 0 },
+        tcp_flags: if i.is_multiple_of(2) { 0x1b } else { 0 },
         end_reason: [
             EndReason::IdleTimeout,
             EndReason::ActiveTimeout,

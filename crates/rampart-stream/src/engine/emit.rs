@@ -7,15 +7,20 @@ use std::sync::Arc;
 use super::queue::{Backoff, Tx};
 use super::{replica_of, Out, Rec};
 
+/// Key hash of a record (key-by routing).
+pub type KeyFn<T> = Arc<dyn Fn(&T) -> u64 + Send + Sync>;
+/// Destinations of a record among `n` replicas, appended to the vector.
+pub type MultiFn<T> = Arc<dyn Fn(&Rec<T>, usize, &mut Vec<usize>) + Send + Sync>;
+
 /// Destinations of a record among `n` consumer replicas.
 #[doc(hidden)]
 pub enum Route<T> {
     /// One-to-one when parallelisms match, else round-robin by batch.
     Forward,
     /// The replica that owns the key hash.
-    Key(Arc<dyn Fn(&T) -> u64 + Send + Sync>),
+    Key(KeyFn<T>),
     /// Any set of replicas (Parallel Windows: the owners of the record's windows).
-    Multi(Arc<dyn Fn(&Rec<T>, usize, &mut Vec<usize>) + Send + Sync>),
+    Multi(MultiFn<T>),
 }
 
 impl<T> Clone for Route<T> {

@@ -178,9 +178,11 @@ impl<T> std::fmt::Debug for Pipe<T> {
 
 impl<T: Clone + Send + 'static> Pipe<T> {
     /// Append an operator whose input is `T` (anything else does not compile).
+    /// (Named as in WindFlow's `MultiPipe::add`.)
     ///
     /// # Errors
     /// Invalid settings of `op` (parallelism, batch, window shape).
+    #[allow(clippy::should_implement_trait)]
     pub fn add<O: Operator<T>>(self, mut op: O) -> Result<Pipe<O::Out>> {
         op.check()?;
         let (name, p, batch) = op.settings();

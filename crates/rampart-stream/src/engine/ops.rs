@@ -14,7 +14,7 @@ pub(crate) struct Settings<T> {
     pub name: String,
     pub parallelism: usize,
     pub batch: usize,
-    pub key: Option<Arc<dyn Fn(&T) -> u64 + Send + Sync>>,
+    pub key: Option<super::emit::KeyFn<T>>,
 }
 
 impl<T> Settings<T> {

@@ -599,7 +599,7 @@ where
             n: 0,
             wins: VecDeque::new(),
         });
-        if st.n % self.slide == 0 {
+        if st.n.is_multiple_of(self.slide) {
             st.wins.push_back((st.n, 0, agg.init()));
         }
         for w in &mut st.wins {

@@ -140,7 +140,7 @@ impl Encoder {
     /// Queue a record; returns a finished message when one is full.
     pub fn push(&mut self, r: FlowRecord, export_time_s: u32) -> Option<Vec<u8>> {
         self.pending.push(r);
-        let size = self.size_of_pending(self.messages % TEMPLATE_EVERY == 0);
+        let size = self.size_of_pending(self.messages.is_multiple_of(TEMPLATE_EVERY));
         if size > MAX_MESSAGE {
             let last = self.pending.pop()?;
             let m = self.flush(export_time_s);
@@ -172,7 +172,7 @@ impl Encoder {
         m.extend_from_slice(&export_time_s.to_be_bytes());
         m.extend_from_slice(&self.sequence.to_be_bytes());
         m.extend_from_slice(&self.domain.to_be_bytes());
-        if self.messages % TEMPLATE_EVERY == 0 {
+        if self.messages.is_multiple_of(TEMPLATE_EVERY) {
             m.extend_from_slice(&template_set());
         }
         for (tid, v6) in [(TEMPLATE_V4, false), (TEMPLATE_V6, true)] {

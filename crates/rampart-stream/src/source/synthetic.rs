@@ -137,7 +137,7 @@ impl PacketSource for SyntheticSource {
             ctx.emit_seq(t.ts_ns, i, t);
             i += n;
             k += 1;
-            if k % 65_536 == 0 && ctx.is_cancelled() {
+            if k.is_multiple_of(65_536) && ctx.is_cancelled() {
                 break;
             }
         }
