@@ -39,9 +39,7 @@ pub fn ensure_bpffs() -> Result<()> {
         Some("bpf"),
         BPFFS,
         Some("bpf"),
-        nix::mount::MsFlags::MS_NOSUID
-            | nix::mount::MsFlags::MS_NODEV
-            | nix::mount::MsFlags::MS_NOEXEC,
+        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOEXEC,
         Some("mode=0700"),
     )
     .map_err(|e| Error::MissingFeature {
@@ -85,8 +83,7 @@ pub fn path(parts: &[&str]) -> PathBuf {
 /// # Errors
 /// The pin syscall's error with the path.
 pub fn pin_fd(fd: i32, path: &Path) -> Result<()> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::Invalid("NUL in path".into()))?;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Invalid("NUL in path".into()))?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
     let rc = unsafe { libbpf_sys::bpf_obj_pin(fd, c.as_ptr()) };
     if rc < 0 {
@@ -104,8 +101,7 @@ pub fn pin_fd(fd: i32, path: &Path) -> Result<()> {
 /// [`Error::Pin`] when nothing is pinned there.
 pub fn open_pinned(path: &Path) -> Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| Error::Invalid("NUL in path".into()))?;
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Invalid("NUL in path".into()))?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
     let fd = unsafe { libbpf_sys::bpf_obj_get(c.as_ptr()) };
     if fd < 0 {
@@ -126,10 +122,7 @@ pub fn remove_tree(path: &Path) -> Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::Io {
-            context: format!("removing pins under {}", path.display()),
-            source: e,
-        }),
+        Err(e) => Err(Error::Io { context: format!("removing pins under {}", path.display()), source: e }),
     }
 }
 

@@ -96,9 +96,7 @@ impl GenSpec {
     /// # Errors
     /// [`Error::InvalidSpec`].
     pub fn validate(&self) -> Result<()> {
-        let ncpu = std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1);
+        let ncpu = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
         if self.sources == 0 || self.sources > MAX_SOURCES {
             return Err(Error::InvalidSpec(format!(
                 "--sources {} out of range: use 1..={MAX_SOURCES}",
@@ -114,15 +112,9 @@ impl GenSpec {
         }
         match self.limit {
             Limit::Seconds(s) if !(s.is_finite() && s > 0.0 && s <= 86_400.0) => {
-                return Err(Error::InvalidSpec(format!(
-                    "--seconds {s} out of range: use 0 < seconds ≤ 86400"
-                )))
+                return Err(Error::InvalidSpec(format!("--seconds {s} out of range: use 0 < seconds ≤ 86400")))
             }
-            Limit::Count(0) => {
-                return Err(Error::InvalidSpec(
-                    "--count 0: send at least one packet".into(),
-                ))
-            }
+            Limit::Count(0) => return Err(Error::InvalidSpec("--count 0: send at least one packet".into())),
             _ => {}
         }
         if self.threads == 0 || self.threads > ncpu {
@@ -133,9 +125,7 @@ impl GenSpec {
         }
         if let Some(d) = self.dst {
             if d.is_ipv6() != self.ipv6 {
-                return Err(Error::InvalidSpec(
-                    "--dst must be of the family being sent (add or drop --ipv6)".into(),
-                ));
+                return Err(Error::InvalidSpec("--dst must be of the family being sent (add or drop --ipv6)".into()));
             }
         }
         Ok(())
@@ -143,15 +133,9 @@ impl GenSpec {
 
     fn frame_spec(&self) -> FrameSpec {
         let (src, dst) = if self.ipv6 {
-            (
-                IpAddr::V6(SRC_V6_BASE),
-                self.dst.unwrap_or(IpAddr::V6(topology::HOST_V6.into())),
-            )
+            (IpAddr::V6(SRC_V6_BASE), self.dst.unwrap_or(IpAddr::V6(topology::HOST_V6.into())))
         } else {
-            (
-                IpAddr::V4(SRC_V4_BASE),
-                self.dst.unwrap_or(IpAddr::V4(topology::HOST_V4.into())),
-            )
+            (IpAddr::V4(SRC_V4_BASE), self.dst.unwrap_or(IpAddr::V4(topology::HOST_V4.into())))
         };
         FrameSpec {
             proto: self.proto,
@@ -217,10 +201,7 @@ pub struct Generator {
 
 impl std::fmt::Debug for Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Generator")
-            .field("ns", &self.ns)
-            .field("spec", &self.spec)
-            .finish()
+        f.debug_struct("Generator").field("ns", &self.ns).field("spec", &self.spec).finish()
     }
 }
 
@@ -234,10 +215,7 @@ impl Generator {
         lab.require_up()?;
         rampart_dataplane::features::require(
             "rampart lab gen",
-            &[
-                rampart_dataplane::features::Feature::Root,
-                rampart_dataplane::features::Feature::XdpLiveFrames,
-            ],
+            &[rampart_dataplane::features::Feature::Root, rampart_dataplane::features::Feature::XdpLiveFrames],
         )?;
         let tpl = packet::build(&spec.frame_spec())?;
         let slots = dist::slots_for(spec.sources, GEN_SLOTS_MAX);
@@ -253,11 +231,7 @@ impl Generator {
             .ok_or_else(|| Error::InvalidSpec("xdp_trafficgen has no rodata".into()))?;
         let c = &mut ro.gen_cfg;
         c.slot_mask = (slots - 1) as u32;
-        c.family = if spec.ipv6 {
-            GEN_FAMILY_V6
-        } else {
-            GEN_FAMILY_V4
-        };
+        c.family = if spec.ipv6 { GEN_FAMILY_V6 } else { GEN_FAMILY_V4 };
         c.l4_csum_off = tpl.l4_csum_off;
         c.ip_sum_nosrc = tpl.ip_sum_nosrc;
         c.l4_sum_nosrc = tpl.l4_sum_nosrc;
@@ -270,21 +244,13 @@ impl Generator {
         c.src6_lo_base = u32::from_be_bytes(o6[12..16].try_into().unwrap_or_default());
         // Only the schedule elements in use are allocated by the kernel's
         // preallocated array anyway; fill them in one batch.
-        let skel = open
-            .load()
-            .bpf_context(|| "loading xdp_trafficgen".into())?;
+        let skel = open.load().bpf_context(|| "loading xdp_trafficgen".into())?;
         let elems = slots / GEN_SLOTS_PER_ELEM;
         let keys: Vec<u8> = (0..elems as u32).flat_map(u32::to_ne_bytes).collect();
         let vals: Vec<u8> = sched.iter().flat_map(|i| i.to_ne_bytes()).collect();
         skel.maps
             .gen_schedule
-            .update_batch(
-                &keys,
-                &vals,
-                elems as u32,
-                libbpf_rs::MapFlags::ANY,
-                libbpf_rs::MapFlags::ANY,
-            )
+            .update_batch(&keys, &vals, elems as u32, libbpf_rs::MapFlags::ANY, libbpf_rs::MapFlags::ANY)
             .bpf_context(|| "filling the generator schedule".into())?;
         let ns = lab.wan_ns();
         let ifindex = netns::ifindex(Some(&ns), topology::WAN_IF)?;
@@ -294,14 +260,7 @@ impl Generator {
             topology::GEN_ANCHOR_IF,
             rampart_dataplane::xdp::XdpMode::Native,
         )?;
-        Ok(Self {
-            skel,
-            frame: tpl.frame,
-            ns,
-            ifindex,
-            spec: spec.clone(),
-            _anchor: anchor,
-        })
+        Ok(Self { skel, frame: tpl.frame, ns, ifindex, spec: spec.clone(), _anchor: anchor })
     }
 
     /// The frame template (source index 0).
@@ -317,9 +276,7 @@ impl Generator {
             .lookup_percpu(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
             .bpf_context(|| "reading gen_state".into())?
             .unwrap_or_default();
-        Ok(v.iter()
-            .map(|b| u64::from_ne_bytes(b[0..8].try_into().unwrap_or_default()))
-            .sum())
+        Ok(v.iter().map(|b| u64::from_ne_bytes(b[0..8].try_into().unwrap_or_default())).sum())
     }
 
     /// Transmit until the limit is reached or `cancel` is set.
@@ -329,9 +286,7 @@ impl Generator {
     pub fn run(&self, cancel: &AtomicBool) -> Result<GenReport> {
         let before = self.sent_so_far()?;
         let spec = &self.spec;
-        let ncpu = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let fd = self.skel.progs.xdp_trafficgen.as_fd().as_raw_fd();
         let start = Instant::now();
         let results: Vec<Result<()>> = std::thread::scope(|s| {
@@ -356,10 +311,7 @@ impl Generator {
                     })
                 })
                 .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
         });
         let seconds = start.elapsed().as_secs_f64();
         for r in results {
@@ -431,11 +383,7 @@ fn worker(
         let t0 = Instant::now();
         match testrun::run_live(fd, frame, ifindex, n, KERNEL_BATCH) {
             Ok(_) => {}
-            Err(rampart_dataplane::Error::Io { source, .. })
-                if source.raw_os_error() == Some(libc::EINTR) =>
-            {
-                break
-            }
+            Err(rampart_dataplane::Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINTR) => break,
             Err(e) => return Err(e.into()),
         }
         left -= u64::from(n);
@@ -509,11 +457,7 @@ pub fn run_into_host(lab: &Lab, spec: &GenSpec, cancel: &AtomicBool) -> Result<G
     let gen = Generator::new(lab, spec)?;
     let host = lab.host_ns();
     let existing = rampart_dataplane::xdp::attached_prog_id(Some(&host), topology::HOST_IF)?;
-    let sink = if existing.is_none() {
-        Some(crate::sink::Sink::attach(&host, topology::HOST_IF, false)?)
-    } else {
-        None
-    };
+    let sink = if existing.is_none() { Some(crate::sink::Sink::attach(&host, topology::HOST_IF, false)?) } else { None };
     let rx0 = match &sink {
         Some(s) => s.counts()?.packets,
         None => iface_rx_packets(&host, topology::HOST_IF)?,

@@ -38,9 +38,7 @@ fn one_line(err: &clap::Error) -> String {
     let parts: Vec<&str> = rendered
         .lines()
         .map(str::trim)
-        .filter(|l| {
-            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
-        })
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
         .collect();
     parts.join(" ")
 }
@@ -55,8 +53,7 @@ fn main() -> ExitCode {
                     let _ = e.print();
                     ExitCode::SUCCESS
                 }
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-                | ErrorKind::MissingSubcommand => {
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
                     let _ = e.print();
                     ExitCode::from(2)
                 }

@@ -116,9 +116,7 @@ impl GenArgs {
             sources: self.sources,
             dist,
             proto,
-            size: self
-                .size
-                .unwrap_or_else(|| packet::min_size(proto, self.ipv6).max(64)),
+            size: self.size.unwrap_or_else(|| packet::min_size(proto, self.ipv6).max(64)),
             ipv6: self.ipv6,
             pps: self.pps,
             limit: match (self.seconds, self.count) {
@@ -150,11 +148,7 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
                 lab.nic_ns(),
                 lab.host_ns(),
                 std::net::Ipv4Addr::from(topology::HOST_V4),
-                if tenants > 0 {
-                    format!(", {tenants} tenant namespace(s)")
-                } else {
-                    String::new()
-                }
+                if tenants > 0 { format!(", {tenants} tenant namespace(s)") } else { String::new() }
             );
             Ok(())
         }
@@ -184,10 +178,7 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
                         i.mac,
                         i.state,
                         i.addrs.join(" "),
-                        i.xdp
-                            .as_ref()
-                            .map(|x| format!("  xdp:{x}"))
-                            .unwrap_or_default()
+                        i.xdp.as_ref().map(|x| format!("  xdp:{x}")).unwrap_or_default()
                     );
                 }
                 for r in &ns.routes {
@@ -244,9 +235,7 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
                     bail!("--seconds {s} out of range: use a number > 0");
                 }
             }
-            while !cancel.load(Ordering::Relaxed)
-                && seconds.is_none_or(|s| start.elapsed().as_secs_f64() < s)
-            {
+            while !cancel.load(Ordering::Relaxed) && seconds.is_none_or(|s| start.elapsed().as_secs_f64() < s) {
                 std::thread::sleep(Duration::from_millis(100));
                 if t_last.elapsed() >= Duration::from_secs(1) && !json {
                     let c = sink.counts()?;
@@ -268,10 +257,7 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
             if json {
                 print_json(&out)
             } else {
-                println!(
-                    "received {packets} packets in {secs:.2} s ({}pps)",
-                    si(packets as f64 / secs)
-                );
+                println!("received {packets} packets in {secs:.2} s ({}pps)", si(packets as f64 / secs));
                 Ok(())
             }
         }
