@@ -1,0 +1,160 @@
+//! netns end-to-end tests of the lab topology: up/down leave nothing
+//! behind, labs run side by side, traffic crosses the EMULATED NIC both
+//! ways (IPv4 and IPv6, to host and to tenants).
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use rampart_lab::testing::{require_kernel, unique_prefix, TestLab};
+use rampart_lab::topology::{UpOptions, HOST_IF};
+use rampart_lab::Lab;
+
+/// Namespaces of one lab (other tests and labs may run at the same time).
+fn netns_of(prefix: &str) -> BTreeSet<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("{prefix}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn root_links() -> String {
+    let out = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn ping(ns: &str, addr: &str) -> bool {
+    Command::new("ip")
+        .args(["netns", "exec", ns, "ping", "-c", "1", "-W", "5", addr])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn up_is_idempotent_and_down_removes_exactly_what_up_made() {
+    require_kernel();
+    let lab = Lab::new(&unique_prefix("idem")).unwrap();
+    assert!(netns_of(lab.prefix()).is_empty());
+    let links_before = root_links();
+    lab.up(&UpOptions { tenants: 2 }).unwrap();
+    assert!(lab.is_up());
+    assert_eq!(netns_of(lab.prefix()).len(), 5);
+    let st = lab.status().unwrap();
+    assert_eq!(st.state, "up");
+    assert_eq!(st.namespaces.len(), 5, "wan, nic, host, two tenants");
+    let host = st.namespaces.iter().find(|n| n.role == "host").unwrap();
+    let h0 = host.interfaces.iter().find(|i| i.name == HOST_IF).unwrap();
+    assert!(h0.addrs.iter().any(|a| a == "10.10.0.2/24"));
+    assert_eq!(h0.mac, "02:72:70:00:00:02");
+    let nic = st.namespaces.iter().find(|n| n.role == "nic").unwrap();
+    assert!(nic.interfaces.iter().all(|i| i
+        .xdp
+        .as_deref()
+        .is_some_and(|x| x.starts_with("xdp_nic_emul"))));
+
+    // Again: nothing changes, no error; fewer tenants removes the extra one.
+    lab.up(&UpOptions { tenants: 2 }).unwrap();
+    assert_eq!(lab.tenants(), vec![1, 2]);
+    lab.up(&UpOptions { tenants: 1 }).unwrap();
+    assert_eq!(lab.tenants(), vec![1]);
+
+    lab.down().unwrap();
+    lab.down().unwrap(); // idempotent
+    assert_eq!(
+        netns_of(lab.prefix()),
+        BTreeSet::new(),
+        "no namespace left behind"
+    );
+    assert_eq!(
+        root_links(),
+        links_before,
+        "no link left in the root namespace"
+    );
+    assert!(!lab.pin_dir().exists(), "no pin left behind");
+    assert_eq!(lab.status().unwrap().state, "down");
+}
+
+#[test]
+fn a_partial_lab_is_rebuilt() {
+    require_kernel();
+    let t = TestLab::up("part", 0);
+    Command::new("ip")
+        .args(["netns", "del", &t.nic_ns()])
+        .status()
+        .unwrap();
+    assert!(!t.is_up());
+    assert_eq!(t.status().unwrap().state, "partial");
+    t.up(&UpOptions::default()).unwrap();
+    assert!(t.is_up());
+}
+
+#[test]
+fn labs_run_side_by_side_and_forward_both_ways() {
+    let a = TestLab::up("sbsa", 1);
+    let b = TestLab::up("sbsb", 0);
+    assert_ne!(a.host_ns(), b.host_ns());
+    for lab in [&a, &b] {
+        assert!(
+            ping(&lab.wan_ns(), "10.10.0.2"),
+            "wan → host over IPv4 in {}",
+            lab.prefix()
+        );
+        assert!(
+            ping(&lab.wan_ns(), "fd10::2"),
+            "wan → host over IPv6 in {}",
+            lab.prefix()
+        );
+        assert!(
+            ping(&lab.host_ns(), "10.10.0.1"),
+            "host → wan in {}",
+            lab.prefix()
+        );
+    }
+    assert!(
+        ping(&a.wan_ns(), "10.20.1.2"),
+        "wan → tenant 1 through host"
+    );
+    assert!(
+        ping(&a.wan_ns(), "fd20:0:0:1::2"),
+        "wan → tenant 1 over IPv6"
+    );
+    // TCP through the NIC: a real HTTP exchange host → wan direction is
+    // covered by the ddos/tenant suites; here a bulk TCP transfer with
+    // large segments checks the offload settings (no corrupted checksums).
+    let server = Command::new("ip")
+        .args(["netns", "exec", &a.host_ns(), "python3", "-c",
+            "import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(('10.10.0.2',7070));s.listen(1);c,_=s.accept();n=0\nwhile True:\n d=c.recv(65536)\n if not d: break\n n+=len(d)\nc.sendall(str(n).encode());c.close()"])
+        .spawn()
+        .unwrap();
+    let client = Command::new("ip")
+        .args(["netns", "exec", &a.wan_ns(), "python3", "-c",
+            "import socket,time\nfor i in range(100):\n try:\n  s=socket.create_connection(('10.10.0.2',7070),timeout=5);break\n except OSError: time.sleep(0.05)\ns.sendall(b'x'*4000000);s.shutdown(socket.SHUT_WR);print(s.recv(100).decode())"])
+        .output()
+        .unwrap();
+    let mut server = server;
+    let _ = server.wait();
+    assert_eq!(
+        String::from_utf8_lossy(&client.stdout).trim(),
+        "4000000",
+        "4 MB crossed the NIC intact"
+    );
+}
+
+#[test]
+fn bad_prefixes_are_refused() {
+    for p in ["", "has-dash", "waytoolongprefix", "sp ace"] {
+        let e = Lab::new(p).unwrap_err().to_string();
+        assert!(e.contains("bad lab prefix"), "{e}");
+    }
+}
