@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod dist;
 pub mod error;
 pub mod gen;
+pub mod nic;
 pub mod packet;
 pub mod sink;
 pub mod testing;
