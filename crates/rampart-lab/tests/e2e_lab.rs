@@ -209,8 +209,8 @@ fn the_emulated_nic_table_drops_matches_with_per_rule_counters() {
     );
     assert_eq!(rules[0].1.bytes, dropped * 64);
     assert!(
-        (47_677..=3 * 16_384).contains(&passed),
-        "the rest reaches the host: {passed}"
+        (47_677..=3 * 16_384 + 10).contains(&passed),
+        "the rest reaches the host (plus a stray neighbour-discovery frame or two): {passed}"
     );
 
     // IPv6 rules, capacity, removal.
