@@ -12,6 +12,7 @@ pub mod error;
 pub mod gen;
 pub mod nic;
 pub mod packet;
+pub mod report;
 pub mod sink;
 pub mod testing;
 pub mod topology;
