@@ -38,9 +38,19 @@ fn one_line(err: &clap::Error) -> String {
     let parts: Vec<&str> = rendered
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
         .collect();
     parts.join(" ")
+}
+
+/// Bad arguments exit 2 (as clap's own errors do); failures exit 1.
+fn is_usage_error(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<rampart_lab::Error>(),
+        Some(rampart_lab::Error::InvalidSpec(_))
+    )
 }
 
 fn main() -> ExitCode {
@@ -53,7 +63,8 @@ fn main() -> ExitCode {
                     let _ = e.print();
                     ExitCode::SUCCESS
                 }
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                | ErrorKind::MissingSubcommand => {
                     let _ = e.print();
                     ExitCode::from(2)
                 }
@@ -85,7 +96,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if is_usage_error(&e) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
