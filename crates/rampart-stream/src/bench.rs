@@ -95,6 +95,23 @@ pub struct BenchResult {
     pub windows: u64,
     /// Tuple size, bytes.
     pub tuple_bytes: usize,
+    /// CPU time (user + system) the process used during the run, s.
+    pub cpu_seconds: f64,
+    /// Source tuples per CPU second: what the graph costs, independent of
+    /// how much CPU other processes left it on a shared machine.
+    pub tuples_per_cpu_s: f64,
+}
+
+/// User + system CPU time of this process, s.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 /// The flows: 60% TCP, 30% UDP, 10% ICMP by flow index, deterministic.
@@ -242,7 +259,9 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
         }
     };
     let threads = pipeline.threads();
+    let cpu0 = process_cpu_seconds();
     let st = pipeline.run()?;
+    let cpu = process_cpu_seconds() - cpu0;
     Ok(BenchResult {
         pipeline: cfg.pipeline,
         flows: cfg.flows,
@@ -265,6 +284,12 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
             0
         },
         tuple_bytes: std::mem::size_of::<BenchTuple>(),
+        cpu_seconds: cpu,
+        tuples_per_cpu_s: if cpu > 0.0 {
+            st.source_tuples as f64 / cpu
+        } else {
+            0.0
+        },
     })
 }
 

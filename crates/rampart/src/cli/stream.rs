@@ -409,6 +409,8 @@ pub fn bench_stream_engine(a: &BenchArgs) -> Result<()> {
         median: BenchResult,
         repeat: usize,
         runs_tuples_per_s: Vec<f64>,
+        runs_tuples_per_cpu_s: Vec<f64>,
+        median_tuples_per_cpu_s: f64,
         cpus: usize,
     }
     let cpus = std::thread::available_parallelism()
@@ -417,6 +419,10 @@ pub fn bench_stream_engine(a: &BenchArgs) -> Result<()> {
     for rs in runs {
         let mut v: Vec<f64> = rs.iter().map(|r| r.tuples_per_s).collect();
         let raw = v.clone();
+        let mut c: Vec<f64> = rs.iter().map(|r| r.tuples_per_cpu_s).collect();
+        let raw_cpu = c.clone();
+        c.sort_by(f64::total_cmp);
+        let med_cpu = c[c.len() / 2];
         v.sort_by(f64::total_cmp);
         let med = v[v.len() / 2];
         let mut m = rs
@@ -434,13 +440,14 @@ pub fn bench_stream_engine(a: &BenchArgs) -> Result<()> {
             })?;
         } else {
             println!(
-                "{:<5} flows {:>7} parallelism {:<9} batching {:<5} chaining {:<5} median {:>10}tuples/s ({} threads)",
+                "{:<5} flows {:>7} parallelism {:<9} batching {:<5} chaining {:<5} median {:>10}tuples/s, {:>10}tuples per CPU-s ({} threads)",
                 format!("{:?}", m.pipeline).to_lowercase(),
                 m.flows,
                 m.parallelism,
                 m.batching,
                 m.chaining,
                 si(m.tuples_per_s),
+                si(med_cpu),
                 m.threads
             );
         }
