@@ -436,6 +436,8 @@ pub fn bench_stream_engine(a: &BenchArgs) -> Result<()> {
                 median: m,
                 repeat: rs.len(),
                 runs_tuples_per_s: raw,
+                runs_tuples_per_cpu_s: raw_cpu,
+                median_tuples_per_cpu_s: med_cpu,
                 cpus,
             })?;
         } else {
