@@ -41,6 +41,93 @@ pub struct BenchTuple {
 
 const _: () = assert!(std::mem::size_of::<BenchTuple>() == 32);
 
+/// A tuple type the benchmark can run on: the 32-byte [`BenchTuple`] (the
+/// issue's and the WindFlow anchor's) or the 56-byte shared
+/// [`crate::tuple::StreamTuple`] the apps use.
+pub trait BenchItem: Copy + Send + Sync + 'static {
+    /// From a flow of the table.
+    fn from_flow(b: &BenchTuple) -> Self;
+    /// Stamp the timestamp.
+    fn set_ts(&mut self, ts: u64);
+    /// Map(FlowID): jhash of the 5-tuple.
+    fn compute_flow_id(&mut self);
+    /// IP protocol.
+    fn proto(&self) -> u8;
+    /// The FlowID.
+    fn flow_id(&self) -> u32;
+    /// Bytes.
+    fn bytes(&self) -> u64;
+}
+
+impl BenchItem for BenchTuple {
+    fn from_flow(b: &BenchTuple) -> Self {
+        *b
+    }
+    #[inline]
+    fn set_ts(&mut self, ts: u64) {
+        self.ts = ts;
+    }
+    #[inline]
+    fn compute_flow_id(&mut self) {
+        let k = [
+            self.saddr,
+            self.daddr,
+            (u32::from(self.sport) << 16) | u32::from(self.dport),
+            u32::from(self.proto),
+        ];
+        self.flow_id = jhash2(&k, 0x7261);
+    }
+    #[inline]
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+    #[inline]
+    fn flow_id(&self) -> u32 {
+        self.flow_id
+    }
+    #[inline]
+    fn bytes(&self) -> u64 {
+        u64::from(self.len)
+    }
+}
+
+impl BenchItem for crate::tuple::StreamTuple {
+    fn from_flow(b: &BenchTuple) -> Self {
+        use crate::tuple::TupleExt;
+        let ip = |a: u32| std::net::IpAddr::V4(std::net::Ipv4Addr::from(a));
+        Self::new_l4(
+            0,
+            ip(b.saddr),
+            ip(b.daddr),
+            b.proto,
+            b.sport,
+            b.dport,
+            b.tcp_flags,
+            b.len,
+        )
+    }
+    #[inline]
+    fn set_ts(&mut self, ts: u64) {
+        self.ts_ns = ts;
+    }
+    #[inline]
+    fn compute_flow_id(&mut self) {
+        crate::flowid::set_flow_id(self, crate::flowid::KeyMode::FiveTuple);
+    }
+    #[inline]
+    fn proto(&self) -> u8 {
+        self.proto
+    }
+    #[inline]
+    fn flow_id(&self) -> u32 {
+        self.flow_id
+    }
+    #[inline]
+    fn bytes(&self) -> u64 {
+        u64::from(self.ip_len)
+    }
+}
+
 /// Which pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -66,6 +153,8 @@ pub struct BenchConfig {
     pub chaining: bool,
     /// How long the source runs.
     pub seconds: f64,
+    /// 32 ([`BenchTuple`]) or 56 ([`crate::tuple::StreamTuple`]).
+    pub tuple_bytes: usize,
 }
 
 /// One measurement (`rampart bench stream-engine --json` prints one per line).
@@ -145,10 +234,10 @@ fn flow_table(flows: u32) -> Arc<Vec<BenchTuple>> {
     Arc::new(v)
 }
 
-fn source(
-    flows: Arc<Vec<BenchTuple>>,
+fn source<T: BenchItem>(
+    flows: Arc<Vec<T>>,
     seconds: f64,
-) -> impl FnMut(&mut crate::engine::SourceCtx<'_, BenchTuple>) -> std::result::Result<(), String>
+) -> impl FnMut(&mut crate::engine::SourceCtx<'_, T>) -> std::result::Result<(), String>
        + Clone
        + Send
        + 'static {
@@ -167,7 +256,7 @@ fn source(
                 let i = (((r >> 32) * n) >> 32) as usize;
                 let mut t = flows[i];
                 ts += 1;
-                t.ts = ts;
+                t.set_ts(ts);
                 ctx.emit(ts, t);
             }
             if Instant::now() >= deadline || ctx.is_cancelled() {
@@ -182,7 +271,19 @@ fn source(
 /// # Errors
 /// Invalid settings (parallelism, batch) or a failing run.
 pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
-    let flows = flow_table(cfg.flows.max(1));
+    match cfg.tuple_bytes {
+        56 => run_t::<crate::tuple::StreamTuple>(cfg),
+        _ => run_t::<BenchTuple>(cfg),
+    }
+}
+
+fn run_t<T: BenchItem + Clone>(cfg: &BenchConfig) -> Result<BenchResult> {
+    let flows: Arc<Vec<T>> = Arc::new(
+        flow_table(cfg.flows.max(1))
+            .iter()
+            .map(T::from_flow)
+            .collect(),
+    );
     let g = PipeGraph::new(GraphConfig {
         name: "bench".into(),
         chaining: cfg.chaining,
@@ -208,34 +309,28 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
         BenchPipeline::Full => g
             .source(src)?
             .add(
-                Map::new("flowid", |mut t: BenchTuple| {
-                    let k = [
-                        t.saddr,
-                        t.daddr,
-                        (u32::from(t.sport) << 16) | u32::from(t.dport),
-                        u32::from(t.proto),
-                    ];
-                    t.flow_id = jhash2(&k, 0x7261);
+                Map::new("flowid", |mut t: T| {
+                    t.compute_flow_id();
                     t
                 })
                 .with_parallelism(par(1))
                 .with_output_batch(cfg.batch),
             )?
             .add(
-                Filter::new("filter", |t: &BenchTuple| t.proto == 6 || t.proto == 17)
+                Filter::new("filter", |t: &T| t.proto() == 6 || t.proto() == 17)
                     .with_parallelism(par(2))
                     .with_output_batch(cfg.batch),
             )?
             .add(
                 KeyedWindow::new(
                     "window",
-                    |t: &BenchTuple| t.flow_id,
+                    |t: &T| t.flow_id(),
                     WindowSpec::count_tumbling(1000),
                     agg(
                         || (0u64, 0u64),
-                        |a: &mut (u64, u64), t: &BenchTuple| {
+                        |a: &mut (u64, u64), t: &T| {
                             a.0 += 1;
-                            a.1 += u64::from(t.len);
+                            a.1 += t.bytes();
                         },
                         |k: &u32, a: (u64, u64), _: &crate::engine::WindowInfo| (*k, a.0, a.1),
                     ),
@@ -248,7 +343,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
             let r = Arc::clone(&results);
             let mut n = 0u64;
             g.source(src)?.sink(
-                Sink::new("sink", move |x: Option<BenchTuple>| match x {
+                Sink::new("sink", move |x: Option<T>| match x {
                     Some(_) => n += 1,
                     None => {
                         r.fetch_add(n, Ordering::Relaxed);
@@ -283,7 +378,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
         } else {
             0
         },
-        tuple_bytes: std::mem::size_of::<BenchTuple>(),
+        tuple_bytes: std::mem::size_of::<T>(),
         cpu_seconds: cpu,
         tuples_per_cpu_s: if cpu > 0.0 {
             st.source_tuples as f64 / cpu
@@ -295,7 +390,12 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
 
 /// The configurations of the issue: full 1-1-1-1-1 and 1-1-1-2-1 and
 /// empty 1-1, each with batching off/on and chaining off/on.
-pub fn standard_configs(flows: u32, batch: usize, seconds: f64) -> Vec<BenchConfig> {
+pub fn standard_configs(
+    flows: u32,
+    batch: usize,
+    seconds: f64,
+    tuple_bytes: usize,
+) -> Vec<BenchConfig> {
     let mut v = Vec::new();
     for par in [vec![1, 1, 1, 1, 1], vec![1, 1, 1, 2, 1]] {
         for b in [1, batch] {
@@ -307,6 +407,7 @@ pub fn standard_configs(flows: u32, batch: usize, seconds: f64) -> Vec<BenchConf
                     batch: b,
                     chaining,
                     seconds,
+                    tuple_bytes,
                 });
             }
         }
@@ -320,8 +421,35 @@ pub fn standard_configs(flows: u32, batch: usize, seconds: f64) -> Vec<BenchConf
                 batch: b,
                 chaining,
                 seconds,
+                tuple_bytes,
             });
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every configuration runs; every flow that passed the filter ends in
+    /// one partial window at the end, plus one result per 1,000 of its tuples.
+    #[test]
+    fn configurations_run_and_count_every_flow() {
+        for bytes in [32, 56] {
+            for c in standard_configs(1024, 64, 0.05, bytes) {
+                let r = run(&c).unwrap();
+                assert!(r.tuples > 0 && r.tuples_per_s > 0.0, "{c:?}");
+                assert_eq!(r.tuple_bytes, bytes);
+                if c.pipeline == BenchPipeline::Full {
+                    // 922 of the 1,024 flows are TCP or UDP.
+                    assert!(
+                        r.windows >= 922 && r.windows <= 922 + r.tuples / 1000,
+                        "{c:?}: {} windows",
+                        r.windows
+                    );
+                }
+            }
+        }
+    }
 }

@@ -362,6 +362,10 @@ pub struct BenchArgs {
     /// Output batch size when batching is on.
     #[arg(long, default_value_t = 256)]
     pub batch: usize,
+    /// Tuple: 32 (the 32-byte packet tuple) or 56 (the shared
+    /// `struct stream_tuple` the apps use).
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["32", "56"]), |s: String| s.parse::<usize>().unwrap_or(32)))]
+    pub tuple_bytes: usize,
 }
 
 pub fn run_bench(cmd: BenchCmd) -> Result<()> {
@@ -383,7 +387,12 @@ pub fn bench_stream_engine(a: &BenchArgs) -> Result<()> {
     }
     let mut configs = Vec::new();
     for &f in &a.flows {
-        configs.extend(bench::standard_configs(f, a.batch, a.seconds));
+        configs.extend(bench::standard_configs(
+            f,
+            a.batch,
+            a.seconds,
+            a.tuple_bytes,
+        ));
     }
     let mut runs: Vec<Vec<BenchResult>> = vec![Vec::new(); configs.len()];
     for rep in 0..a.repeat {
