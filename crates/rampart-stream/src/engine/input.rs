@@ -57,6 +57,7 @@ pub(crate) fn run<T: Send>(
     let mut heap: BinaryHeap<Ordered<T>> = BinaryHeap::new();
     let mut backoff = Backoff::default();
     let mut idle_flushed = false;
+    let mut buf: Vec<Rec<T>> = Vec::with_capacity(READ_MAX);
     loop {
         let mut got = 0usize;
         let min_wm = if ordered {
@@ -89,9 +90,8 @@ pub(crate) fn run<T: Send>(
                     if ordered {
                         heap.extend(chunk.into_iter().map(Ordered));
                     } else {
-                        for r in chunk {
-                            op.push(r);
-                        }
+                        buf.extend(chunk);
+                        op.push_batch(&mut buf);
                     }
                 }
                 got += k;

@@ -171,6 +171,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[doc(hidden)]
 pub trait Out<T>: Send {
     fn push(&mut self, r: Rec<T>);
+    /// Several records in order; leaves `b` empty. Operators that gain from
+    /// seeing records together (prefetching window state) override it.
+    #[inline]
+    fn push_batch(&mut self, b: &mut Vec<Rec<T>>) {
+        for r in b.drain(..) {
+            self.push(r);
+        }
+    }
     /// All later records have `ts >= wm`.
     fn watermark(&mut self, wm: u64);
     /// The input is idle: publish partial batches and progress.
@@ -183,6 +191,10 @@ impl<T> Out<T> for Box<dyn Out<T>> {
     #[inline]
     fn push(&mut self, r: Rec<T>) {
         (**self).push(r);
+    }
+    #[inline]
+    fn push_batch(&mut self, b: &mut Vec<Rec<T>>) {
+        (**self).push_batch(b);
     }
     #[inline]
     fn watermark(&mut self, wm: u64) {

@@ -124,9 +124,12 @@ pub struct SourceCtx<'a, T> {
     last_ingress: u64,
     emitted: u64,
     since_wm: u32,
+    batch: Vec<Rec<T>>,
 }
 
 const SOURCE_WM_EVERY: u32 = 256;
+/// Records a source hands down its (fused) chain at once.
+const SOURCE_BATCH: usize = 32;
 
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
@@ -174,19 +177,29 @@ impl<T> SourceCtx<'_, T> {
             ts
         };
         self.emitted += 1;
-        self.out.push(Rec {
+        self.batch.push(Rec {
             ts,
             seq: seq << 16,
             val,
         });
+        if self.batch.len() >= SOURCE_BATCH {
+            self.out.push_batch(&mut self.batch);
+        }
         if ts > self.max_ts {
             self.max_ts = ts;
         }
         self.since_wm += 1;
         if self.since_wm >= SOURCE_WM_EVERY {
             self.since_wm = 0;
+            self.flush();
             self.out
                 .watermark(self.max_ts.saturating_sub(self.max_delay));
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.batch.is_empty() {
+            self.out.push_batch(&mut self.batch);
         }
     }
 
@@ -202,6 +215,7 @@ impl<T> SourceCtx<'_, T> {
         if ts > self.max_ts {
             self.max_ts = ts;
         }
+        self.flush();
         self.out
             .watermark(self.max_ts.saturating_sub(self.max_delay));
         self.out.idle();
@@ -272,8 +286,10 @@ where
         last_ingress: 0,
         emitted: 0,
         since_wm: 0,
+        batch: Vec::with_capacity(SOURCE_BATCH),
     };
     let r = f(&mut ctx);
+    ctx.flush();
     let n = ctx.emitted;
     let wm = ctx.max_ts.saturating_sub(ctx.max_delay);
     ctx.out.watermark(wm);
@@ -313,9 +329,10 @@ struct MapRep<U, F> {
     next: Box<dyn Out<U>>,
     n: u64,
     c: Arc<Counters>,
+    buf: Vec<Rec<U>>,
 }
 
-impl<T, U, F: FnMut(T) -> U + Send> Out<T> for MapRep<U, F> {
+impl<T, U: Send, F: FnMut(T) -> U + Send> Out<T> for MapRep<U, F> {
     #[inline]
     fn push(&mut self, r: Rec<T>) {
         self.n += 1;
@@ -324,6 +341,17 @@ impl<T, U, F: FnMut(T) -> U + Send> Out<T> for MapRep<U, F> {
             seq: r.seq,
             val: (self.f)(r.val),
         });
+    }
+    #[inline]
+    fn push_batch(&mut self, b: &mut Vec<Rec<T>>) {
+        self.n += b.len() as u64;
+        let f = &mut self.f;
+        self.buf.extend(b.drain(..).map(|r| Rec {
+            ts: r.ts,
+            seq: r.seq,
+            val: f(r.val),
+        }));
+        self.next.push_batch(&mut self.buf);
     }
     #[inline]
     fn watermark(&mut self, wm: u64) {
@@ -360,6 +388,7 @@ where
             next,
             n: 0,
             c,
+            buf: Vec::new(),
         })
     }
 }
@@ -404,6 +433,14 @@ impl<T: Send, F: FnMut(&T) -> bool + Send> Out<T> for FilterRep<T, F> {
             self.kept += 1;
             self.next.push(r);
         }
+    }
+    #[inline]
+    fn push_batch(&mut self, b: &mut Vec<Rec<T>>) {
+        self.n += b.len() as u64;
+        let f = &mut self.f;
+        b.retain(|r| f(&r.val));
+        self.kept += b.len() as u64;
+        self.next.push_batch(b);
     }
     #[inline]
     fn watermark(&mut self, wm: u64) {

@@ -317,7 +317,9 @@ where
                 kf: self.kf.clone(),
                 agg: self.agg.clone(),
                 size,
-                map: FxHashMap::default(),
+                map: CtTable::new(),
+                keys: Vec::new(),
+                hashes: Vec::new(),
                 next,
                 c,
                 n: 0,
@@ -475,22 +477,140 @@ where
 
 // ------------------------------------------------------------- replicas
 
+/// Per-key state of count-based tumbling windows: one counter (records of
+/// the key so far: window = n / size, position = n % size) and the
+/// accumulator — 8 bytes plus the accumulator, so large key sets stay in cache.
 struct CtState<A> {
-    count: u64,
-    wid: u64,
+    n: u64,
     acc: A,
+}
+
+/// Open-addressing table (linear probing, load <= 1/2) of count-window
+/// state, with a prefetch: a batch of records first prefetches every key's
+/// slot, then updates them, so the cache misses of a large key set overlap
+/// instead of queuing one behind the other (measured: the miss was ~75% of
+/// the Keyed Window's time at 65,536 keys with per-record lookups).
+struct CtTable<K, A> {
+    slots: Vec<Option<(K, CtState<A>)>>,
+    shift: u32,
+    len: usize,
+}
+
+impl<K: Hash + Eq, A> CtTable<K, A> {
+    fn new() -> Self {
+        let mut t = Self {
+            slots: Vec::new(),
+            shift: 64,
+            len: 0,
+        };
+        t.resize(1024);
+        t
+    }
+    fn resize(&mut self, cap: usize) {
+        let old = std::mem::take(&mut self.slots);
+        self.slots = (0..cap).map(|_| None).collect();
+        self.shift = 64 - cap.trailing_zeros();
+        for (k, st) in old.into_iter().flatten() {
+            let mut i = self.home(key_hash(&k));
+            while self.slots[i].is_some() {
+                i = (i + 1) & (cap - 1);
+            }
+            self.slots[i] = Some((k, st));
+        }
+    }
+    #[inline(always)]
+    fn home(&self, h: u64) -> usize {
+        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+    #[inline(always)]
+    fn prefetch(&self, h: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = self.slots.as_ptr().wrapping_add(self.home(h)).cast::<i8>();
+            // SAFETY: a prefetch never faults and does not dereference in
+            // the language's sense; the address is inside the table.
+            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p) };
+        }
+    }
+    #[inline]
+    fn slot(&mut self, h: u64, k: K, init: impl FnOnce() -> A) -> (&K, &mut CtState<A>) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.resize(self.slots.len() * 2);
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(h);
+        loop {
+            match &self.slots[i] {
+                Some((kk, _)) if *kk == k => break,
+                Some(_) => i = (i + 1) & mask,
+                None => {
+                    self.slots[i] = Some((k, CtState { n: 0, acc: init() }));
+                    self.len += 1;
+                    break;
+                }
+            }
+        }
+        match &mut self.slots[i] {
+            Some((k, st)) => (&*k, st),
+            None => unreachable!("slot {i} was just found or filled"),
+        }
+    }
+    fn drain(&mut self) -> impl Iterator<Item = (K, CtState<A>)> + '_ {
+        self.len = 0;
+        self.slots.iter_mut().filter_map(Option::take)
+    }
 }
 
 struct CountTumbling<T, K, KF, W: WindowAgg<T, K>> {
     kf: KF,
     agg: W,
     size: u64,
-    map: FxHashMap<K, CtState<W::Acc>>,
+    map: CtTable<K, W::Acc>,
+    keys: Vec<K>,
+    hashes: Vec<u64>,
     next: Box<dyn Out<W::Out>>,
     c: Arc<Counters>,
     n: u64,
     fired: u64,
     last_ts: u64,
+}
+
+impl<T, K, KF, W> CountTumbling<T, K, KF, W>
+where
+    T: Send,
+    K: Hash + Eq + Clone + Send,
+    KF: Fn(&T) -> K + Send,
+    W: WindowAgg<T, K>,
+{
+    #[inline(always)]
+    fn update(&mut self, r: Rec<T>, k: K, h: u64) {
+        self.n += 1;
+        self.last_ts = r.ts;
+        let agg = &self.agg;
+        let size = self.size;
+        let (k, st) = self.map.slot(h, k, || agg.init());
+        agg.add(&mut st.acc, &r.val);
+        st.n += 1;
+        if st.n % size == 0 {
+            let acc = std::mem::replace(&mut st.acc, agg.init());
+            let wid = st.n / size - 1;
+            let info = WindowInfo {
+                id: wid,
+                start: wid * size,
+                end: (wid + 1) * size,
+                count: size,
+                closed_by_eos: false,
+                active_timeout: false,
+            };
+            let out = agg.result(k, acc, &info);
+            self.fired += 1;
+            self.next.push(Rec {
+                ts: r.ts,
+                seq: r.seq,
+                val: out,
+            });
+        }
+    }
 }
 
 impl<T, K, KF, W> Out<T> for CountTumbling<T, K, KF, W>
@@ -502,37 +622,33 @@ where
 {
     #[inline]
     fn push(&mut self, r: Rec<T>) {
-        self.n += 1;
-        self.last_ts = r.ts;
         let k = (self.kf)(&r.val);
-        let agg = &self.agg;
-        let st = self.map.entry(k.clone()).or_insert_with(|| CtState {
-            count: 0,
-            wid: 0,
-            acc: agg.init(),
-        });
-        agg.add(&mut st.acc, &r.val);
-        st.count += 1;
-        if st.count == self.size {
-            let acc = std::mem::replace(&mut st.acc, agg.init());
-            let info = WindowInfo {
-                id: st.wid,
-                start: st.wid * self.size,
-                end: (st.wid + 1) * self.size,
-                count: self.size,
-                closed_by_eos: false,
-                active_timeout: false,
-            };
-            st.wid += 1;
-            st.count = 0;
-            self.fired += 1;
-            let out = agg.result(&k, acc, &info);
-            self.next.push(Rec {
-                ts: r.ts,
-                seq: r.seq,
-                val: out,
-            });
+        let h = key_hash(&k);
+        self.update(r, k, h);
+    }
+    #[inline]
+    fn push_batch(&mut self, b: &mut Vec<Rec<T>>) {
+        // Prefetch the slot of the record DIST ahead of the one being updated.
+        const DIST: usize = 8;
+        let mut keys = std::mem::take(&mut self.keys);
+        let mut hs = std::mem::take(&mut self.hashes);
+        for r in b.iter() {
+            let k = (self.kf)(&r.val);
+            hs.push(key_hash(&k));
+            keys.push(k);
         }
+        for h in hs.iter().take(DIST) {
+            self.map.prefetch(*h);
+        }
+        for (i, (r, k)) in b.drain(..).zip(keys.drain(..)).enumerate() {
+            if let Some(h) = hs.get(i + DIST) {
+                self.map.prefetch(*h);
+            }
+            self.update(r, k, hs[i]);
+        }
+        hs.clear();
+        self.keys = keys;
+        self.hashes = hs;
     }
     fn watermark(&mut self, wm: u64) {
         self.next.watermark(wm);
@@ -542,12 +658,13 @@ where
     }
     fn eos(&mut self) {
         for (k, st) in self.map.drain() {
-            if st.count > 0 {
+            if st.n % self.size > 0 {
+                let wid = st.n / self.size;
                 let info = WindowInfo {
-                    id: st.wid,
-                    start: st.wid * self.size,
-                    end: (st.wid + 1) * self.size,
-                    count: st.count,
+                    id: wid,
+                    start: wid * self.size,
+                    end: (wid + 1) * self.size,
+                    count: st.n % self.size,
                     closed_by_eos: true,
                     active_timeout: false,
                 };
@@ -976,5 +1093,41 @@ where
         self.timers.clear();
         self.c.add(self.n, self.fired, self.late, self.fired);
         self.next.eos();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The count-window table against a HashMap, across several growths.
+    #[test]
+    fn ct_table_counts_like_a_hashmap() {
+        let mut t: CtTable<u64, u64> = CtTable::new();
+        let mut m: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+        let mut x = 0x1234_5678u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = x % 20_000;
+            let h = key_hash(&k);
+            t.prefetch(h);
+            let (kk, st) = t.slot(h, k, || 0);
+            assert_eq!(*kk, k);
+            st.n += 1;
+            st.acc += k;
+            *m.entry(k).or_default() += 1;
+        }
+        assert_eq!(t.len, m.len());
+        let got: std::collections::HashMap<u64, u64> = t
+            .drain()
+            .map(|(k, st)| {
+                assert_eq!(st.acc, k * st.n);
+                (k, st.n)
+            })
+            .collect();
+        assert_eq!(got, m);
+        assert_eq!(t.drain().count(), 0);
     }
 }
