@@ -114,6 +114,7 @@ impl PipeGraph {
         let p = src.s.parallelism;
         let ingress = src.time.unwrap_or(self.cfg.time) == TimePolicy::Ingress;
         let max_delay = src.max_delay;
+        let batch = src.s.batch;
         let cancel = Arc::clone(&self.cancel);
         let c2 = Arc::clone(&counters);
         let f = src.f;
@@ -127,7 +128,7 @@ impl PipeGraph {
                     format!("{name}#{i}"),
                     Box::new(move || {
                         let (r, n) =
-                            run_source(&mut f, &mut *out, i, p, &cancel, ingress, max_delay);
+                            run_source(&mut f, &mut *out, batch, i, p, &cancel, ingress, max_delay);
                         c.add(0, n, 0, 0);
                         r.map_err(|msg| Error::Source {
                             op,

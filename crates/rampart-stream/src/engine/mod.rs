@@ -19,7 +19,9 @@
 //!   round-robin by batch), *key-by* (equal keys → the same replica) or, for
 //!   Parallel Windows, by window;
 //! - **output batching** (`with_output_batch(n)`) publishes `n` records per
-//!   queue operation instead of one;
+//!   queue operation instead of one; a source with output batch `n` also
+//!   hands records down its fused chain `n` at a time, which lets a count
+//!   window prefetch the state of the keys it is about to update;
 //! - time: every record carries a timestamp `ts` (ns) and a sequence number
 //!   `seq`. Event time is the source's timestamp; ingress time is the wall
 //!   clock when the source emits ([`TimePolicy`]).

@@ -125,11 +125,10 @@ pub struct SourceCtx<'a, T> {
     emitted: u64,
     since_wm: u32,
     batch: Vec<Rec<T>>,
+    batch_size: usize,
 }
 
 const SOURCE_WM_EVERY: u32 = 256;
-/// Records a source hands down its (fused) chain at once.
-const SOURCE_BATCH: usize = 32;
 
 fn now_ns() -> u64 {
     std::time::SystemTime::now()
@@ -177,13 +176,20 @@ impl<T> SourceCtx<'_, T> {
             ts
         };
         self.emitted += 1;
-        self.batch.push(Rec {
+        let r = Rec {
             ts,
             seq: seq << 16,
             val,
-        });
-        if self.batch.len() >= SOURCE_BATCH {
-            self.out.push_batch(&mut self.batch);
+        };
+        // With output batching, records go down a fused chain (or into the
+        // edge) `batch` at a time; without, one by one.
+        if self.batch_size <= 1 {
+            self.out.push(r);
+        } else {
+            self.batch.push(r);
+            if self.batch.len() >= self.batch_size {
+                self.out.push_batch(&mut self.batch);
+            }
         }
         if ts > self.max_ts {
             self.max_ts = ts;
@@ -263,9 +269,11 @@ where
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_source<T, F>(
     f: &mut F,
     out: &mut dyn Out<T>,
+    batch: usize,
     replica: usize,
     parallelism: usize,
     cancel: &AtomicBool,
@@ -286,7 +294,8 @@ where
         last_ingress: 0,
         emitted: 0,
         since_wm: 0,
-        batch: Vec::with_capacity(SOURCE_BATCH),
+        batch: Vec::with_capacity(if batch > 1 { batch } else { 0 }),
+        batch_size: batch,
     };
     let r = f(&mut ctx);
     ctx.flush();
