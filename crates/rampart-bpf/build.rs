@@ -44,7 +44,10 @@ fn rerun_dir(dir: &Path) {
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let bpf_dir = manifest.join("../../bpf").canonicalize().expect("bpf/ directory");
+    let bpf_dir = manifest
+        .join("../../bpf")
+        .canonicalize()
+        .expect("bpf/ directory");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     rerun_dir(&bpf_dir);
     println!("cargo:rerun-if-env-changed=RAMPART_CLANG");

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The process lacks the privileges BPF and netns operations need.
-    #[error("{what} needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root or with sudo")]
+    #[error(
+        "{what} needs root (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN): run it as root or with sudo"
+    )]
     NotRoot {
         /// What was attempted.
         what: String,
@@ -81,7 +83,10 @@ pub trait BpfContext<T> {
 
 impl<T> BpfContext<T> for std::result::Result<T, libbpf_rs::Error> {
     fn bpf_context(self, ctx: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Bpf { context: ctx(), source })
+        self.map_err(|source| Error::Bpf {
+            context: ctx(),
+            source,
+        })
     }
 }
 
@@ -93,12 +98,18 @@ pub trait IoContext<T> {
 
 impl<T> IoContext<T> for std::result::Result<T, io::Error> {
     fn io_context(self, ctx: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Io { context: ctx(), source })
+        self.map_err(|source| Error::Io {
+            context: ctx(),
+            source,
+        })
     }
 }
 
 impl<T> IoContext<T> for std::result::Result<T, nix::Error> {
     fn io_context(self, ctx: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| Error::Io { context: ctx(), source: io::Error::from(e) })
+        self.map_err(|e| Error::Io {
+            context: ctx(),
+            source: io::Error::from(e),
+        })
     }
 }

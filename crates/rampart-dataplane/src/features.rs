@@ -20,7 +20,9 @@ pub fn require_root(what: &str) -> Result<()> {
     if is_root() {
         Ok(())
     } else {
-        Err(Error::NotRoot { what: what.to_string() })
+        Err(Error::NotRoot {
+            what: what.to_string(),
+        })
     }
 }
 
@@ -28,9 +30,21 @@ pub fn require_root(what: &str) -> Result<()> {
 fn trivial_xdp(action: i32) -> Option<OwnedFd> {
     let insns = [
         // BPF_ALU64 | BPF_MOV | BPF_K, dst r0
-        libbpf_sys::bpf_insn { code: 0xb7, _bitfield_align_1: [], _bitfield_1: libbpf_sys::bpf_insn::new_bitfield_1(0, 0), off: 0, imm: action },
+        libbpf_sys::bpf_insn {
+            code: 0xb7,
+            _bitfield_align_1: [],
+            _bitfield_1: libbpf_sys::bpf_insn::new_bitfield_1(0, 0),
+            off: 0,
+            imm: action,
+        },
         // BPF_JMP | BPF_EXIT
-        libbpf_sys::bpf_insn { code: 0x95, _bitfield_align_1: [], _bitfield_1: libbpf_sys::bpf_insn::new_bitfield_1(0, 0), off: 0, imm: 0 },
+        libbpf_sys::bpf_insn {
+            code: 0x95,
+            _bitfield_align_1: [],
+            _bitfield_1: libbpf_sys::bpf_insn::new_bitfield_1(0, 0),
+            off: 0,
+            imm: 0,
+        },
     ];
     let license = CString::new("GPL").ok()?;
     let name = CString::new("rampart_probe").ok()?;
@@ -59,9 +73,15 @@ pub fn xdp_supported() -> bool {
 /// caller's namespace.
 pub fn xdp_live_frames_supported() -> bool {
     use std::os::fd::AsRawFd;
-    let Some(fd) = trivial_xdp(1) else { return false };
+    let Some(fd) = trivial_xdp(1) else {
+        return false;
+    };
     let frame = [0u8; 64];
-    let mut ctx = crate::testrun::XdpMd { data_end: 64, ingress_ifindex: 1, ..Default::default() };
+    let mut ctx = crate::testrun::XdpMd {
+        data_end: 64,
+        ingress_ifindex: 1,
+        ..Default::default()
+    };
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         data_in: frame.as_ptr().cast(),
@@ -92,12 +112,27 @@ pub enum Feature {
 }
 
 impl Feature {
+    /// Short key, as accepted by `RAMPART_TEST_DISABLE_FEATURE`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Feature::Root => "root",
+            Feature::Xdp => "xdp",
+            Feature::XdpLiveFrames => "xdp-live-frames",
+            Feature::Bpffs => "bpffs",
+            Feature::Veth => "veth",
+        }
+    }
+
     /// Human name, used in error messages.
     pub fn name(self) -> &'static str {
         match self {
             Feature::Root => "root privileges",
-            Feature::Xdp => "BPF XDP programs (bpf() syscall, CONFIG_BPF_SYSCALL, CONFIG_XDP_SOCKETS)",
-            Feature::XdpLiveFrames => "XDP live frames (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux ≥ 5.18)",
+            Feature::Xdp => {
+                "BPF XDP programs (bpf() syscall, CONFIG_BPF_SYSCALL, CONFIG_XDP_SOCKETS)"
+            }
+            Feature::XdpLiveFrames => {
+                "XDP live frames (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux ≥ 5.18)"
+            }
             Feature::Bpffs => "BPF filesystem (bpffs at /sys/fs/bpf)",
             Feature::Veth => "veth devices and network namespaces (CONFIG_VETH, CONFIG_NET_NS)",
         }
@@ -109,7 +144,16 @@ impl Feature {
 /// # Errors
 /// [`Error::NotRoot`] or [`Error::MissingFeature`].
 pub fn require(what: &str, list: &[Feature]) -> Result<()> {
+    // Lets the test suite exercise the "feature missing" path on a kernel
+    // that has everything: a comma-separated list of Feature::key()s.
+    let disabled = std::env::var("RAMPART_TEST_DISABLE_FEATURE").unwrap_or_default();
     for f in list {
+        if disabled.split(',').any(|k| k.trim() == f.key()) {
+            return Err(Error::MissingFeature {
+                feature: f.name(),
+                detail: "disabled by RAMPART_TEST_DISABLE_FEATURE".into(),
+            });
+        }
         match f {
             Feature::Root => require_root(what)?,
             Feature::Xdp => {
@@ -131,7 +175,10 @@ pub fn require(what: &str, list: &[Feature]) -> Result<()> {
             Feature::Bpffs => crate::pin::ensure_bpffs()?,
             Feature::Veth => {
                 if !std::path::Path::new("/proc/self/ns/net").exists() {
-                    return Err(Error::MissingFeature { feature: f.name(), detail: "/proc/self/ns/net missing".into() });
+                    return Err(Error::MissingFeature {
+                        feature: f.name(),
+                        detail: "/proc/self/ns/net missing".into(),
+                    });
                 }
             }
         }

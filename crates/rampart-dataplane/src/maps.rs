@@ -26,7 +26,10 @@ unsafe impl Pod for u64 {}
 /// # Panics
 /// If `bytes` is shorter than `T`.
 pub fn read_pod<T: Pod>(bytes: &[u8]) -> T {
-    assert!(bytes.len() >= std::mem::size_of::<T>(), "buffer shorter than value");
+    assert!(
+        bytes.len() >= std::mem::size_of::<T>(),
+        "buffer shorter than value"
+    );
     // SAFETY: length checked above; `T: Pod` is valid for any bit pattern.
     unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
 }
@@ -44,8 +47,13 @@ pub fn pod_bytes<T: Pod>(v: &T) -> &[u8] {
 pub fn lookup_percpu<T: Pod>(map: &impl MapCore, key: &[u8]) -> Result<Vec<T>> {
     let vals = map
         .lookup_percpu(key, libbpf_rs::MapFlags::ANY)
-        .map_err(|e| Error::Bpf { context: format!("reading per-CPU map {}", map.name().to_string_lossy()), source: e })?;
-    Ok(vals.map(|v| v.iter().map(|b| read_pod::<T>(b)).collect()).unwrap_or_default())
+        .map_err(|e| Error::Bpf {
+            context: format!("reading per-CPU map {}", map.name().to_string_lossy()),
+            source: e,
+        })?;
+    Ok(vals
+        .map(|v| v.iter().map(|b| read_pod::<T>(b)).collect())
+        .unwrap_or_default())
 }
 
 /// Number of possible CPUs (the length of per-CPU values).
@@ -85,7 +93,11 @@ pub fn lookup_batch_raw(
         let rc = unsafe {
             libbpf_sys::bpf_map_lookup_batch(
                 fd,
-                if first { std::ptr::null_mut() } else { in_batch.as_mut_ptr().cast() },
+                if first {
+                    std::ptr::null_mut()
+                } else {
+                    in_batch.as_mut_ptr().cast()
+                },
                 out_batch.as_mut_ptr().cast(),
                 kbuf.as_mut_ptr().cast(),
                 vbuf.as_mut_ptr().cast(),
@@ -93,7 +105,11 @@ pub fn lookup_batch_raw(
                 &opts,
             )
         };
-        let err = if rc < 0 { Some(io::Error::from_raw_os_error(-rc)) } else { None };
+        let err = if rc < 0 {
+            Some(io::Error::from_raw_os_error(-rc))
+        } else {
+            None
+        };
         let n = count as usize;
         keys.extend_from_slice(&kbuf[..n * key_size]);
         vals.extend_from_slice(&vbuf[..n * value_size]);
@@ -101,7 +117,12 @@ pub fn lookup_batch_raw(
         match err {
             None => {}
             Some(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
-            Some(e) => return Err(Error::Io { context: "BPF_MAP_LOOKUP_BATCH".into(), source: e }),
+            Some(e) => {
+                return Err(Error::Io {
+                    context: "BPF_MAP_LOOKUP_BATCH".into(),
+                    source: e,
+                })
+            }
         }
         std::mem::swap(&mut in_batch, &mut out_batch);
         first = false;
@@ -117,9 +138,14 @@ pub fn lookup_batch_raw(
 /// The kernel's error.
 pub fn update_raw(fd: RawFd, key: &[u8], value: &[u8], flags: u64) -> Result<()> {
     // SAFETY: key and value are valid for the map's sizes, checked by the kernel against the map.
-    let rc = unsafe { libbpf_sys::bpf_map_update_elem(fd, key.as_ptr().cast(), value.as_ptr().cast(), flags) };
+    let rc = unsafe {
+        libbpf_sys::bpf_map_update_elem(fd, key.as_ptr().cast(), value.as_ptr().cast(), flags)
+    };
     if rc < 0 {
-        return Err(Error::Io { context: "BPF_MAP_UPDATE_ELEM".into(), source: io::Error::from_raw_os_error(-rc) });
+        return Err(Error::Io {
+            context: "BPF_MAP_UPDATE_ELEM".into(),
+            source: io::Error::from_raw_os_error(-rc),
+        });
     }
     Ok(())
 }

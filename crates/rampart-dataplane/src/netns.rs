@@ -72,7 +72,9 @@ pub fn enter_current_thread(name: &str) -> Result<()> {
 pub fn ifindex(ns: Option<&str>, iface: &str) -> Result<u32> {
     let owned_ns = ns.map(str::to_string);
     run_in(ns, || {
-        nix::net::if_::if_nametoindex(iface)
-            .map_err(|_| Error::NoSuchInterface { iface: iface.to_string(), ns: owned_ns })
+        nix::net::if_::if_nametoindex(iface).map_err(|_| Error::NoSuchInterface {
+            iface: iface.to_string(),
+            ns: owned_ns,
+        })
     })
 }

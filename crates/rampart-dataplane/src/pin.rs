@@ -21,7 +21,7 @@ const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 /// Is bpffs mounted at [`BPFFS`]?
 pub fn bpffs_mounted() -> bool {
     match nix::sys::statfs::statfs(BPFFS) {
-        Ok(st) => st.filesystem_type().0 as i64 == BPF_FS_MAGIC,
+        Ok(st) => st.filesystem_type().0 == BPF_FS_MAGIC,
         Err(_) => false,
     }
 }
@@ -39,7 +39,9 @@ pub fn ensure_bpffs() -> Result<()> {
         Some("bpf"),
         BPFFS,
         Some("bpf"),
-        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV | nix::mount::MsFlags::MS_NOEXEC,
+        nix::mount::MsFlags::MS_NOSUID
+            | nix::mount::MsFlags::MS_NODEV
+            | nix::mount::MsFlags::MS_NOEXEC,
         Some("mode=0700"),
     )
     .map_err(|e| Error::MissingFeature {
@@ -83,7 +85,8 @@ pub fn path(parts: &[&str]) -> PathBuf {
 /// # Errors
 /// The pin syscall's error with the path.
 pub fn pin_fd(fd: i32, path: &Path) -> Result<()> {
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Invalid("NUL in path".into()))?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::Invalid("NUL in path".into()))?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
     let rc = unsafe { libbpf_sys::bpf_obj_pin(fd, c.as_ptr()) };
     if rc < 0 {
@@ -101,7 +104,8 @@ pub fn pin_fd(fd: i32, path: &Path) -> Result<()> {
 /// [`Error::Pin`] when nothing is pinned there.
 pub fn open_pinned(path: &Path) -> Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Invalid("NUL in path".into()))?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::Invalid("NUL in path".into()))?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
     let fd = unsafe { libbpf_sys::bpf_obj_get(c.as_ptr()) };
     if fd < 0 {
@@ -122,7 +126,10 @@ pub fn remove_tree(path: &Path) -> Result<()> {
     match fs::remove_dir_all(path) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::Io { context: format!("removing pins under {}", path.display()), source: e }),
+        Err(e) => Err(Error::Io {
+            context: format!("removing pins under {}", path.display()),
+            source: e,
+        }),
     }
 }
 

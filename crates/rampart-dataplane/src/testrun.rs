@@ -44,7 +44,10 @@ fn run(opts: &mut libbpf_sys::bpf_test_run_opts, prog_fd: RawFd, what: &str) -> 
     // SAFETY: `opts` points to buffers that are valid for the sizes it states.
     let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog_fd, opts) };
     if rc < 0 {
-        return Err(Error::Io { context: what.to_string(), source: io::Error::from_raw_os_error(-rc) });
+        return Err(Error::Io {
+            context: what.to_string(),
+            source: io::Error::from_raw_os_error(-rc),
+        });
     }
     Ok(())
 }
@@ -56,7 +59,11 @@ fn run(opts: &mut libbpf_sys::bpf_test_run_opts, prog_fd: RawFd, what: &str) -> 
 /// The kernel's error (bad program type, packet too short or too long).
 pub fn run_packet(prog_fd: RawFd, packet: &[u8], ifindex: u32) -> Result<RunOutput> {
     let mut out = vec![0u8; packet.len() + 512];
-    let mut ctx = XdpMd { data_end: packet.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+    let mut ctx = XdpMd {
+        data_end: packet.len() as u32,
+        ingress_ifindex: ifindex,
+        ..Default::default()
+    };
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         data_in: packet.as_ptr().cast(),
@@ -72,7 +79,11 @@ pub fn run_packet(prog_fd: RawFd, packet: &[u8], ifindex: u32) -> Result<RunOutp
     }
     run(&mut opts, prog_fd, "BPF_PROG_RUN")?;
     out.truncate(opts.data_size_out as usize);
-    Ok(RunOutput { retval: opts.retval, data: out, duration: Duration::from_nanos(opts.duration.into()) })
+    Ok(RunOutput {
+        retval: opts.retval,
+        data: out,
+        duration: Duration::from_nanos(opts.duration.into()),
+    })
 }
 
 /// Run `prog_fd` `repeat` times on fresh copies of `frame` in live-frames
@@ -82,9 +93,19 @@ pub fn run_packet(prog_fd: RawFd, packet: &[u8], ifindex: u32) -> Result<RunOutp
 /// # Errors
 /// [`Error::MissingFeature`] if the kernel lacks live frames; otherwise
 /// the kernel's error. `EINTR` means a signal arrived (the run stops early).
-pub fn run_live(prog_fd: RawFd, frame: &[u8], ifindex: u32, repeat: u32, batch: u32) -> Result<Duration> {
+pub fn run_live(
+    prog_fd: RawFd,
+    frame: &[u8],
+    ifindex: u32,
+    repeat: u32,
+    batch: u32,
+) -> Result<Duration> {
     // With live frames, data_end must equal the frame length (DESIGN §7).
-    let mut ctx = XdpMd { data_end: frame.len() as u32, ingress_ifindex: ifindex, ..Default::default() };
+    let mut ctx = XdpMd {
+        data_end: frame.len() as u32,
+        ingress_ifindex: ifindex,
+        ..Default::default()
+    };
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         data_in: frame.as_ptr().cast(),
@@ -102,11 +123,15 @@ pub fn run_live(prog_fd: RawFd, frame: &[u8], ifindex: u32, repeat: u32, batch: 
         let e = io::Error::from_raw_os_error(-rc);
         if e.raw_os_error() == Some(libc::EINVAL) && !crate::features::xdp_live_frames_supported() {
             return Err(Error::MissingFeature {
-                feature: "XDP live frames (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux ≥ 5.18)",
+                feature:
+                    "XDP live frames (BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, Linux ≥ 5.18)",
                 detail: e.to_string(),
             });
         }
-        return Err(Error::Io { context: "BPF_PROG_RUN (live frames)".into(), source: e });
+        return Err(Error::Io {
+            context: "BPF_PROG_RUN (live frames)".into(),
+            source: e,
+        });
     }
     Ok(Duration::from_nanos(opts.duration.into()))
 }

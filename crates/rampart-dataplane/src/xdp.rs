@@ -89,15 +89,21 @@ impl XdpLink {
                     Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) if mode == XdpMode::Hw => {
                         " (the driver cannot offload XDP programs to the NIC)".to_string()
                     }
-                    Some(libc::EOPNOTSUPP) => format!(" ({mode:?} XDP is not supported by this driver)"),
+                    Some(libc::EOPNOTSUPP) => {
+                        format!(" ({mode:?} XDP is not supported by this driver)")
+                    }
                     _ => String::new(),
                 };
-                return Err(Error::Io { context: format!("attaching XDP to {where_}{hint}"), source: e });
+                return Err(Error::Io {
+                    context: format!("attaching XDP to {where_}{hint}"),
+                    source: e,
+                });
             }
             Ok(rc)
         })?;
         // SAFETY: the kernel returned a fresh link fd we now own.
-        Ok(Self { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// Open a pinned XDP link.
@@ -105,7 +111,9 @@ impl XdpLink {
     /// # Errors
     /// [`Error::Pin`] when nothing is pinned at `path`.
     pub fn open_pinned(path: &Path) -> Result<Self> {
-        Ok(Self { fd: pin::open_pinned(path)? })
+        Ok(Self {
+            fd: pin::open_pinned(path)?,
+        })
     }
 
     /// Pin the link so it outlives this process.
@@ -123,9 +131,14 @@ impl XdpLink {
     /// When the kernel refuses (different program type, link detached).
     pub fn update(&self, new_prog_fd: RawFd) -> Result<()> {
         // SAFETY: plain syscall wrapper on fds we own; NULL opts is allowed.
-        let rc = unsafe { libbpf_sys::bpf_link_update(self.fd.as_raw_fd(), new_prog_fd, std::ptr::null()) };
+        let rc = unsafe {
+            libbpf_sys::bpf_link_update(self.fd.as_raw_fd(), new_prog_fd, std::ptr::null())
+        };
         if rc < 0 {
-            return Err(Error::Io { context: "replacing the XDP program (bpf_link_update)".into(), source: errno(rc) });
+            return Err(Error::Io {
+                context: "replacing the XDP program (bpf_link_update)".into(),
+                source: errno(rc),
+            });
         }
         Ok(())
     }
@@ -138,7 +151,10 @@ impl XdpLink {
         // SAFETY: plain syscall wrapper on an fd we own.
         let rc = unsafe { libbpf_sys::bpf_link_detach(self.fd.as_raw_fd()) };
         if rc < 0 {
-            return Err(Error::Io { context: "detaching XDP link".into(), source: errno(rc) });
+            return Err(Error::Io {
+                context: "detaching XDP link".into(),
+                source: errno(rc),
+            });
         }
         Ok(())
     }
@@ -163,11 +179,19 @@ pub fn attached_prog_id(ns: Option<&str>, iface: &str) -> Result<Option<u32>> {
         // SAFETY: `opts` is valid for writes for the duration of the call.
         let rc = unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut opts) };
         if rc < 0 {
-            return Err(Error::Io { context: format!("querying XDP on {iface}"), source: errno(rc) });
+            return Err(Error::Io {
+                context: format!("querying XDP on {iface}"),
+                source: errno(rc),
+            });
         }
-        let id = [opts.prog_id, opts.drv_prog_id, opts.skb_prog_id, opts.hw_prog_id]
-            .into_iter()
-            .find(|&id| id != 0);
+        let id = [
+            opts.prog_id,
+            opts.drv_prog_id,
+            opts.skb_prog_id,
+            opts.hw_prog_id,
+        ]
+        .into_iter()
+        .find(|&id| id != 0);
         Ok(id)
     })
 }
@@ -188,6 +212,11 @@ pub fn prog_name(id: u32) -> Option<String> {
     if rc < 0 {
         return None;
     }
-    let name: Vec<u8> = info.name.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let name: Vec<u8> = info
+        .name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     Some(String::from_utf8_lossy(&name).into_owned())
 }

@@ -20,7 +20,10 @@ const FRAG_FIRST: u8 = 1;
 const FRAG_LATER: u8 = 2;
 
 fn load() -> XdpParseProbeSkel<'static> {
-    assert!(rampart_dataplane::features::is_root(), "BPF_PROG_RUN tests need root: run them with ./run test");
+    assert!(
+        rampart_dataplane::features::is_root(),
+        "BPF_PROG_RUN tests need root: run them with ./run test"
+    );
     XdpParseProbeSkelBuilder::default()
         .open(rampart_dataplane::skel::object_storage())
         .expect("open")
@@ -29,9 +32,15 @@ fn load() -> XdpParseProbeSkel<'static> {
 }
 
 fn parse(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
-    let out = testrun::run_packet(skel.progs.xdp_parse_probe.as_fd().as_raw_fd(), frame, 0).expect("run");
+    let out =
+        testrun::run_packet(skel.progs.xdp_parse_probe.as_fd().as_raw_fd(), frame, 0).expect("run");
     assert_eq!(out.retval, 2, "XDP_PASS");
-    let v = skel.maps.parse_out.lookup(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY).unwrap().unwrap();
+    let v = skel
+        .maps
+        .parse_out
+        .lookup(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+        .unwrap()
+        .unwrap();
     assert_eq!(v.len(), std::mem::size_of::<parse_out>());
     // SAFETY: parse_out is plain old data generated from BTF and the length matches.
     unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<parse_out>()) }
@@ -60,7 +69,10 @@ fn ipv4_udp_tcp_icmp() {
     let o = parse(&s, &udp4(10));
     assert_eq!(o.status, PARSE_OK);
     let i = o.info;
-    assert_eq!((i.family, i.l4_proto, i.frag, i.ttl), (4, 17, FRAG_NONE, 61));
+    assert_eq!(
+        (i.family, i.l4_proto, i.frag, i.ttl),
+        (4, 17, FRAG_NONE, 61)
+    );
     assert_eq!(i.saddr, v4_words([192, 0, 2, 1]));
     assert_eq!(i.daddr, v4_words([198, 51, 100, 7]));
     assert_eq!((u16::from_be(i.sport), u16::from_be(i.dport)), (1234, 53));
@@ -85,7 +97,10 @@ fn ipv4_udp_tcp_icmp() {
         .write(&mut v, &[0; 8])
         .unwrap();
     let o = parse(&s, &v);
-    assert_eq!((o.status, o.info.l4_proto, o.info.icmp_type), (PARSE_OK, 1, 8));
+    assert_eq!(
+        (o.status, o.info.l4_proto, o.info.icmp_type),
+        (PARSE_OK, 1, 8)
+    );
 }
 
 #[test]
@@ -94,7 +109,11 @@ fn ipv4_options_are_skipped_by_ihl() {
     let mut ip = Ipv4Header::new(8, 64, IpNumber::UDP, [1, 2, 3, 4], [5, 6, 7, 8]).unwrap();
     ip.options = [1u8, 1, 1, 0, 0x94, 4, 0, 0][..].try_into().unwrap(); // NOPs, EOL, router alert
     let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B).ip(etherparse::IpHeaders::Ipv4(ip, Default::default())).udp(7, 9).write(&mut v, &[]).unwrap();
+    PacketBuilder::ethernet2(MAC_A, MAC_B)
+        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
+        .udp(7, 9)
+        .write(&mut v, &[])
+        .unwrap();
     let o = parse(&s, &v);
     assert_eq!(o.status, PARSE_OK);
     assert_eq!((o.info.l4_off, u16::from_be(o.info.dport)), (14 + 28, 9));
@@ -103,7 +122,11 @@ fn ipv4_options_are_skipped_by_ihl() {
 #[test]
 fn vlan_stacks() {
     let s = load();
-    for (tags, want_status, depth) in [(1usize, PARSE_OK, 1u8), (2, PARSE_OK, 2), (3, PARSE_TOO_DEEP, 2)] {
+    for (tags, want_status, depth) in [
+        (1usize, PARSE_OK, 1u8),
+        (2, PARSE_OK, 2),
+        (3, PARSE_TOO_DEEP, 2),
+    ] {
         let base = udp4(4);
         let mut v = base[..12].to_vec();
         for t in 0..tags {
@@ -129,13 +152,23 @@ fn ipv4_fragments_never_read_l4_of_later_fragments() {
     let mut first = udp4(16);
     first[14 + 6] = 0x20; // MF, offset 0
     let o = parse(&s, &first);
-    assert_eq!((o.status, o.info.frag, u16::from_be(o.info.dport)), (PARSE_OK, FRAG_FIRST, 53));
+    assert_eq!(
+        (o.status, o.info.frag, u16::from_be(o.info.dport)),
+        (PARSE_OK, FRAG_FIRST, 53)
+    );
     let mut later = udp4(16);
     later[14 + 6] = 0x00;
     later[14 + 7] = 0x03; // offset 3*8, payload looks like a UDP header but is not one
     let o = parse(&s, &later);
-    assert_eq!((o.status, o.info.frag, o.info.l4_proto), (PARSE_OK, FRAG_LATER, 17));
-    assert_eq!((o.info.sport, o.info.dport), (0, 0), "later fragments have no ports");
+    assert_eq!(
+        (o.status, o.info.frag, o.info.l4_proto),
+        (PARSE_OK, FRAG_LATER, 17)
+    );
+    assert_eq!(
+        (o.info.sport, o.info.dport),
+        (0, 0),
+        "later fragments have no ports"
+    );
 }
 
 #[test]
@@ -167,7 +200,11 @@ fn malformed_ipv4() {
     assert_eq!(parse(&s, &good[..14]).status, PARSE_TRUNCATED);
     // TCP data offset below 5.
     let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B).ipv4([1, 1, 1, 1], [2, 2, 2, 2], 9).tcp(1, 2, 3, 4).write(&mut v, &[]).unwrap();
+    PacketBuilder::ethernet2(MAC_A, MAC_B)
+        .ipv4([1, 1, 1, 1], [2, 2, 2, 2], 9)
+        .tcp(1, 2, 3, 4)
+        .write(&mut v, &[])
+        .unwrap();
     v[14 + 20 + 12] = 0x40;
     assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
 }
@@ -180,7 +217,10 @@ fn not_ip_is_reported_as_such() {
     arp.extend_from_slice(&[0x08, 0x06]);
     arp.extend_from_slice(&[0u8; 28]);
     let o = parse(&s, &arp);
-    assert_eq!((o.status, o.info.l3_proto, o.info.family), (PARSE_NOT_IP, 0x0806, 0));
+    assert_eq!(
+        (o.status, o.info.l3_proto, o.info.family),
+        (PARSE_NOT_IP, 0x0806, 0)
+    );
 }
 
 fn v6_with_ext(exts: &[(IpNumber, Vec<u8>)], l4: IpNumber, l4_bytes: &[u8]) -> Vec<u8> {
@@ -231,7 +271,15 @@ fn ipv6_extension_chains() {
     let s = load();
     // Plain UDP.
     let o = parse(&s, &v6_with_ext(&[], IpNumber::UDP, &udp_bytes(4000, 53)));
-    assert_eq!((o.status, o.info.family, o.info.l4_proto, u16::from_be(o.info.dport)), (PARSE_OK, 6, 17, 53));
+    assert_eq!(
+        (
+            o.status,
+            o.info.family,
+            o.info.l4_proto,
+            u16::from_be(o.info.dport)
+        ),
+        (PARSE_OK, 6, 17, 53)
+    );
     assert_eq!(o.info.saddr[3], u32::from_ne_bytes([0, 0, 0, 1]));
     assert_eq!(o.info.ttl, 33);
     // Hop-by-hop + routing + destination options, then TCP-sized UDP.
@@ -242,15 +290,32 @@ fn ipv6_extension_chains() {
     ];
     let v = v6_with_ext(&chain, IpNumber::UDP, &udp_bytes(1, 443));
     let o = parse(&s, &v);
-    assert_eq!((o.status, o.info.l4_proto, u16::from_be(o.info.dport)), (PARSE_OK, 17, 443));
+    assert_eq!(
+        (o.status, o.info.l4_proto, u16::from_be(o.info.dport)),
+        (PARSE_OK, 17, 443)
+    );
     assert_eq!(o.info.l4_off as usize, 14 + 40 + 8 + 16 + 8);
     // Six extension headers is the limit; seven is too deep.
-    let six: Vec<_> = (0..6).map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0))).collect();
-    assert_eq!(parse(&s, &v6_with_ext(&six, IpNumber::UDP, &udp_bytes(1, 2))).status, PARSE_OK);
-    let seven: Vec<_> = (0..7).map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0))).collect();
-    assert_eq!(parse(&s, &v6_with_ext(&seven, IpNumber::UDP, &udp_bytes(1, 2))).status, PARSE_TOO_DEEP);
+    let six: Vec<_> = (0..6)
+        .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
+        .collect();
+    assert_eq!(
+        parse(&s, &v6_with_ext(&six, IpNumber::UDP, &udp_bytes(1, 2))).status,
+        PARSE_OK
+    );
+    let seven: Vec<_> = (0..7)
+        .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
+        .collect();
+    assert_eq!(
+        parse(&s, &v6_with_ext(&seven, IpNumber::UDP, &udp_bytes(1, 2))).status,
+        PARSE_TOO_DEEP
+    );
     // An extension header that runs past the frame.
-    let mut v = v6_with_ext(&[(IpNumber::IPV6_HEADER_HOP_BY_HOP, opt_ext(4))], IpNumber::UDP, &udp_bytes(1, 2));
+    let mut v = v6_with_ext(
+        &[(IpNumber::IPV6_HEADER_HOP_BY_HOP, opt_ext(4))],
+        IpNumber::UDP,
+        &udp_bytes(1, 2),
+    );
     v.truncate(14 + 40 + 8);
     assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED);
 }
@@ -264,12 +329,26 @@ fn ipv6_fragments() {
         b[2..4].copy_from_slice(&fo.to_be_bytes());
         b
     };
-    let first = v6_with_ext(&[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(0, true))], IpNumber::UDP, &udp_bytes(9, 53));
+    let first = v6_with_ext(
+        &[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(0, true))],
+        IpNumber::UDP,
+        &udp_bytes(9, 53),
+    );
     let o = parse(&s, &first);
-    assert_eq!((o.status, o.info.frag, u16::from_be(o.info.dport)), (PARSE_OK, FRAG_FIRST, 53));
-    let later = v6_with_ext(&[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(185, false))], IpNumber::UDP, &udp_bytes(9, 53));
+    assert_eq!(
+        (o.status, o.info.frag, u16::from_be(o.info.dport)),
+        (PARSE_OK, FRAG_FIRST, 53)
+    );
+    let later = v6_with_ext(
+        &[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(185, false))],
+        IpNumber::UDP,
+        &udp_bytes(9, 53),
+    );
     let o = parse(&s, &later);
-    assert_eq!((o.status, o.info.frag, o.info.dport, o.info.l4_proto), (PARSE_OK, FRAG_LATER, 0, 17));
+    assert_eq!(
+        (o.status, o.info.frag, o.info.dport, o.info.l4_proto),
+        (PARSE_OK, FRAG_LATER, 0, 17)
+    );
 }
 
 #[test]
@@ -279,6 +358,12 @@ fn ipv6_truncated_and_esp() {
     assert_eq!(parse(&s, &v[..14 + 39]).status, PARSE_TRUNCATED);
     assert_eq!(parse(&s, &v[..14 + 40 + 5]).status, PARSE_TRUNCATED);
     // ESP: the walk stops, no ports are invented.
-    let o = parse(&s, &v6_with_ext(&[], IpNumber(50), &[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]));
-    assert_eq!((o.status, o.info.l4_proto, o.info.sport, o.info.dport), (PARSE_OK, 50, 0, 0));
+    let o = parse(
+        &s,
+        &v6_with_ext(&[], IpNumber(50), &[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]),
+    );
+    assert_eq!(
+        (o.status, o.info.l4_proto, o.info.sport, o.info.dport),
+        (PARSE_OK, 50, 0, 0)
+    );
 }

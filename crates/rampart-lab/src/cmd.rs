@@ -10,14 +10,20 @@ use rampart_dataplane::Error;
 /// [`Error::Command`] when it cannot start or exits non-zero.
 pub fn run(prog: &str, args: &[&str]) -> Result<String, Error> {
     let line = format!("{prog} {}", args.join(" "));
-    let out = Command::new(prog).args(args).output().map_err(|e| Error::Command {
-        cmd: line.clone(),
-        stderr: if e.kind() == std::io::ErrorKind::NotFound {
-            format!("{prog} is not installed (apt-get install {})", package_of(prog))
-        } else {
-            e.to_string()
-        },
-    })?;
+    let out = Command::new(prog)
+        .args(args)
+        .output()
+        .map_err(|e| Error::Command {
+            cmd: line.clone(),
+            stderr: if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "{prog} is not installed (apt-get install {})",
+                    package_of(prog)
+                )
+            } else {
+                e.to_string()
+            },
+        })?;
     if !out.status.success() {
         return Err(Error::Command {
             cmd: line,

@@ -42,12 +42,18 @@ impl Dist {
         let d = match name {
             "uniform" => {
                 if param.is_some() {
-                    return Err(Error::InvalidSpec("--dist-param has no meaning with --dist uniform".into()));
+                    return Err(Error::InvalidSpec(
+                        "--dist-param has no meaning with --dist uniform".into(),
+                    ));
                 }
                 Dist::Uniform
             }
-            "gaussian" | "normal" => Dist::Gaussian { sigma: param.unwrap_or(0.15) },
-            "zipf" => Dist::Zipf { s: param.unwrap_or(1.0) },
+            "gaussian" | "normal" => Dist::Gaussian {
+                sigma: param.unwrap_or(0.15),
+            },
+            "zipf" => Dist::Zipf {
+                s: param.unwrap_or(1.0),
+            },
             other => {
                 return Err(Error::InvalidSpec(format!(
                     "unknown distribution {other:?}: use uniform, gaussian or zipf"
@@ -55,9 +61,11 @@ impl Dist {
             }
         };
         match d {
-            Dist::Gaussian { sigma } if !(sigma > 0.0 && sigma <= 10.0) => Err(Error::InvalidSpec(format!(
+            Dist::Gaussian { sigma } if !(sigma > 0.0 && sigma <= 10.0) => {
+                Err(Error::InvalidSpec(format!(
                 "gaussian sigma {sigma} out of range: use 0 < sigma ≤ 10 (fraction of --sources)"
-            ))),
+            )))
+            }
             Dist::Zipf { s } if !(s > 0.0 && s <= 5.0) => Err(Error::InvalidSpec(format!(
                 "zipf exponent {s} out of range: use 0 < s ≤ 5"
             ))),
@@ -101,13 +109,20 @@ pub fn slots_for(n: u32, max: usize) -> usize {
 pub fn quotas(shares: &[f64], slots: usize) -> Result<Vec<u32>> {
     let n = shares.len();
     if n > slots {
-        return Err(Error::InvalidSpec(format!("{n} sources do not fit in {slots} schedule slots")));
+        return Err(Error::InvalidSpec(format!(
+            "{n} sources do not fit in {slots} schedule slots"
+        )));
     }
     // Water-filling: find the set of sources pinned at one slot.
     let mut pinned = vec![false; n];
     loop {
         let free_slots = (slots - pinned.iter().filter(|&&p| p).count()) as f64;
-        let free_share: f64 = shares.iter().zip(&pinned).filter(|(_, &p)| !p).map(|(s, _)| s).sum();
+        let free_share: f64 = shares
+            .iter()
+            .zip(&pinned)
+            .filter(|(_, &p)| !p)
+            .map(|(s, _)| s)
+            .sum();
         let mut changed = false;
         for i in 0..n {
             if !pinned[i] && shares[i] / free_share * free_slots < 1.0 {
@@ -120,9 +135,20 @@ pub fn quotas(shares: &[f64], slots: usize) -> Result<Vec<u32>> {
         }
     }
     let free_slots = slots - pinned.iter().filter(|&&p| p).count();
-    let free_share: f64 = shares.iter().zip(&pinned).filter(|(_, &p)| !p).map(|(s, _)| s).sum();
+    let free_share: f64 = shares
+        .iter()
+        .zip(&pinned)
+        .filter(|(_, &p)| !p)
+        .map(|(s, _)| s)
+        .sum();
     let exact: Vec<f64> = (0..n)
-        .map(|i| if pinned[i] { 1.0 } else { shares[i] / free_share * free_slots as f64 })
+        .map(|i| {
+            if pinned[i] {
+                1.0
+            } else {
+                shares[i] / free_share * free_slots as f64
+            }
+        })
         .collect();
     let mut q: Vec<u32> = exact.iter().map(|e| e.floor() as u32).collect();
     let left = slots - q.iter().map(|&x| x as usize).sum::<usize>();

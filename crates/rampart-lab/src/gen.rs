@@ -96,7 +96,9 @@ impl GenSpec {
     /// # Errors
     /// [`Error::InvalidSpec`].
     pub fn validate(&self) -> Result<()> {
-        let ncpu = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+        let ncpu = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
         if self.sources == 0 || self.sources > MAX_SOURCES {
             return Err(Error::InvalidSpec(format!(
                 "--sources {} out of range: use 1..={MAX_SOURCES}",
@@ -112,9 +114,15 @@ impl GenSpec {
         }
         match self.limit {
             Limit::Seconds(s) if !(s.is_finite() && s > 0.0 && s <= 86_400.0) => {
-                return Err(Error::InvalidSpec(format!("--seconds {s} out of range: use 0 < seconds ≤ 86400")))
+                return Err(Error::InvalidSpec(format!(
+                    "--seconds {s} out of range: use 0 < seconds ≤ 86400"
+                )))
             }
-            Limit::Count(0) => return Err(Error::InvalidSpec("--count 0: send at least one packet".into())),
+            Limit::Count(0) => {
+                return Err(Error::InvalidSpec(
+                    "--count 0: send at least one packet".into(),
+                ))
+            }
             _ => {}
         }
         if self.threads == 0 || self.threads > ncpu {
@@ -125,7 +133,9 @@ impl GenSpec {
         }
         if let Some(d) = self.dst {
             if d.is_ipv6() != self.ipv6 {
-                return Err(Error::InvalidSpec("--dst must be of the family being sent (add or drop --ipv6)".into()));
+                return Err(Error::InvalidSpec(
+                    "--dst must be of the family being sent (add or drop --ipv6)".into(),
+                ));
             }
         }
         Ok(())
@@ -133,9 +143,15 @@ impl GenSpec {
 
     fn frame_spec(&self) -> FrameSpec {
         let (src, dst) = if self.ipv6 {
-            (IpAddr::V6(SRC_V6_BASE), self.dst.unwrap_or(IpAddr::V6(topology::HOST_V6.into())))
+            (
+                IpAddr::V6(SRC_V6_BASE),
+                self.dst.unwrap_or(IpAddr::V6(topology::HOST_V6.into())),
+            )
         } else {
-            (IpAddr::V4(SRC_V4_BASE), self.dst.unwrap_or(IpAddr::V4(topology::HOST_V4.into())))
+            (
+                IpAddr::V4(SRC_V4_BASE),
+                self.dst.unwrap_or(IpAddr::V4(topology::HOST_V4.into())),
+            )
         };
         FrameSpec {
             proto: self.proto,
@@ -201,7 +217,10 @@ pub struct Generator {
 
 impl std::fmt::Debug for Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Generator").field("ns", &self.ns).field("spec", &self.spec).finish()
+        f.debug_struct("Generator")
+            .field("ns", &self.ns)
+            .field("spec", &self.spec)
+            .finish()
     }
 }
 
@@ -215,52 +234,28 @@ impl Generator {
         lab.require_up()?;
         rampart_dataplane::features::require(
             "rampart lab gen",
-            &[rampart_dataplane::features::Feature::Root, rampart_dataplane::features::Feature::XdpLiveFrames],
+            &[
+                rampart_dataplane::features::Feature::Root,
+                rampart_dataplane::features::Feature::XdpLiveFrames,
+            ],
         )?;
-        let tpl = packet::build(&spec.frame_spec())?;
-        let slots = dist::slots_for(spec.sources, GEN_SLOTS_MAX);
-        let sched = dist::schedule(&spec.dist, spec.sources, slots, spec.seed)?;
-
-        let mut open = XdpTrafficgenSkelBuilder::default()
-            .open(rampart_dataplane::skel::object_storage())
-            .bpf_context(|| "opening xdp_trafficgen".into())?;
-        let ro = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .ok_or_else(|| Error::InvalidSpec("xdp_trafficgen has no rodata".into()))?;
-        let c = &mut ro.gen_cfg;
-        c.slot_mask = (slots - 1) as u32;
-        c.family = if spec.ipv6 { GEN_FAMILY_V6 } else { GEN_FAMILY_V4 };
-        c.l4_csum_off = tpl.l4_csum_off;
-        c.ip_sum_nosrc = tpl.ip_sum_nosrc;
-        c.l4_sum_nosrc = tpl.l4_sum_nosrc;
-        c.l4_is_udp = u32::from(tpl.l4_is_udp);
-        c.src4_base = u32::from(SRC_V4_BASE);
-        let o6 = SRC_V6_BASE.octets();
-        for w in 0..3 {
-            c.src6_hi[w] = u32::from_ne_bytes(o6[w * 4..w * 4 + 4].try_into().unwrap_or_default());
-        }
-        c.src6_lo_base = u32::from_be_bytes(o6[12..16].try_into().unwrap_or_default());
-        // Only the schedule elements in use are allocated by the kernel's
-        // preallocated array anyway; fill them in one batch.
-        let skel = open.load().bpf_context(|| "loading xdp_trafficgen".into())?;
-        let elems = slots / GEN_SLOTS_PER_ELEM;
-        let keys: Vec<u8> = (0..elems as u32).flat_map(u32::to_ne_bytes).collect();
-        let vals: Vec<u8> = sched.iter().flat_map(|i| i.to_ne_bytes()).collect();
-        skel.maps
-            .gen_schedule
-            .update_batch(&keys, &vals, elems as u32, libbpf_rs::MapFlags::ANY, libbpf_rs::MapFlags::ANY)
-            .bpf_context(|| "filling the generator schedule".into())?;
+        let loaded = load_program(spec)?;
         let ns = lab.wan_ns();
         let ifindex = netns::ifindex(Some(&ns), topology::WAN_IF)?;
         let anchor = rampart_dataplane::xdp::XdpLink::attach(
-            skel.progs.xdp_trafficgen.as_fd().as_raw_fd(),
+            loaded.skel.progs.xdp_trafficgen.as_fd().as_raw_fd(),
             Some(&ns),
             topology::GEN_ANCHOR_IF,
             rampart_dataplane::xdp::XdpMode::Native,
         )?;
-        Ok(Self { skel, frame: tpl.frame, ns, ifindex, spec: spec.clone(), _anchor: anchor })
+        Ok(Self {
+            skel: loaded.skel,
+            frame: loaded.frame,
+            ns,
+            ifindex,
+            spec: spec.clone(),
+            _anchor: anchor,
+        })
     }
 
     /// The frame template (source index 0).
@@ -276,7 +271,9 @@ impl Generator {
             .lookup_percpu(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
             .bpf_context(|| "reading gen_state".into())?
             .unwrap_or_default();
-        Ok(v.iter().map(|b| u64::from_ne_bytes(b[0..8].try_into().unwrap_or_default())).sum())
+        Ok(v.iter()
+            .map(|b| u64::from_ne_bytes(b[0..8].try_into().unwrap_or_default()))
+            .sum())
     }
 
     /// Transmit until the limit is reached or `cancel` is set.
@@ -286,7 +283,9 @@ impl Generator {
     pub fn run(&self, cancel: &AtomicBool) -> Result<GenReport> {
         let before = self.sent_so_far()?;
         let spec = &self.spec;
-        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let ncpu = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         let fd = self.skel.progs.xdp_trafficgen.as_fd().as_raw_fd();
         let start = Instant::now();
         let results: Vec<Result<()>> = std::thread::scope(|s| {
@@ -311,7 +310,10 @@ impl Generator {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
         });
         let seconds = start.elapsed().as_secs_f64();
         for r in results {
@@ -334,9 +336,88 @@ impl Generator {
     }
 }
 
-/// Frames the kernel handles per batch in a live-frames run (its maximum;
-/// measured a few % faster than the default 64 here).
-const KERNEL_BATCH: u32 = 256;
+/// The generator program loaded and configured for a spec, not attached
+/// anywhere: what [`Generator`] runs, and what the BPF_PROG_RUN tests check.
+pub struct LoadedGen {
+    /// The loaded skeleton.
+    pub skel: XdpTrafficgenSkel<'static>,
+    /// The template frame (source index 0).
+    pub frame: Vec<u8>,
+    /// The source schedule the program walks.
+    pub schedule: Vec<u32>,
+}
+
+impl std::fmt::Debug for LoadedGen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedGen")
+            .field("frame_len", &self.frame.len())
+            .finish()
+    }
+}
+
+/// Build the template and schedule for `spec` and load `xdp_trafficgen` with them.
+///
+/// # Errors
+/// Invalid spec or load failure.
+pub fn load_program(spec: &GenSpec) -> Result<LoadedGen> {
+    spec.validate()?;
+    let tpl = packet::build(&spec.frame_spec())?;
+    let slots = dist::slots_for(spec.sources, GEN_SLOTS_MAX);
+    let sched = dist::schedule(&spec.dist, spec.sources, slots, spec.seed)?;
+
+    let mut open = XdpTrafficgenSkelBuilder::default()
+        .open(rampart_dataplane::skel::object_storage())
+        .bpf_context(|| "opening xdp_trafficgen".into())?;
+    let ro = open
+        .maps
+        .rodata_data
+        .as_deref_mut()
+        .ok_or_else(|| Error::InvalidSpec("xdp_trafficgen has no rodata".into()))?;
+    let c = &mut ro.gen_cfg;
+    c.slot_mask = (slots - 1) as u32;
+    c.family = if spec.ipv6 {
+        GEN_FAMILY_V6
+    } else {
+        GEN_FAMILY_V4
+    };
+    c.l4_csum_off = tpl.l4_csum_off;
+    c.ip_sum_nosrc = tpl.ip_sum_nosrc;
+    c.l4_sum_nosrc = tpl.l4_sum_nosrc;
+    c.l4_is_udp = u32::from(tpl.l4_is_udp);
+    c.src4_base = u32::from(SRC_V4_BASE);
+    let o6 = SRC_V6_BASE.octets();
+    for w in 0..3 {
+        c.src6_hi[w] = u32::from_ne_bytes(o6[w * 4..w * 4 + 4].try_into().unwrap_or_default());
+    }
+    c.src6_lo_base = u32::from_be_bytes(o6[12..16].try_into().unwrap_or_default());
+    let skel = open
+        .load()
+        .bpf_context(|| "loading xdp_trafficgen".into())?;
+    let elems = slots / GEN_SLOTS_PER_ELEM;
+    let keys: Vec<u8> = (0..elems as u32).flat_map(u32::to_ne_bytes).collect();
+    let vals: Vec<u8> = sched.iter().flat_map(|i| i.to_ne_bytes()).collect();
+    skel.maps
+        .gen_schedule
+        .update_batch(
+            &keys,
+            &vals,
+            elems as u32,
+            libbpf_rs::MapFlags::ANY,
+            libbpf_rs::MapFlags::ANY,
+        )
+        .bpf_context(|| "filling the generator schedule".into())?;
+    Ok(LoadedGen {
+        skel,
+        frame: tpl.frame,
+        schedule: sched,
+    })
+}
+
+/// Frames the kernel handles per batch in a live-frames run (its default).
+/// 256 (the maximum) measured a few % faster but overflows the 256-frame
+/// veth rings when the receiving NAPI falls behind (softirq budget is 300
+/// frames across the two hops), losing up to 4% of frames under load.
+const KERNEL_BATCH: u32 = 64;
 
 fn worker(
     fd: i32,
@@ -383,7 +464,11 @@ fn worker(
         let t0 = Instant::now();
         match testrun::run_live(fd, frame, ifindex, n, KERNEL_BATCH) {
             Ok(_) => {}
-            Err(rampart_dataplane::Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINTR) => break,
+            Err(rampart_dataplane::Error::Io { source, .. })
+                if source.raw_os_error() == Some(libc::EINTR) =>
+            {
+                break
+            }
             Err(e) => return Err(e.into()),
         }
         left -= u64::from(n);
@@ -457,7 +542,11 @@ pub fn run_into_host(lab: &Lab, spec: &GenSpec, cancel: &AtomicBool) -> Result<G
     let gen = Generator::new(lab, spec)?;
     let host = lab.host_ns();
     let existing = rampart_dataplane::xdp::attached_prog_id(Some(&host), topology::HOST_IF)?;
-    let sink = if existing.is_none() { Some(crate::sink::Sink::attach(&host, topology::HOST_IF, false)?) } else { None };
+    let sink = if existing.is_none() {
+        Some(crate::sink::Sink::attach(&host, topology::HOST_IF, false)?)
+    } else {
+        None
+    };
     let rx0 = match &sink {
         Some(s) => s.counts()?.packets,
         None => iface_rx_packets(&host, topology::HOST_IF)?,

@@ -36,7 +36,11 @@ impl std::str::FromStr for Proto {
             "ack" => Proto::Ack,
             "dns" => Proto::Dns,
             "icmp" => Proto::Icmp,
-            o => return Err(Error::InvalidSpec(format!("unknown protocol {o:?}: use udp, syn, ack, dns or icmp"))),
+            o => {
+                return Err(Error::InvalidSpec(format!(
+                    "unknown protocol {o:?}: use udp, syn, ack, dns or icmp"
+                )))
+            }
         })
     }
 }
@@ -165,7 +169,11 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
     let (ip, l3len) = match (spec.src, spec.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => (eth.ipv4(s.octets(), d.octets(), 64), 20),
         (IpAddr::V6(s), IpAddr::V6(d)) => (eth.ipv6(s.octets(), d.octets(), 64), 40),
-        _ => return Err(Error::InvalidSpec("source and destination must both be IPv4 or both IPv6".into())),
+        _ => {
+            return Err(Error::InvalidSpec(
+                "source and destination must both be IPv4 or both IPv6".into(),
+            ))
+        }
     };
     let v6 = l3len == 40;
     let hdrs = 14 + l3len;
@@ -177,7 +185,9 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
     };
     let room = spec.size.saturating_sub(hdrs + l4hdr);
     let res = match spec.proto {
-        Proto::Udp => ip.udp(spec.sport, spec.dport).write(&mut frame, &vec![0u8; room]),
+        Proto::Udp => ip
+            .udp(spec.sport, spec.dport)
+            .write(&mut frame, &vec![0u8; room]),
         Proto::Dns => {
             let q = dns_query(room);
             ip.udp(spec.sport, spec.dport).write(&mut frame, &q)
@@ -188,12 +198,17 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
             .options(&[TcpOptionElement::MaximumSegmentSize(1460)])
             .map_err(|e| Error::InvalidSpec(e.to_string()))?
             .write(&mut frame, &[]),
-        Proto::Ack => ip.tcp(spec.sport, spec.dport, 0x1000_0001, 502).ack(0x2000_0001).write(&mut frame, &[]),
+        Proto::Ack => ip
+            .tcp(spec.sport, spec.dport, 0x1000_0001, 502)
+            .ack(0x2000_0001)
+            .write(&mut frame, &[]),
         Proto::Icmp => {
             if v6 {
-                ip.icmpv6_echo_request(0x7261, 1).write(&mut frame, &vec![0u8; room])
+                ip.icmpv6_echo_request(0x7261, 1)
+                    .write(&mut frame, &vec![0u8; room])
             } else {
-                ip.icmpv4_echo_request(0x7261, 1).write(&mut frame, &vec![0u8; room])
+                ip.icmpv4_echo_request(0x7261, 1)
+                    .write(&mut frame, &vec![0u8; room])
             }
         }
     };
@@ -211,9 +226,15 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
 
     let l4_off = hdrs;
     let (l4_proto, ip_payload_len) = if v6 {
-        (frame[14 + 6], usize::from(u16::from_be_bytes([frame[14 + 4], frame[14 + 5]])))
+        (
+            frame[14 + 6],
+            usize::from(u16::from_be_bytes([frame[14 + 4], frame[14 + 5]])),
+        )
     } else {
-        (frame[14 + 9], usize::from(u16::from_be_bytes([frame[14 + 2], frame[14 + 3]])) - 20)
+        (
+            frame[14 + 9],
+            usize::from(u16::from_be_bytes([frame[14 + 2], frame[14 + 3]])) - 20,
+        )
     };
     let seg_end = l4_off + ip_payload_len;
     let csum_rel = match spec.proto {
@@ -222,7 +243,13 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
         Proto::Icmp if v6 => Some(2),
         Proto::Icmp => None,
     };
-    let mut t = Template { frame: frame.clone(), ip_sum_nosrc: 0, l4_sum_nosrc: 0, l4_csum_off: 0, l4_is_udp: false };
+    let mut t = Template {
+        frame: frame.clone(),
+        ip_sum_nosrc: 0,
+        l4_sum_nosrc: 0,
+        l4_csum_off: 0,
+        l4_is_udp: false,
+    };
     if !v6 {
         let mut h = frame[14..34].to_vec();
         h[10..12].fill(0);
@@ -278,11 +305,21 @@ pub fn check(frame: &[u8]) -> std::result::Result<Checked, String> {
             if h.calc_header_checksum() != h.header_checksum {
                 return Err("bad IPv4 header checksum".into());
             }
-            (IpAddr::V4(Ipv4Addr::from(h.source)), IpAddr::V4(Ipv4Addr::from(h.destination)), Some(s), None)
+            (
+                IpAddr::V4(Ipv4Addr::from(h.source)),
+                IpAddr::V4(Ipv4Addr::from(h.destination)),
+                Some(s),
+                None,
+            )
         }
         Some(NetSlice::Ipv6(s)) => {
             let h = s.header().to_header();
-            (IpAddr::V6(Ipv6Addr::from(h.source)), IpAddr::V6(Ipv6Addr::from(h.destination)), None, Some(s))
+            (
+                IpAddr::V6(Ipv6Addr::from(h.source)),
+                IpAddr::V6(Ipv6Addr::from(h.destination)),
+                None,
+                Some(s),
+            )
         }
         _ => return Err("not an IP frame".into()),
     };
@@ -290,26 +327,46 @@ pub fn check(frame: &[u8]) -> std::result::Result<Checked, String> {
         Some(TransportSlice::Udp(u)) => {
             let h = u.to_header();
             let ok = if let Some(v4) = v4 {
-                h.calc_checksum_ipv4(&v4.header().to_header(), u.payload()).map_err(|e| e.to_string())?
+                h.calc_checksum_ipv4(&v4.header().to_header(), u.payload())
+                    .map_err(|e| e.to_string())?
             } else {
-                h.calc_checksum_ipv6(&v6.unwrap().header().to_header(), u.payload()).map_err(|e| e.to_string())?
+                h.calc_checksum_ipv6(&v6.unwrap().header().to_header(), u.payload())
+                    .map_err(|e| e.to_string())?
             };
             if ok != h.checksum {
-                return Err(format!("bad UDP checksum {:#06x}, expected {ok:#06x}", h.checksum));
+                return Err(format!(
+                    "bad UDP checksum {:#06x}, expected {ok:#06x}",
+                    h.checksum
+                ));
             }
-            (if h.destination_port == 53 { Proto::Dns } else { Proto::Udp }, h.destination_port)
+            (
+                if h.destination_port == 53 {
+                    Proto::Dns
+                } else {
+                    Proto::Udp
+                },
+                h.destination_port,
+            )
         }
         Some(TransportSlice::Tcp(t)) => {
             let ok = if let Some(v4) = v4 {
-                t.calc_checksum_ipv4(v4.header().source(), v4.header().destination()).map_err(|e| e.to_string())?
+                t.calc_checksum_ipv4(v4.header().source(), v4.header().destination())
+                    .map_err(|e| e.to_string())?
             } else {
                 let h = v6.unwrap().header();
-                t.calc_checksum_ipv6(h.source(), h.destination()).map_err(|e| e.to_string())?
+                t.calc_checksum_ipv6(h.source(), h.destination())
+                    .map_err(|e| e.to_string())?
             };
             if ok != t.checksum() {
-                return Err(format!("bad TCP checksum {:#06x}, expected {ok:#06x}", t.checksum()));
+                return Err(format!(
+                    "bad TCP checksum {:#06x}, expected {ok:#06x}",
+                    t.checksum()
+                ));
             }
-            (if t.syn() { Proto::Syn } else { Proto::Ack }, t.destination_port())
+            (
+                if t.syn() { Proto::Syn } else { Proto::Ack },
+                t.destination_port(),
+            )
         }
         Some(TransportSlice::Icmpv4(i)) => {
             if i.header().icmp_type.calc_checksum(i.payload()) != i.checksum() {
@@ -331,7 +388,13 @@ pub fn check(frame: &[u8]) -> std::result::Result<Checked, String> {
         }
         _ => return Err("no transport header".into()),
     };
-    Ok(Checked { src, dst, proto, dport, len: frame.len() })
+    Ok(Checked {
+        src,
+        dst,
+        proto,
+        dport,
+        len: frame.len(),
+    })
 }
 
 #[cfg(test)]
@@ -344,7 +407,16 @@ mod tests {
         } else {
             ("172.16.0.0".parse().unwrap(), "10.10.0.2".parse().unwrap())
         };
-        FrameSpec { proto, size, src, dst, sport: 4242, dport: proto.default_dport(), src_mac: [2; 6], dst_mac: [4; 6] }
+        FrameSpec {
+            proto,
+            size,
+            src,
+            dst,
+            sport: 4242,
+            dport: proto.default_dport(),
+            src_mac: [2; 6],
+            dst_mac: [4; 6],
+        }
     }
 
     /// Emulate the BPF program's patch in Rust and check the result with etherparse.
@@ -393,7 +465,9 @@ mod tests {
                     assert_eq!(t.frame.len(), size);
                     for idx in [0u32, 1, 77, 65_535, 1_048_575] {
                         let f = patch(&t, v6, idx);
-                        let c = check(&f).unwrap_or_else(|e| panic!("{proto:?} v6={v6} size={size} idx={idx}: {e}"));
+                        let c = check(&f).unwrap_or_else(|e| {
+                            panic!("{proto:?} v6={v6} size={size} idx={idx}: {e}")
+                        });
                         assert_eq!(c.proto, proto);
                     }
                 }

@@ -53,8 +53,17 @@ impl Sink {
             ro.sink_histogram = u32::from(histogram);
         }
         let skel = open.load().bpf_context(|| "loading xdp_sink".into())?;
-        let link = XdpLink::attach(skel.progs.xdp_sink.as_fd().as_raw_fd(), Some(ns), iface, XdpMode::Native)?;
-        Ok(Self { skel, _link: link, at: (ns.to_string(), iface.to_string()) })
+        let link = XdpLink::attach(
+            skel.progs.xdp_sink.as_fd().as_raw_fd(),
+            Some(ns),
+            iface,
+            XdpMode::Native,
+        )?;
+        Ok(Self {
+            skel,
+            _link: link,
+            at: (ns.to_string(), iface.to_string()),
+        })
     }
 
     /// Total packets and bytes counted so far (all CPUs).
@@ -78,7 +87,10 @@ impl Sink {
                 [c.packets, c.bytes]
             })
             .collect();
-        Ok(Counts { packets: vals.iter().map(|v| v[0]).sum(), bytes: vals.iter().map(|v| v[1]).sum() })
+        Ok(Counts {
+            packets: vals.iter().map(|v| v[0]).sum(),
+            bytes: vals.iter().map(|v| v[1]).sum(),
+        })
     }
 
     /// Frames per source address (histogram mode only; empty otherwise).
@@ -89,7 +101,10 @@ impl Sink {
         let map = &self.skel.maps.sink_sources;
         let mut out = HashMap::new();
         for k in map.keys() {
-            let Some(v) = map.lookup(&k, libbpf_rs::MapFlags::ANY).bpf_context(|| "reading sink_sources".into())? else {
+            let Some(v) = map
+                .lookup(&k, libbpf_rs::MapFlags::ANY)
+                .bpf_context(|| "reading sink_sources".into())?
+            else {
                 continue;
             };
             debug_assert_eq!(k.len(), std::mem::size_of::<SinkSrcKey>());
@@ -101,7 +116,10 @@ impl Sink {
                 a.copy_from_slice(&k[..16]);
                 IpAddr::V6(Ipv6Addr::from(a))
             };
-            out.insert(addr, u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()));
+            out.insert(
+                addr,
+                u64::from_ne_bytes(v[..8].try_into().unwrap_or_default()),
+            );
         }
         Ok(out)
     }

@@ -13,7 +13,13 @@ use crate::topology::{Lab, UpOptions};
 pub fn require_kernel() {
     if let Err(e) = features::require(
         "the rampart test suite",
-        &[Feature::Root, Feature::Xdp, Feature::Bpffs, Feature::Veth, Feature::XdpLiveFrames],
+        &[
+            Feature::Root,
+            Feature::Xdp,
+            Feature::Bpffs,
+            Feature::Veth,
+            Feature::XdpLiveFrames,
+        ],
     ) {
         panic!("cannot run this test: {e}");
     }
@@ -24,7 +30,11 @@ pub fn unique_prefix(tag: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);
     let n = N.fetch_add(1, Ordering::Relaxed);
     let pid = std::process::id();
-    let tag: String = tag.chars().filter(char::is_ascii_alphanumeric).take(4).collect();
+    let tag: String = tag
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(4)
+        .collect();
     format!("{tag}{:x}{n:x}", pid & 0xfffff)
         .chars()
         .take(12)
@@ -46,7 +56,10 @@ impl TestLab {
     pub fn up(tag: &str, tenants: u32) -> Self {
         require_kernel();
         let lab = Lab::new(&unique_prefix(tag)).expect("valid prefix");
-        if let Err(e) = lab.up(&UpOptions { tenants }) {
+        if let Err(e) = lab.up(&UpOptions {
+            tenants,
+            ..Default::default()
+        }) {
             let _ = lab.down();
             panic!("lab up failed: {e}");
         }

@@ -62,7 +62,10 @@ pub const NIC_HOST_MAC: [u8; 6] = [0x02, 0x72, 0x70, 0x00, 0x01, 0x02];
 pub const MAX_TENANTS: u32 = 32;
 
 fn mac_str(m: &[u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 fn v4_str(a: &[u8; 4]) -> String {
@@ -84,6 +87,9 @@ pub struct Lab {
 pub struct UpOptions {
     /// Tenant namespaces to create behind `host` (0 … [`MAX_TENANTS`]).
     pub tenants: u32,
+    /// Capacity K of the EMULATED NIC's exact-match table (`None`: 512, or
+    /// unchanged when the lab is already up).
+    pub nic_capacity: Option<u32>,
 }
 
 /// One interface as `lab status` shows it.
@@ -137,13 +143,17 @@ impl Lab {
     pub fn new(prefix: &str) -> Result<Self> {
         if prefix.is_empty()
             || prefix.len() > 12
-            || !prefix.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
         {
             return Err(Error::InvalidSpec(format!(
                 "bad lab prefix {prefix:?}: use 1-12 letters, digits or '_' (e.g. --prefix t1)"
             )));
         }
-        Ok(Self { prefix: prefix.to_string() })
+        Ok(Self {
+            prefix: prefix.to_string(),
+        })
     }
 
     /// The lab's prefix.
@@ -187,7 +197,9 @@ impl Lab {
 
     /// Tenant namespaces that currently exist, in order.
     pub fn tenants(&self) -> Vec<u32> {
-        (1..=MAX_TENANTS).filter(|&i| netns::exists(&self.tenant_ns(i))).collect()
+        (1..=MAX_TENANTS)
+            .filter(|&i| netns::exists(&self.tenant_ns(i)))
+            .collect()
     }
 
     /// Is the core topology (wan, nic, host and the nic forwarder) in place?
@@ -207,7 +219,10 @@ impl Lab {
         if self.is_up() {
             Ok(())
         } else {
-            Err(Error::NotUp { prefix: self.prefix.clone(), detail: "namespaces or NIC forwarder missing".into() })
+            Err(Error::NotUp {
+                prefix: self.prefix.clone(),
+                detail: "namespaces or NIC forwarder missing".into(),
+            })
         }
     }
 
@@ -220,7 +235,10 @@ impl Lab {
     /// partial topology is removed before returning the error).
     pub fn up(&self, opts: &UpOptions) -> Result<()> {
         use rampart_dataplane::features::{require, Feature};
-        require("rampart lab up", &[Feature::Root, Feature::Veth, Feature::Xdp, Feature::Bpffs])?;
+        require(
+            "rampart lab up",
+            &[Feature::Root, Feature::Veth, Feature::Xdp, Feature::Bpffs],
+        )?;
         if opts.tenants > MAX_TENANTS {
             return Err(Error::InvalidSpec(format!(
                 "--tenants {} is too many: the lab holds at most {MAX_TENANTS}",
@@ -229,9 +247,13 @@ impl Lab {
         }
         if !self.is_up() {
             self.down()?;
-            if let Err(e) = self.build_core() {
+            if let Err(e) = self.build_core(opts) {
                 let _ = self.down();
                 return Err(e);
+            }
+        } else if let Some(k) = opts.nic_capacity {
+            if crate::nic::NicTable::open(self)?.capacity() != k {
+                self.set_nic_capacity(k)?;
             }
         }
         let have = self.tenants();
@@ -249,7 +271,7 @@ impl Lab {
         Ok(())
     }
 
-    fn build_core(&self) -> Result<()> {
+    fn build_core(&self, opts: &UpOptions) -> Result<()> {
         let (wan, nic, host) = (self.wan_ns(), self.nic_ns(), self.host_ns());
         for ns in [&wan, &nic, &host] {
             ip(&["netns", "add", ns])?;
@@ -260,13 +282,40 @@ impl Lab {
         let q = ["numtxqueues", "2", "numrxqueues", "2"];
         let mut a = vec!["-n", wan.as_str(), "link", "add", WAN_IF];
         a.extend_from_slice(&q);
-        a.extend_from_slice(&["type", "veth", "peer", "name", NIC_WAN_IF, "netns", nic.as_str()]);
+        a.extend_from_slice(&[
+            "type",
+            "veth",
+            "peer",
+            "name",
+            NIC_WAN_IF,
+            "netns",
+            nic.as_str(),
+        ]);
         a.extend_from_slice(&q);
         ip(&a)?;
-        ip(&["-n", &wan, "link", "add", GEN_ANCHOR_IF, "type", "veth", "peer", "name", "gen-anchor-p"])?;
+        ip(&[
+            "-n",
+            &wan,
+            "link",
+            "add",
+            GEN_ANCHOR_IF,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "gen-anchor-p",
+        ])?;
         let mut a = vec!["-n", host.as_str(), "link", "add", HOST_IF];
         a.extend_from_slice(&q);
-        a.extend_from_slice(&["type", "veth", "peer", "name", NIC_HOST_IF, "netns", nic.as_str()]);
+        a.extend_from_slice(&[
+            "type",
+            "veth",
+            "peer",
+            "name",
+            NIC_HOST_IF,
+            "netns",
+            nic.as_str(),
+        ]);
         a.extend_from_slice(&q);
         ip(&a)?;
 
@@ -285,54 +334,237 @@ impl Lab {
         for (ns, ifname) in [(&wan, WAN_IF), (&host, HOST_IF)] {
             in_ns(ns, "ethtool", &["-K", ifname, "tx", "off", "gro", "on"])?;
         }
-        for (ns, ifname) in [(&wan, WAN_IF), (&nic, NIC_WAN_IF), (&nic, NIC_HOST_IF), (&host, HOST_IF)] {
+        for (ns, ifname) in [
+            (&wan, WAN_IF),
+            (&nic, NIC_WAN_IF),
+            (&nic, NIC_HOST_IF),
+            (&host, HOST_IF),
+        ] {
             ip(&["-n", ns, "link", "set", ifname, "up"])?;
         }
-        ip(&["-n", &wan, "addr", "add", &format!("{}/24", v4_str(&WAN_V4)), "dev", WAN_IF])?;
-        ip(&["-n", &wan, "addr", "add", &format!("{}/64", v6_str(&WAN_V6)), "dev", WAN_IF, "nodad"])?;
-        ip(&["-n", &host, "addr", "add", &format!("{}/24", v4_str(&HOST_V4)), "dev", HOST_IF])?;
-        ip(&["-n", &host, "addr", "add", &format!("{}/64", v6_str(&HOST_V6)), "dev", HOST_IF, "nodad"])?;
+        ip(&[
+            "-n",
+            &wan,
+            "addr",
+            "add",
+            &format!("{}/24", v4_str(&WAN_V4)),
+            "dev",
+            WAN_IF,
+        ])?;
+        ip(&[
+            "-n",
+            &wan,
+            "addr",
+            "add",
+            &format!("{}/64", v6_str(&WAN_V6)),
+            "dev",
+            WAN_IF,
+            "nodad",
+        ])?;
+        ip(&[
+            "-n",
+            &host,
+            "addr",
+            "add",
+            &format!("{}/24", v4_str(&HOST_V4)),
+            "dev",
+            HOST_IF,
+        ])?;
+        ip(&[
+            "-n",
+            &host,
+            "addr",
+            "add",
+            &format!("{}/64", v6_str(&HOST_V6)),
+            "dev",
+            HOST_IF,
+            "nodad",
+        ])?;
         // Static neighbours: no ARP/ND under a flood, and templates can use fixed MACs.
-        ip(&["-n", &wan, "neigh", "replace", &v4_str(&HOST_V4), "lladdr", &mac_str(&HOST_MAC), "dev", WAN_IF, "nud", "permanent"])?;
-        ip(&["-n", &wan, "neigh", "replace", &v6_str(&HOST_V6), "lladdr", &mac_str(&HOST_MAC), "dev", WAN_IF, "nud", "permanent"])?;
-        ip(&["-n", &host, "neigh", "replace", &v4_str(&WAN_V4), "lladdr", &mac_str(&WAN_MAC), "dev", HOST_IF, "nud", "permanent"])?;
-        ip(&["-n", &host, "neigh", "replace", &v6_str(&WAN_V6), "lladdr", &mac_str(&WAN_MAC), "dev", HOST_IF, "nud", "permanent"])?;
+        ip(&[
+            "-n",
+            &wan,
+            "neigh",
+            "replace",
+            &v4_str(&HOST_V4),
+            "lladdr",
+            &mac_str(&HOST_MAC),
+            "dev",
+            WAN_IF,
+            "nud",
+            "permanent",
+        ])?;
+        ip(&[
+            "-n",
+            &wan,
+            "neigh",
+            "replace",
+            &v6_str(&HOST_V6),
+            "lladdr",
+            &mac_str(&HOST_MAC),
+            "dev",
+            WAN_IF,
+            "nud",
+            "permanent",
+        ])?;
+        ip(&[
+            "-n",
+            &host,
+            "neigh",
+            "replace",
+            &v4_str(&WAN_V4),
+            "lladdr",
+            &mac_str(&WAN_MAC),
+            "dev",
+            HOST_IF,
+            "nud",
+            "permanent",
+        ])?;
+        ip(&[
+            "-n",
+            &host,
+            "neigh",
+            "replace",
+            &v6_str(&WAN_V6),
+            "lladdr",
+            &mac_str(&WAN_MAC),
+            "dev",
+            HOST_IF,
+            "nud",
+            "permanent",
+        ])?;
         // host answers spoofed sources through wan; wan reaches tenants through host.
-        ip(&["-n", &host, "route", "add", "default", "via", &v4_str(&WAN_V4)])?;
-        ip(&["-n", &host, "-6", "route", "add", "default", "via", &v6_str(&WAN_V6)])?;
-        ip(&["-n", &wan, "route", "add", "10.20.0.0/16", "via", &v4_str(&HOST_V4)])?;
-        ip(&["-n", &wan, "-6", "route", "add", "fd20::/48", "via", &v6_str(&HOST_V6)])?;
-        in_ns(&host, "sysctl", &["-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1"])?;
-        self.attach_nic()?;
+        ip(&[
+            "-n",
+            &host,
+            "route",
+            "add",
+            "default",
+            "via",
+            &v4_str(&WAN_V4),
+        ])?;
+        ip(&[
+            "-n",
+            &host,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            &v6_str(&WAN_V6),
+        ])?;
+        ip(&[
+            "-n",
+            &wan,
+            "route",
+            "add",
+            "10.20.0.0/16",
+            "via",
+            &v4_str(&HOST_V4),
+        ])?;
+        ip(&[
+            "-n",
+            &wan,
+            "-6",
+            "route",
+            "add",
+            "fd20::/48",
+            "via",
+            &v6_str(&HOST_V6),
+        ])?;
+        in_ns(
+            &host,
+            "sysctl",
+            &[
+                "-qw",
+                "net.ipv4.ip_forward=1",
+                "net.ipv6.conf.all.forwarding=1",
+            ],
+        )?;
+        self.attach_nic(opts.nic_capacity.unwrap_or(crate::nic::DEFAULT_CAPACITY))?;
         Ok(())
     }
 
-    /// Load the EMULATED NIC forwarder on both nic veths and pin it.
-    fn attach_nic(&self) -> Result<()> {
+    /// Load the EMULATED NIC (forwarder + K-entry table) and return it
+    /// with its pinned-map directory ready.
+    fn load_nic(
+        &self,
+        capacity: u32,
+    ) -> Result<rampart_bpf::xdp_nic_emul::XdpNicEmulSkel<'static>> {
         use libbpf_rs::skel::{OpenSkel, SkelBuilder};
         use rampart_bpf::xdp_nic_emul::XdpNicEmulSkelBuilder;
         use rampart_dataplane::error::BpfContext;
-        use std::os::fd::{AsFd, AsRawFd};
 
+        if capacity == 0 || capacity > crate::nic::MAX_CAPACITY {
+            return Err(Error::InvalidSpec(format!(
+                "NIC table capacity {capacity} out of range: use 1..={}",
+                crate::nic::MAX_CAPACITY
+            )));
+        }
         let nic = self.nic_ns();
         let wan_idx = netns::ifindex(Some(&nic), NIC_WAN_IF)?;
         let host_idx = netns::ifindex(Some(&nic), NIC_HOST_IF)?;
-        let open = XdpNicEmulSkelBuilder::default()
+        let mut open = XdpNicEmulSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .bpf_context(|| "opening xdp_nic_emul".into())?;
-        let mut open = open;
+        open.maps
+            .nic_rules
+            .set_max_entries(capacity)
+            .bpf_context(|| "sizing the NIC table".into())?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.nic_wan_ifindex = wan_idx;
             ro.nic_host_ifindex = host_idx;
         }
-        let skel = open.load().bpf_context(|| "loading xdp_nic_emul".into())?;
+        Ok(open.load().bpf_context(|| "loading xdp_nic_emul".into())?)
+    }
+
+    fn pin_nic_maps(
+        &self,
+        skel: &rampart_bpf::xdp_nic_emul::XdpNicEmulSkel<'static>,
+    ) -> Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let dir = pin::dir(&["lab", &self.prefix, "nic"])?;
+        for (name, fd) in [
+            ("rules", skel.maps.nic_rules.as_fd().as_raw_fd()),
+            ("state", skel.maps.nic_state.as_fd().as_raw_fd()),
+        ] {
+            let p = dir.join(name);
+            let _ = std::fs::remove_file(&p);
+            pin::pin_fd(fd, &p)?;
+        }
+        Ok(())
+    }
+
+    /// Load the EMULATED NIC on both nic veths and pin links and maps.
+    fn attach_nic(&self, capacity: u32) -> Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let skel = self.load_nic(capacity)?;
+        let nic = self.nic_ns();
         let dir = pin::dir(&["lab", &self.prefix, "nic"])?;
         let fd = skel.progs.xdp_nic_emul.as_fd().as_raw_fd();
         for (ifname, pin_name) in [(NIC_WAN_IF, "link_wan"), (NIC_HOST_IF, "link_host")] {
             let link = XdpLink::attach(fd, Some(&nic), ifname, XdpMode::Native)?;
             link.pin(&dir.join(pin_name))?;
         }
-        Ok(())
+        self.pin_nic_maps(&skel)
+    }
+
+    /// Replace the EMULATED NIC with one whose table holds `capacity`
+    /// rules, atomically on both veths (bpf_link_update: no frame is lost
+    /// or leaks past an unloaded NIC). Installed rules are discarded.
+    ///
+    /// # Errors
+    /// Lab not up, capacity out of range, load or update failure.
+    pub fn set_nic_capacity(&self, capacity: u32) -> Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        self.require_up()?;
+        let skel = self.load_nic(capacity)?;
+        let dir = self.pin_dir().join("nic");
+        let fd = skel.progs.xdp_nic_emul.as_fd().as_raw_fd();
+        for pin_name in ["link_wan", "link_host"] {
+            XdpLink::open_pinned(&dir.join(pin_name))?.update(fd)?;
+        }
+        self.pin_nic_maps(&skel)
     }
 
     fn build_tenant(&self, i: u32) -> Result<()> {
@@ -340,15 +572,68 @@ impl Lab {
         let hif = Self::tenant_host_if(i);
         ip(&["netns", "add", &t])?;
         ip(&["-n", &t, "link", "set", "lo", "up"])?;
-        ip(&["-n", &host, "link", "add", &hif, "type", "veth", "peer", "name", "eth0", "netns", &t])?;
+        ip(&[
+            "-n", &host, "link", "add", &hif, "type", "veth", "peer", "name", "eth0", "netns", &t,
+        ])?;
         ip(&["-n", &host, "link", "set", &hif, "up"])?;
         ip(&["-n", &t, "link", "set", "eth0", "up"])?;
-        ip(&["-n", &host, "addr", "add", &format!("10.20.{i}.1/24"), "dev", &hif])?;
-        ip(&["-n", &host, "addr", "add", &format!("fd20:0:0:{i:x}::1/64"), "dev", &hif, "nodad"])?;
-        ip(&["-n", &t, "addr", "add", &format!("{}/24", v4_str(&Self::tenant_v4(i))), "dev", "eth0"])?;
-        ip(&["-n", &t, "addr", "add", &format!("{}/64", v6_str(&Self::tenant_v6(i))), "dev", "eth0", "nodad"])?;
-        ip(&["-n", &t, "route", "add", "default", "via", &format!("10.20.{i}.1")])?;
-        ip(&["-n", &t, "-6", "route", "add", "default", "via", &format!("fd20:0:0:{i:x}::1")])?;
+        ip(&[
+            "-n",
+            &host,
+            "addr",
+            "add",
+            &format!("10.20.{i}.1/24"),
+            "dev",
+            &hif,
+        ])?;
+        ip(&[
+            "-n",
+            &host,
+            "addr",
+            "add",
+            &format!("fd20:0:0:{i:x}::1/64"),
+            "dev",
+            &hif,
+            "nodad",
+        ])?;
+        ip(&[
+            "-n",
+            &t,
+            "addr",
+            "add",
+            &format!("{}/24", v4_str(&Self::tenant_v4(i))),
+            "dev",
+            "eth0",
+        ])?;
+        ip(&[
+            "-n",
+            &t,
+            "addr",
+            "add",
+            &format!("{}/64", v6_str(&Self::tenant_v6(i))),
+            "dev",
+            "eth0",
+            "nodad",
+        ])?;
+        ip(&[
+            "-n",
+            &t,
+            "route",
+            "add",
+            "default",
+            "via",
+            &format!("10.20.{i}.1"),
+        ])?;
+        ip(&[
+            "-n",
+            &t,
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            &format!("fd20:0:0:{i:x}::1"),
+        ])?;
         Ok(())
     }
 
@@ -408,7 +693,13 @@ impl Lab {
 
 fn ns_status(role: &str, ns: &str) -> Result<NsStatus> {
     if !netns::exists(ns) {
-        return Ok(NsStatus { role: role.into(), netns: ns.into(), exists: false, interfaces: vec![], routes: vec![] });
+        return Ok(NsStatus {
+            role: role.into(),
+            netns: ns.into(),
+            exists: false,
+            interfaces: vec![],
+            routes: vec![],
+        });
     }
     let links: serde_json::Value =
         serde_json::from_str(&ip(&["-n", ns, "-j", "-d", "addr", "show"])?).unwrap_or_default();
@@ -426,7 +717,9 @@ fn ns_status(role: &str, ns: &str) -> Result<NsStatus> {
             .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or("?"), a["prefixlen"]))
             .collect();
         let xdp = l.get("xdp").and_then(|x| {
-            let id = x["prog"]["id"].as_u64().or_else(|| x["attached"][0]["prog"]["id"].as_u64())?;
+            let id = x["prog"]["id"]
+                .as_u64()
+                .or_else(|| x["attached"][0]["prog"]["id"].as_u64())?;
             let name = rampart_dataplane::xdp::prog_name(id as u32).unwrap_or_default();
             Some(format!("{name}#{id}"))
         });
@@ -441,7 +734,17 @@ fn ns_status(role: &str, ns: &str) -> Result<NsStatus> {
     let mut routes = Vec::new();
     for fam in ["-4", "-6"] {
         let out = ip(&["-n", ns, fam, "route", "show"])?;
-        routes.extend(out.lines().filter(|l| !l.starts_with("fe80")).map(str::to_string));
+        routes.extend(
+            out.lines()
+                .filter(|l| !l.starts_with("fe80"))
+                .map(str::to_string),
+        );
     }
-    Ok(NsStatus { role: role.into(), netns: ns.into(), exists: true, interfaces, routes })
+    Ok(NsStatus {
+        role: role.into(),
+        netns: ns.into(),
+        exists: true,
+        interfaces,
+        routes,
+    })
 }

@@ -23,10 +23,13 @@ enum Cmd {
     Lab(cli::lab::LabCmd),
     /// Run the main demo in a lab of its own and print a report.
     Demo(cli::demo::DemoArgs),
+    /// Stream analytics: flowmeter, portscan, synflood on pcap, synthetic or AF_XDP sources.
+    #[command(subcommand)]
+    Stream(cli::stream::StreamCmd),
     /// DDoS data plane: XDP source blacklist and feature extraction (state pinned).
     #[command(subcommand)]
     Ddos(cli::ddos::DdosCmd),
-    /// Benchmarks, each in a lab of its own: `rampart bench <name>`.
+    /// Benchmarks: `rampart bench <name>`.
     #[command(subcommand)]
     Bench(cli::bench::BenchCmd),
 }
@@ -38,9 +41,19 @@ fn one_line(err: &clap::Error) -> String {
     let parts: Vec<&str> = rendered
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+        })
         .collect();
     parts.join(" ")
+}
+
+/// Bad arguments exit 2 (as clap's own errors do); failures exit 1.
+fn is_usage_error(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<rampart_lab::Error>(),
+        Some(rampart_lab::Error::InvalidSpec(_))
+    )
 }
 
 fn main() -> ExitCode {
@@ -53,7 +66,8 @@ fn main() -> ExitCode {
                     let _ = e.print();
                     ExitCode::SUCCESS
                 }
-                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                | ErrorKind::MissingSubcommand => {
                     let _ = e.print();
                     ExitCode::from(2)
                 }
@@ -78,6 +92,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
+        Cmd::Stream(c) => cli::stream::run(c, &cancel),
         Cmd::Ddos(c) => cli::ddos::run(c, &cancel),
         Cmd::Bench(c) => cli::bench::run(c, &cancel),
     };
@@ -85,7 +100,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            if is_usage_error(&e) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

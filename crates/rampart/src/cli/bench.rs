@@ -1,6 +1,6 @@
-//! `rampart bench <name>`: benchmarks, each in a lab of its own (unique
-//! prefix, removed at the end, also on error and Ctrl-C). Later
-//! applications add their own `<name>` here.
+//! `rampart bench <name>`: every application's benchmarks in one group.
+//! The ddos ones run in a lab of their own (unique prefix, removed at the
+//! end, also on error and Ctrl-C); rampart stream's come from cli/stream.rs.
 
 use std::sync::atomic::AtomicBool;
 
@@ -20,6 +20,9 @@ pub enum BenchCmd {
     FeaturesRead(FeaturesReadArgs),
     /// ddos blacklist: updates of up to 1M entries under a flood from the entries that stay.
     FilterUpdate(FilterUpdateArgs),
+    /// rampart stream's benchmarks (cli/stream.rs).
+    #[command(flatten)]
+    Stream(super::stream::BenchCmd),
 }
 
 #[derive(Debug, Args)]
@@ -157,6 +160,7 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
             })?;
             Ok(())
         }
+        BenchCmd::Stream(c) => super::stream::run_bench(c),
         BenchCmd::FilterUpdate(a) => {
             let spec = rampart_ddos::bench::update::UpdateSpec {
                 entries: a.entries,

@@ -27,7 +27,10 @@ pub struct DemoArgs {
 pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     let lab = Lab::new(&args.prefix)?;
     if !args.json {
-        println!("bringing lab {} up (wan → EMULATED NIC → host)", lab.prefix());
+        println!(
+            "bringing lab {} up (wan → EMULATED NIC → host)",
+            lab.prefix()
+        );
     }
     lab.up(&UpOptions::default())?;
     let spec = GenSpec {

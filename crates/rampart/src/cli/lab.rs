@@ -30,6 +30,9 @@ pub enum LabCmd {
         /// Tenant namespaces to create behind host.
         #[arg(long, default_value_t = 0)]
         tenants: u32,
+        /// Capacity K of the EMULATED NIC's exact-match table (default 512).
+        #[arg(long)]
+        nic_capacity: Option<u32>,
     },
     /// Remove everything `up` created, and nothing else.
     Down {
@@ -64,13 +67,13 @@ pub struct GenArgs {
     #[command(flatten)]
     pub sel: LabSel,
     /// Distinct source addresses (IPv4 from 172.16.0.0/12, IPv6 from fd66::/96).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub sources: u32,
     /// Per-source share: uniform, gaussian or zipf.
     #[arg(long, default_value = "uniform")]
     pub dist: String,
     /// Distribution parameter: gaussian sigma as a fraction of --sources (0.15), zipf exponent (1.0).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub dist_param: Option<f64>,
     /// udp, syn, ack, dns or icmp.
     #[arg(long, default_value = "udp")]
@@ -116,7 +119,9 @@ impl GenArgs {
             sources: self.sources,
             dist,
             proto,
-            size: self.size.unwrap_or_else(|| packet::min_size(proto, self.ipv6).max(64)),
+            size: self
+                .size
+                .unwrap_or_else(|| packet::min_size(proto, self.ipv6).max(64)),
             ipv6: self.ipv6,
             pps: self.pps,
             limit: match (self.seconds, self.count) {
@@ -137,9 +142,16 @@ impl GenArgs {
 
 pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
     match cmd {
-        LabCmd::Up { sel, tenants } => {
+        LabCmd::Up {
+            sel,
+            tenants,
+            nic_capacity,
+        } => {
             let lab = Lab::new(&sel.prefix)?;
-            lab.up(&UpOptions { tenants })?;
+            lab.up(&UpOptions {
+                tenants,
+                nic_capacity,
+            })?;
             println!(
                 "lab {} is up: {} ({}) → {} (EMULATED NIC) → {} ({}){}",
                 lab.prefix(),
@@ -148,7 +160,11 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
                 lab.nic_ns(),
                 lab.host_ns(),
                 std::net::Ipv4Addr::from(topology::HOST_V4),
-                if tenants > 0 { format!(", {tenants} tenant namespace(s)") } else { String::new() }
+                if tenants > 0 {
+                    format!(", {tenants} tenant namespace(s)")
+                } else {
+                    String::new()
+                }
             );
             Ok(())
         }
@@ -178,7 +194,10 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
                         i.mac,
                         i.state,
                         i.addrs.join(" "),
-                        i.xdp.as_ref().map(|x| format!("  xdp:{x}")).unwrap_or_default()
+                        i.xdp
+                            .as_ref()
+                            .map(|x| format!("  xdp:{x}"))
+                            .unwrap_or_default()
                     );
                 }
                 for r in &ns.routes {
@@ -198,14 +217,14 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
                 return print_json(&r);
             }
             println!(
-                "sent {} packets in {:.2} s ({}pps, {} thread(s), {} {} sources, {:?} {} B)",
+                "sent {} packets in {:.2} s ({}pps, {} thread(s), {} {} sources, {} {} B)",
                 r.gen.sent_packets,
                 r.gen.seconds,
                 si(r.gen.sent_pps),
                 r.gen.threads,
                 r.gen.sources,
                 args.dist,
-                r.gen.proto,
+                args.proto,
                 r.gen.size
             );
             let pct = if r.gen.sent_packets > 0 {
@@ -235,7 +254,9 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
                     bail!("--seconds {s} out of range: use a number > 0");
                 }
             }
-            while !cancel.load(Ordering::Relaxed) && seconds.is_none_or(|s| start.elapsed().as_secs_f64() < s) {
+            while !cancel.load(Ordering::Relaxed)
+                && seconds.is_none_or(|s| start.elapsed().as_secs_f64() < s)
+            {
                 std::thread::sleep(Duration::from_millis(100));
                 if t_last.elapsed() >= Duration::from_secs(1) && !json {
                     let c = sink.counts()?;
@@ -257,7 +278,10 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
             if json {
                 print_json(&out)
             } else {
-                println!("received {packets} packets in {secs:.2} s ({}pps)", si(packets as f64 / secs));
+                println!(
+                    "received {packets} packets in {secs:.2} s ({}pps)",
+                    si(packets as f64 / secs)
+                );
                 Ok(())
             }
         }

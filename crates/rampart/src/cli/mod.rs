@@ -4,4 +4,5 @@ pub mod bench;
 pub mod ddos;
 pub mod demo;
 pub mod lab;
+pub mod stream;
 pub mod util;

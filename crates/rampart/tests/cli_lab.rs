@@ -1,0 +1,172 @@
+//! The `rampart` binary end to end: lab commands, the demo's JSON, and the
+//! promise that every bad input gets exactly one clear error line and a
+//! non-zero exit.
+
+use std::process::{Command, Output};
+
+use rampart_lab::testing::{require_kernel, TestLab};
+
+fn rampart(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(args)
+        .output()
+        .expect("run rampart")
+}
+
+fn rampart_env(args: &[&str], env: (&str, &str)) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(args)
+        .env(env.0, env.1)
+        .output()
+        .expect("run rampart")
+}
+
+/// Exactly one non-empty stderr line starting with "error:", containing `needle`.
+fn assert_one_error_line(o: &Output, needle: &str, code: i32) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one error line, got: {err:?}");
+    assert!(lines[0].starts_with("error:"), "{err:?}");
+    assert!(
+        lines[0].contains(needle),
+        "{err:?} should mention {needle:?}"
+    );
+    assert_eq!(o.status.code(), Some(code), "exit code for {err:?}");
+}
+
+#[test]
+fn bad_generator_arguments_get_one_clear_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["lab", "gen", "--sources", "0"],
+            "--sources 0 out of range",
+        ),
+        (&["lab", "gen", "--sources", "2000000"], "out of range"),
+        (
+            &["lab", "gen", "--dist", "pareto"],
+            "unknown distribution \"pareto\"",
+        ),
+        (
+            &["lab", "gen", "--dist", "zipf", "--dist-param", "-1"],
+            "zipf exponent",
+        ),
+        (&["lab", "gen", "--pps", "-5"], "--pps -5 is not a rate"),
+        (&["lab", "gen", "--pps", "0"], "is not a rate"),
+        (&["lab", "gen", "--proto", "gre"], "unknown protocol"),
+        (
+            &["lab", "gen", "--size", "20"],
+            "packet size 20 out of range",
+        ),
+        (
+            &["lab", "gen", "--proto", "syn", "--ipv6", "--size", "64"],
+            "too small",
+        ),
+        (
+            &["lab", "gen", "--seconds", "-1"],
+            "--seconds -1 out of range",
+        ),
+        (&["lab", "gen", "--count", "0"], "--count 0"),
+        (
+            &["lab", "gen", "--threads", "0"],
+            "--threads 0 out of range",
+        ),
+        (
+            &["lab", "gen", "--seconds", "1", "--count", "3"],
+            "cannot be used with",
+        ),
+        (&["lab", "gen", "--sources", "ten"], "invalid value 'ten'"),
+        (&["lab", "up", "--prefix", "bad-prefix"], "bad lab prefix"),
+        (&["lab", "frobnicate"], "unrecognized subcommand"),
+    ];
+    for (args, needle) in cases {
+        let o = rampart(args);
+        assert_one_error_line(&o, needle, 2);
+    }
+}
+
+#[test]
+fn a_lab_that_is_not_up_is_named() {
+    require_kernel();
+    let o = rampart(&["lab", "gen", "--prefix", "nosuchlab9"]);
+    assert_one_error_line(&o, "lab \"nosuchlab9\" is not up", 1);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("rampart lab up --prefix nosuchlab9"));
+}
+
+#[test]
+fn missing_root_is_one_clear_line() {
+    for args in [
+        &["lab", "up", "--prefix", "nr1"][..],
+        &["lab", "down", "--prefix", "nr1"][..],
+    ] {
+        let o = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                env!("CARGO_BIN_EXE_rampart"),
+            ])
+            .args(args)
+            .output()
+            .expect("setpriv (util-linux)");
+        assert_one_error_line(&o, "needs root", 1);
+    }
+}
+
+#[test]
+fn a_missing_kernel_feature_is_named() {
+    let lab = TestLab::up("feat", 0);
+    let o = rampart_env(
+        &["lab", "gen", "--prefix", lab.prefix(), "--count", "10"],
+        ("RAMPART_TEST_DISABLE_FEATURE", "xdp-live-frames"),
+    );
+    assert_one_error_line(&o, "kernel feature missing: XDP live frames", 1);
+}
+
+#[test]
+fn lab_commands_and_gen_json() {
+    let lab = TestLab::up("cli", 0);
+    let o = rampart(&["lab", "status", "--prefix", lab.prefix(), "--json"]);
+    assert!(o.status.success());
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["state"], "up");
+    assert_eq!(st["namespaces"].as_array().unwrap().len(), 3);
+
+    let o = rampart(&[
+        "lab",
+        "gen",
+        "--prefix",
+        lab.prefix(),
+        "--sources",
+        "1024",
+        "--count",
+        "100000",
+        "--pps",
+        "500000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["sent_packets"], 100_000);
+    for k in ["seconds", "sent_pps", "received_packets", "received_pps"] {
+        assert!(r[k].is_number(), "{k} in {r}");
+    }
+    assert!(r["received_packets"].as_u64().unwrap() >= 99_000);
+}
+
+#[test]
+fn the_demo_reports_json_and_cleans_up() {
+    require_kernel();
+    let prefix = rampart_lab::testing::unique_prefix("demo");
+    let o = rampart(&["demo", "--prefix", &prefix, "--seconds", "1", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r["sent_packets"].as_u64().unwrap() > 0);
+    assert!(r["received_packets"].as_u64().unwrap() > 0);
+    assert!(!rampart_lab::Lab::new(&prefix)
+        .unwrap()
+        .status()
+        .unwrap()
+        .namespaces
+        .iter()
+        .any(|n| n.exists));
+}
