@@ -1482,3 +1482,50 @@ impl Filter {
         Ok(pin::open_pinned(&self.dir.join(pins::PROG_FILTER))?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_names_are_bpffs_safe() {
+        assert_eq!(Scope::new(None, "eth0").unwrap().name(), "eth0");
+        assert_eq!(Scope::new(Some("rp-host"), "host0").unwrap().name(), "rp-host-host0");
+        assert_eq!(Scope::new(None, "eth0.100").unwrap().name(), "eth0%2e100");
+        assert!(Scope::new(None, "").is_err());
+        assert!(Scope::new(None, "a/b").is_err());
+        assert!(Scope::new(None, "sixteen-chars-xx").is_err());
+        assert!(Scope::new(Some("../x"), "eth0").is_err());
+        assert_eq!(Scope::new(Some("ns"), "host0").unwrap().describe(), "host0 (netns ns)");
+    }
+
+    #[test]
+    fn config_ranges() {
+        assert!(FilterConfig::default().validate().is_ok());
+        for bad in [
+            FilterConfig { max_entries: 0, ..Default::default() },
+            FilterConfig { max_entries: MAX_EXACT4_CAP + 1, ..Default::default() },
+            FilterConfig { sample_shift: 16, ..Default::default() },
+            FilterConfig { max_other: 0, ..Default::default() },
+            FilterConfig { features_capacity: 0, ..Default::default() },
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("out of range"), "{e}");
+        }
+        // Feature tables: ≤ 5/8 load at the stated capacity, powers of two.
+        let c = FilterConfig { features_capacity: 300_000, ..Default::default() };
+        assert_eq!(c.feature_caps(), (1 << 19, 1 << 17));
+        assert_eq!(FilterConfig { features_capacity: 1, ..Default::default() }.feature_caps(), (64, 64));
+    }
+
+    #[test]
+    fn kind_counts() {
+        let mut k = KindCounts::default();
+        k.bump(Kind::Exact4, 3);
+        k.bump(Kind::Prefix6, 1);
+        k.bump(Kind::Exact4, -1);
+        assert_eq!((k.exact4, k.prefix6, k.total()), (2, 1, 3));
+        k.bump(Kind::Exact6, -5);
+        assert_eq!(k.exact6, 0, "saturates");
+    }
+}

@@ -155,9 +155,8 @@ pub fn run(spec: &FeaturesReadSpec, cancel: &AtomicBool) -> Result<FeaturesReadR
     packets.push(cold.packets());
     waits.push(cold.swap_wait.as_secs_f64() * 1e3);
     let cold_read_ms = cold.read.as_secs_f64() * 1e3;
-    drop(cold);
-
-    let mut buf = Vec::new();
+    // The daemon's case: the vector of the previous interval is reused.
+    let mut buf = cold.records;
     let mut warm = Vec::new();
     let mut cb = Vec::new();
     for _ in 0..spec.reps {
