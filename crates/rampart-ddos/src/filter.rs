@@ -1490,32 +1490,63 @@ mod tests {
     #[test]
     fn scope_names_are_bpffs_safe() {
         assert_eq!(Scope::new(None, "eth0").unwrap().name(), "eth0");
-        assert_eq!(Scope::new(Some("rp-host"), "host0").unwrap().name(), "rp-host-host0");
+        assert_eq!(
+            Scope::new(Some("rp-host"), "host0").unwrap().name(),
+            "rp-host-host0"
+        );
         assert_eq!(Scope::new(None, "eth0.100").unwrap().name(), "eth0%2e100");
         assert!(Scope::new(None, "").is_err());
         assert!(Scope::new(None, "a/b").is_err());
         assert!(Scope::new(None, "sixteen-chars-xx").is_err());
         assert!(Scope::new(Some("../x"), "eth0").is_err());
-        assert_eq!(Scope::new(Some("ns"), "host0").unwrap().describe(), "host0 (netns ns)");
+        assert_eq!(
+            Scope::new(Some("ns"), "host0").unwrap().describe(),
+            "host0 (netns ns)"
+        );
     }
 
     #[test]
     fn config_ranges() {
         assert!(FilterConfig::default().validate().is_ok());
         for bad in [
-            FilterConfig { max_entries: 0, ..Default::default() },
-            FilterConfig { max_entries: MAX_EXACT4_CAP + 1, ..Default::default() },
-            FilterConfig { sample_shift: 16, ..Default::default() },
-            FilterConfig { max_other: 0, ..Default::default() },
-            FilterConfig { features_capacity: 0, ..Default::default() },
+            FilterConfig {
+                max_entries: 0,
+                ..Default::default()
+            },
+            FilterConfig {
+                max_entries: MAX_EXACT4_CAP + 1,
+                ..Default::default()
+            },
+            FilterConfig {
+                sample_shift: 16,
+                ..Default::default()
+            },
+            FilterConfig {
+                max_other: 0,
+                ..Default::default()
+            },
+            FilterConfig {
+                features_capacity: 0,
+                ..Default::default()
+            },
         ] {
             let e = bad.validate().unwrap_err().to_string();
             assert!(e.contains("out of range"), "{e}");
         }
         // Feature tables: ≤ 5/8 load at the stated capacity, powers of two.
-        let c = FilterConfig { features_capacity: 300_000, ..Default::default() };
+        let c = FilterConfig {
+            features_capacity: 300_000,
+            ..Default::default()
+        };
         assert_eq!(c.feature_caps(), (1 << 19, 1 << 17));
-        assert_eq!(FilterConfig { features_capacity: 1, ..Default::default() }.feature_caps(), (64, 64));
+        assert_eq!(
+            FilterConfig {
+                features_capacity: 1,
+                ..Default::default()
+            }
+            .feature_caps(),
+            (64, 64)
+        );
     }
 
     #[test]
