@@ -276,8 +276,8 @@ pub struct TableInfo {
     pub slots: u32,
     /// Largest distance of a key from its home slot.
     pub max_dist: u32,
-    /// Mean distance.
-    pub mean_dist: f64,
+    /// Mean distance (known right after a build; `None` when read back from the pins).
+    pub mean_dist: Option<f64>,
 }
 
 /// What an update did.
@@ -1221,7 +1221,7 @@ impl Filter {
                 entries: built.count,
                 slots: built.slots() as u32,
                 max_dist: built.max_dist,
-                mean_dist: built.mean_dist(),
+                mean_dist: Some(built.mean_dist()),
             });
         }
 
@@ -1448,7 +1448,7 @@ impl Filter {
                 entries: t.count,
                 slots: t.mask + 1,
                 max_dist: t.max_dist,
-                mean_dist: f64::NAN,
+                mean_dist: None,
             },
             generation: ctl.generation,
         })
