@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Tenant offload ABI (DESIGN §5): selectors, per-tenant configuration,
+ * statistics, drop reasons, token buckets and the per-CPU accounting
+ * state shared by the infrastructure dispatcher (xdp_tenant_dispatch),
+ * the per-tenant wrappers built at run time (bpf/tenant/wrapper.bpf.c),
+ * the accounting tracepoints (xdp_tenant_acct) and the Rust userspace.
+ */
+#ifndef RAMPART_SHARED_TENANT_H
+#define RAMPART_SHARED_TENANT_H
+
+#include "abi.h"
+
+/* Tenant ids are 1 .. TENANT_MAX-1; id 0 collects packets of no tenant. */
+#define TENANT_MAX 64
+/* Interfaces a tenant may redirect to (RAMPART_REDIRECT(port), port < this). */
+#define TENANT_PORTS_MAX 4
+/* Longest-prefix-match entries in the demultiplexer. */
+#define TENANT_SEL_MAX 4096
+
+/*
+ * Demultiplexer key: one LPM trie keyed by
+ *   [ingress ifindex : 32][kind : 8][pad : 24][value : 128]
+ * so that one lookup picks the most specific selector. An interface
+ * selector is the 32-bit prefix (ifindex only); the other kinds are
+ * installed once per interface the dispatcher is attached to. The packet's
+ * key kind is chosen by its encapsulation: VXLAN → VNI, else an 802.1Q/ad
+ * tag → VLAN id (outermost), else IPv4/IPv6 → destination address, else
+ * SEL_OTHER (matched only by interface selectors).
+ */
+enum tenant_sel_kind {
+	SEL_PREFIX4 = 1,
+	SEL_PREFIX6 = 2,
+	SEL_VLAN = 3,
+	SEL_VNI = 4,
+	SEL_OTHER = 5,
+};
+
+/* Bits of the key before `value`: ifindex (32) + kind and pad (32). */
+#define TENANT_SEL_HDR_BITS 64
+
+struct tenant_sel_key {
+	__u32 prefixlen;
+	__u32 ifindex;
+	__u8 kind;
+	__u8 _pad[3];
+	/* Address (network order), or VLAN id / VNI as a big-endian u32 in value[0..4]. */
+	__u8 value[16];
+};
+
+/*
+ * Per-tenant configuration (ARRAY indexed by tenant id). Whether a tenant
+ * has a program is not a flag: it is whether its slot in the generation's
+ * program array is filled, so a program and the dispatcher that reaches it
+ * always change together, in one atomic link update.
+ */
+#define TENANT_F_ACTIVE 1u
+
+struct tenant_cfg {
+	__u32 flags;
+	__u32 _pad;
+};
+
+/* Global switches (ARRAY, one element). Changed at run time, no reload. */
+struct tenant_global {
+	/* 1: reject packets of tenants whose bucket is <= 0. */
+	__u32 enforce;
+	/* XDP action for packets of no tenant (XDP_PASS or XDP_DROP). */
+	__u32 default_action;
+	/* UDP destination port that marks VXLAN (host order, 4789). */
+	__u32 vxlan_port;
+	/* 1: after XDP_PASS/XDP_TX, re-demultiplex and drop packets a tenant rewrote into another tenant's space. */
+	__u32 recheck;
+};
+
+/* Why the infrastructure dropped a packet (tenant programs' own XDP_DROP is a verdict, not a reason). */
+enum tenant_drop_reason {
+	/* The tenant's bucket was empty: rejected before its program ran. */
+	TDROP_NO_TOKENS = 0,
+	/* The program returned XDP_ABORTED, a raw XDP_REDIRECT or an unknown value. */
+	TDROP_ABORTED = 1,
+	/* RAMPART_REDIRECT(n) to a port the tenant does not have. */
+	TDROP_BAD_REDIRECT = 2,
+	/* After XDP_PASS the packet no longer demultiplexes to the tenant (rewritten). */
+	TDROP_SELECTOR_CHANGED = 3,
+	/* Packet of no tenant, and the default action is drop. */
+	TDROP_DEFAULT = 4,
+	/* Truncated or invalid headers: belongs to no tenant. */
+	TDROP_MALFORMED = 5,
+	TDROP_MAX = 6,
+};
+
+/* Final verdicts as counted (index = XDP action). */
+#define TENANT_VERDICTS 5
+
+/* Per-tenant, per-CPU statistics (PERCPU_ARRAY indexed by tenant id). */
+struct tenant_stats {
+	__u64 packets;
+	__u64 bytes;
+	/* CPU time charged (ns): XDP part + what followed until the next boundary. */
+	__u64 cpu_ns;
+	/* Of cpu_ns, the part charged by kernel-path events after XDP (stack, xmit, tenant domain). */
+	__u64 stack_ns;
+	__u64 verdict[TENANT_VERDICTS];
+	__u64 drop[TDROP_MAX];
+};
+
+/*
+ * Per-CPU accounting state: the CPU's time is partitioned into slices,
+ * each owned by one tenant. A slice opens at a boundary event (dispatcher
+ * entry, a tenant interface's transmit or receive) and is charged to its
+ * owner when the next boundary or the end of the NAPI poll closes it.
+ */
+struct tenant_acct_cpu {
+	__u64 t_start;
+	__u32 owner;
+	__u32 active;
+	/* Set by the dispatcher before a tail call: whose program runs now. */
+	__u32 entry_tid;
+	/* 1 while the slice was opened by a kernel-path event (stack_ns). */
+	__u32 stack;
+	/* NET_RX softirq nesting seen by the accounting tracepoints. */
+	__u64 softirq_start;
+	__u32 in_softirq;
+	__u32 _pad;
+};
+
+/* Ground truth for validating the accounting (per CPU). */
+struct tenant_truth {
+	/* NET_RX softirq time (softirq_entry → softirq_exit), ns. */
+	__u64 net_rx_ns;
+	__u64 net_rx_runs;
+	/* NAPI polls that closed an accounting slice. */
+	__u64 polls;
+	__u64 _pad;
+};
+
+/* Key of the map of tenant-owned interfaces seen by the accounting tracepoints. */
+struct tenant_dev_key {
+	__u32 netns_ino;
+	__u32 ifindex;
+};
+
+/* Redirect: a tenant program returns RAMPART_REDIRECT_BASE + port. */
+#define RAMPART_REDIRECT_BASE 0x100
+
+#endif /* RAMPART_SHARED_TENANT_H */
