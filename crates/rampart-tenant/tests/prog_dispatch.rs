@@ -123,7 +123,8 @@ fn verdicts_are_mapped_and_bad_ones_dropped_with_a_reason() {
         ("XDP_ABORTED", DROP, Some("aborted")),
         ("4 /* raw XDP_REDIRECT */", DROP, Some("aborted")),
         ("12345", DROP, Some("aborted")),
-        ("RAMPART_REDIRECT(0)", DROP, Some("bad_redirect")), // a has no ports
+        ("RAMPART_REDIRECT(0)", 4, None),                    // a's port 0 (lo)
+        ("RAMPART_REDIRECT(1)", DROP, Some("bad_redirect")), // a has one port
         ("RAMPART_REDIRECT(7)", DROP, Some("aborted")),      // beyond the port range
     ] {
         submit(&mut a, "a", &counter_prog(1, ret));
@@ -187,4 +188,16 @@ fn map_state_survives_a_swap_and_a_changed_map_starts_fresh() {
     assert!(a.remove_program(id).unwrap());
     assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
     assert_eq!(map_u64(&a, "a", "counts", 0), 1);
+}
+
+#[test]
+fn redirects_reach_only_the_tenants_own_ports() {
+    let mut a = agent("", false);
+    // a owns port 0 (lo); b owns no port. Both ask for port 0.
+    submit(&mut a, "a", &counter_prog(1, "RAMPART_REDIRECT(0)"));
+    submit(&mut a, "b", &counter_prog(1, "RAMPART_REDIRECT(0)"));
+    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), 4);
+    assert_eq!(run(&a, &udp4([10, 20, 2, 2], 9)), DROP);
+    assert_eq!(stats(&a, "a").verdicts["redirect"], 1);
+    assert_eq!(stats(&a, "b").drops["bad_redirect"], 1);
 }

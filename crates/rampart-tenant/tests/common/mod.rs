@@ -31,6 +31,7 @@ pub fn agent(extra_infra: &str, fairness: bool) -> HostAgent {
         name = "a"
         token = "token-aaaaaaaa"
         selectors = ["prefix:10.20.1.0/24", "prefix:fd20:0:0:1::/64", "vlan:101"]
+        ports = ["lo"]
         [[tenant]]
         name = "b"
         token = "token-bbbbbbbb"
