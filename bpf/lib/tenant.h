@@ -96,6 +96,14 @@ struct {
 	__type(value, __u32);
 } rampart_t_devs SEC(".maps");
 
+/* NAPI threads of the devices the dispatcher runs on (thread id → 1), for sched_switch. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} rampart_t_threads SEC(".maps");
+
 /* Independent ground truth for validating the accounting (per CPU). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -135,8 +143,18 @@ static __always_inline void tenant_charge(__u32 tid, __u64 d, __u32 stack)
 /* Close the open slice at `now`, charging it to `to`. */
 static __always_inline void tenant_slice_close(struct tenant_acct_cpu *a, __u64 now, __u32 to)
 {
-	if (a->active && now > a->t_start)
+	if (to == TENANT_PENDING)
+		to = 0;
+	if (a->active && now > a->t_start) {
 		tenant_charge(to, now - a->t_start, a->stack);
+		if (!a->thread_in) {
+			__u32 zero = 0;
+			struct tenant_truth *t = bpf_map_lookup_elem(&rampart_t_truth, &zero);
+
+			if (t)
+				t->charged_out_ns += now - a->t_start;
+		}
+	}
 	a->active = 0;
 }
 
@@ -146,6 +164,8 @@ static __always_inline void tenant_slice_open(struct tenant_acct_cpu *a, __u64 n
 	a->owner = owner;
 	a->stack = stack;
 	a->active = 1;
+	a->softirq_slice = a->in_softirq;
+	a->touched = 1;
 }
 
 static __always_inline struct tenant_acct_cpu *tenant_acct(void)

@@ -13,8 +13,13 @@
  *  - netif_receive_skb on a tenant's interface (its domain side, or the
  *    host side for traffic the tenant sends): trailing boundary, the
  *    tenant owns what follows (stack, socket delivery);
- *  - napi_poll (end of any poll on this CPU) and the end of the NET_RX
- *    softirq close the open slice, so idle time is never charged.
+ *  - the end of a NAPI poll closes a slice opened in the NET_RX softirq
+ *    (the next poll may be another device's); a slice opened in a NAPI
+ *    thread (threaded NAPI: only that device is polled there) stays open
+ *    across its polls and is closed when the thread is switched out
+ *    (sched_switch), so the thread's loop between polls is charged and
+ *    idle time never is; a NET_RX softirq run inside the thread suspends
+ *    the slice until it ends.
  *
  * Kernel-path events only count inside NAPI/NET_RX context (an open slice
  * or the NET_RX softirq), never in process context.
@@ -50,6 +55,10 @@ struct sk_buff {
 
 struct napi_struct {
 	struct net_device *dev;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
 } __attribute__((preserve_access_index));
 
 #define NET_RX_SOFTIRQ 3
@@ -117,7 +126,7 @@ int BPF_PROG(tenant_napi_poll, struct napi_struct *napi, int work, int budget)
 	struct tenant_acct_cpu *a = tenant_acct();
 	struct tenant_truth *t;
 
-	if (!a || !a->active)
+	if (!a || !a->active || !a->softirq_slice)
 		return 0;
 	tenant_slice_close(a, bpf_ktime_get_ns(), a->owner);
 	t = truth();
@@ -126,18 +135,55 @@ int BPF_PROG(tenant_napi_poll, struct napi_struct *napi, int work, int budget)
 	return 0;
 }
 
+SEC("tp_btf/sched_switch")
+int BPF_PROG(tenant_sched_switch, int preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	struct tenant_acct_cpu *a = tenant_acct();
+	struct tenant_truth *t = truth();
+	__u32 pid;
+	__u64 now;
+
+	if (!a || !t)
+		return 0;
+	a->saved = 0;
+	now = bpf_ktime_get_ns();
+	if (a->active)
+		tenant_slice_close(a, now, a->owner);
+	pid = prev->pid;
+	if (a->thread_in && bpf_map_lookup_elem(&rampart_t_threads, &pid))
+		t->thread_ns += now - a->thread_in;
+	a->thread_in = 0;
+	/* A NAPI thread of ours wakes up: its work until the first packet belongs to that packet. */
+	pid = next->pid;
+	if (bpf_map_lookup_elem(&rampart_t_threads, &pid)) {
+		a->thread_in = now;
+		tenant_slice_open(a, now, TENANT_PENDING, 0);
+	}
+	return 0;
+}
+
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(tenant_softirq_entry, unsigned int vec)
 {
 	struct tenant_acct_cpu *a;
+	__u64 now;
 
 	if (vec != NET_RX_SOFTIRQ)
 		return 0;
 	a = tenant_acct();
 	if (!a)
 		return 0;
+	now = bpf_ktime_get_ns();
+	/* A NAPI thread's slice pauses while the softirq runs in its context. */
+	if (a->active) {
+		a->saved_owner = a->owner;
+		a->saved = 1;
+		tenant_slice_close(a, now, a->owner);
+	}
 	a->in_softirq = 1;
-	a->softirq_start = bpf_ktime_get_ns();
+	a->softirq_start = now;
+	a->touched = 0;
 	return 0;
 }
 
@@ -156,10 +202,16 @@ int BPF_PROG(tenant_softirq_exit, unsigned int vec)
 	now = bpf_ktime_get_ns();
 	tenant_slice_close(a, now, a->owner);
 	a->in_softirq = 0;
+	if (a->saved) {
+		tenant_slice_open(a, now, a->saved_owner, 0);
+		a->saved = 0;
+	}
 	t = truth();
 	if (t && now > a->softirq_start) {
 		t->net_rx_ns += now - a->softirq_start;
 		t->net_rx_runs++;
+		if (a->touched && !a->thread_in)
+			t->net_rx_ours_ns += now - a->softirq_start;
 	}
 	return 0;
 }

@@ -43,10 +43,6 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 
 	if (!a)
 		return XDP_ABORTED;
-	/* Trailing boundary: what ran since the last one belongs to its owner. */
-	tenant_slice_close(a, now, a->owner);
-	tenant_slice_open(a, now, 0, 0);
-
 	g = bpf_map_lookup_elem(&rampart_t_glob, &zero);
 	if (!g)
 		return XDP_ABORTED;
@@ -55,7 +51,13 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	cfg = bpf_map_lookup_elem(&rampart_t_cfg, &tid);
 	if (tid && (!cfg || !(cfg->flags & TENANT_F_ACTIVE)))
 		tid = 0;
-	a->owner = tid;
+	/*
+	 * Trailing boundary: what ran since the last one belongs to its owner
+	 * (the driver's work on the previous packet) — or to this packet when
+	 * the slice was opened by the NAPI thread waking up for it.
+	 */
+	tenant_slice_close(a, now, a->owner == TENANT_PENDING ? tid : a->owner);
+	tenant_slice_open(a, now, tid, 0);
 
 	s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
 	if (s) {

@@ -109,21 +109,45 @@ struct tenant_stats {
  * Per-CPU accounting state: the CPU's time is partitioned into slices,
  * each owned by one tenant. A slice opens at a boundary event (dispatcher
  * entry, a tenant interface's transmit or receive) and is charged to its
- * owner when the next boundary or the end of the NAPI poll closes it.
+ * owner when the next boundary closes it, or when the CPU stops doing
+ * packet work:
+ *  - a slice opened inside the NET_RX softirq ends with the NAPI poll it
+ *    belongs to (other devices' polls may follow in the same softirq);
+ *  - a slice opened in a NAPI thread (threaded NAPI) runs across that
+ *    thread's polls — nothing else runs there — and ends when the thread
+ *    is switched out; a NET_RX softirq run inside the thread (when it
+ *    re-enables bottom halves) suspends it, so unrelated softirq work is
+ *    never charged.
  */
 struct tenant_acct_cpu {
 	__u64 t_start;
+	__u64 softirq_start;
+	/* When a watched NAPI thread was switched in on this CPU (0: none is running). */
+	__u64 thread_in;
 	__u32 owner;
 	__u32 active;
 	/* Set by the dispatcher before a tail call: whose program runs now. */
 	__u32 entry_tid;
 	/* 1 while the slice was opened by a kernel-path event (stack_ns). */
 	__u32 stack;
-	/* NET_RX softirq nesting seen by the accounting tracepoints. */
-	__u64 softirq_start;
+	/* Inside the NET_RX softirq on this CPU. */
 	__u32 in_softirq;
+	/* The open slice was opened inside the NET_RX softirq. */
+	__u32 softirq_slice;
+	/* A NAPI-thread slice suspended while a NET_RX softirq runs in that thread. */
+	__u32 saved_owner;
+	__u32 saved;
+	/* The current NET_RX softirq run handled a tenant packet. */
+	__u32 touched;
 	__u32 _pad;
 };
+
+/*
+ * Owner of a slice opened when a NAPI thread is switched in, before its
+ * first packet is known: the dispatcher charges it to that packet's tenant
+ * (a thread that finds nothing to do charges it to tenant 0).
+ */
+#define TENANT_PENDING TENANT_MAX
 
 /* Ground truth for validating the accounting (per CPU). */
 struct tenant_truth {
@@ -132,7 +156,12 @@ struct tenant_truth {
 	__u64 net_rx_runs;
 	/* NAPI polls that closed an accounting slice. */
 	__u64 polls;
-	__u64 _pad;
+	/* Time the watched NAPI threads were on this CPU (sched_switch in → out), ns. */
+	__u64 thread_ns;
+	/* NET_RX softirq time outside those threads, in runs that handled a tenant packet, ns. */
+	__u64 net_rx_ours_ns;
+	/* CPU time charged while no watched thread was on this CPU, ns. */
+	__u64 charged_out_ns;
 };
 
 /* Key of the map of tenant-owned interfaces seen by the accounting tracepoints. */
@@ -143,5 +172,25 @@ struct tenant_dev_key {
 
 /* Redirect: a tenant program returns RAMPART_REDIRECT_BASE + port. */
 #define RAMPART_REDIRECT_BASE 0x100
+
+/*
+ * Tenant traffic generator (xdp_tenant_gen): UDP/IPv4 frames spread round
+ * robin over up to TGEN_MAX_DST destinations, one per tenant, so every
+ * tenant's packets arrive interleaved from one generator thread.
+ */
+#define TGEN_MAX_DST 8
+
+struct tgen_config {
+	__u32 n_dst;
+	__u32 _pad;
+	/* Destination addresses (network order) and the IPv4 header checksum of the template with each. */
+	__u32 daddr[TGEN_MAX_DST];
+	__u16 ip_check[TGEN_MAX_DST];
+};
+
+struct tgen_cpu_state {
+	__u64 pos;
+	__u64 sent[TGEN_MAX_DST];
+};
 
 #endif /* RAMPART_SHARED_TENANT_H */

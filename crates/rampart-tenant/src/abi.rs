@@ -62,9 +62,9 @@ const _: () = assert!(size_of::<SelKey>() == 28);
 const _: () = assert!(size_of::<Cfg>() == 8);
 const _: () = assert!(size_of::<Global>() == 16);
 const _: () = assert!(size_of::<Stats>() == 8 * (4 + VERDICTS + DROP_REASONS.len()));
-const _: () = assert!(size_of::<AcctCpu>() == 40);
+const _: () = assert!(size_of::<AcctCpu>() == 64);
 const _: () = assert!(size_of::<DevKey>() == 8);
-const _: () = assert!(size_of::<Truth>() == 32);
+const _: () = assert!(size_of::<Truth>() == 48);
 
 /// Read a BTF-generated ABI struct from map bytes.
 ///

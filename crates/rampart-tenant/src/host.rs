@@ -139,6 +139,12 @@ pub struct TruthTotals {
     pub net_rx_runs: u64,
     /// NAPI polls that closed an accounting slice.
     pub polls: u64,
+    /// Time the watched NAPI threads were on a CPU (sched_switch in → out), ns.
+    pub thread_ns: u64,
+    /// NET_RX softirq time outside those threads in runs that handled a tenant packet, ns.
+    pub net_rx_ours_ns: u64,
+    /// CPU time charged while no watched thread was running, ns.
+    pub charged_out_ns: u64,
 }
 
 /// The host agent.
@@ -779,8 +785,31 @@ impl HostAgent {
             t.net_rx_ns += x.net_rx_ns;
             t.net_rx_runs += x.net_rx_runs;
             t.polls += x.polls;
+            t.thread_ns += x.thread_ns;
+            t.net_rx_ours_ns += x.net_rx_ours_ns;
+            t.charged_out_ns += x.charged_out_ns;
         }
         Ok(t)
+    }
+
+    /// Tell the accounting which threads run the NAPI of the dispatcher's
+    /// devices (threaded NAPI, see [`crate::hostcpu`]): the time such a
+    /// thread spends from waking up to its first packet is charged to that
+    /// packet's tenant.
+    ///
+    /// # Errors
+    /// Map update failure.
+    pub fn watch_napi_threads(&self, pids: &[i32]) -> Result<()> {
+        for &p in pids {
+            let pid = u32::try_from(p).map_err(|_| Error::Invalid(format!("bad thread id {p}")))?;
+            rampart_dataplane::maps::update_raw(
+                self.shared_fd("rampart_t_threads"),
+                &pid.to_ne_bytes(),
+                &1u32.to_ne_bytes(),
+                0,
+            )?;
+        }
+        Ok(())
     }
 
     /// Tokens discarded (all buckets full) and rounds run by the generator.

@@ -11,12 +11,15 @@
 //! - [`bench`]: `rampart bench tenant-fairness`.
 
 pub mod abi;
+pub mod bench;
 pub mod compiler;
 pub mod config;
 pub mod confine;
 pub mod error;
 pub mod host;
+pub mod hostcpu;
 pub mod selector;
 pub mod tokens;
+pub mod traffic;
 
 pub use error::{Error, Result};

@@ -23,6 +23,9 @@ enum Cmd {
     Lab(cli::lab::LabCmd),
     /// Run the main demo in a lab of its own and print a report.
     Demo(cli::demo::DemoArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(cli::tenant::TenantBench),
 }
 
 /// clap renders errors over several lines (usage, hints); rampart's CLI
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
+        Cmd::Bench(b) => cli::tenant::run_bench(b, &cancel),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,4 +2,5 @@
 
 pub mod demo;
 pub mod lab;
+pub mod tenant;
 pub mod util;
