@@ -19,6 +19,7 @@ pub mod error;
 pub mod host;
 pub mod hostcpu;
 pub mod selector;
+pub mod services;
 pub mod tokens;
 pub mod traffic;
 

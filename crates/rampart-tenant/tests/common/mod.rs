@@ -152,3 +152,29 @@ int tenant_main(struct xdp_md *ctx)
 "#
     )
 }
+
+/// A host agent attached to host0 of `lab`, tenants t1..tn with their
+/// prefixes, host-side ports and domains.
+pub fn lab_agent(lab: &rampart_lab::Lab, n: u32, extra: &str) -> HostAgent {
+    let name = rampart_lab::testing::unique_prefix("ta");
+    let mut t = String::new();
+    for i in 1..=n {
+        t.push_str(&format!(
+            "[[tenant]]\nname = \"t{i}\"\ntoken = \"token-t{i}-{name}\"\nselectors = [\"prefix:10.20.{i}.0/24\"]\n\
+             ports = [\"t{i}\"]\ndomain_netns = \"{}\"\n",
+            lab.tenant_ns(i)
+        ));
+    }
+    let cfg = format!(
+        "[infra]\nname = \"{name}\"\nnetns = \"{}\"\ninterfaces = [\"host0\"]\n{extra}\n[fairness]\nenabled = false\n{t}",
+        lab.host_ns()
+    );
+    HostAgent::start(Config::parse(&cfg).expect("config")).expect("host agent")
+}
+
+/// Run a command in a namespace and return stdout (panics with stderr on failure).
+pub fn in_ns(ns: &str, prog: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("ip").args(["netns", "exec", ns, prog]).args(args).output().unwrap();
+    assert!(out.status.success(), "{prog} {args:?} in {ns}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
