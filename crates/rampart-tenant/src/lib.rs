@@ -11,14 +11,19 @@
 //! - [`bench`]: `rampart bench tenant-fairness`.
 
 pub mod abi;
+pub mod agent;
+pub mod api;
 pub mod bench;
+pub mod client;
 pub mod compiler;
 pub mod config;
 pub mod confine;
 pub mod error;
 pub mod host;
 pub mod hostcpu;
+pub mod metrics;
 pub mod selector;
+pub mod serve;
 pub mod services;
 pub mod tokens;
 pub mod traffic;

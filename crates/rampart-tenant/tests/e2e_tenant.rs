@@ -83,6 +83,8 @@ fn a_swap_under_traffic_loses_and_misdelivers_nothing() {
     let mut a = lab_agent(&lab, 2, "");
     submit(&mut a, "t1", &counter_prog(1, "XDP_DROP"));
     submit(&mut a, "t2", &counter_prog(1, "XDP_DROP"));
+    let v1 = build(&counter_prog(1, "XDP_DROP"));
+    let v2 = build(&counter_prog(1, "1 /* XDP_DROP */"));
     let traffic = TenantTraffic::new(&lab, &[tenant_addr(1), tenant_addr(2)], 64, 9).unwrap();
     let cancel = AtomicBool::new(false);
     let done = AtomicBool::new(false);
@@ -93,18 +95,24 @@ fn a_swap_under_traffic_loses_and_misdelivers_nothing() {
             done.store(true, Ordering::Relaxed);
             r
         });
-        // Swap while traffic flows: t1's program alternates between two
-        // versions that count identically; t2's is re-installed too.
+        // Swap while traffic flows: the tenants' programs alternate between
+        // two builds that count identically (new program, same map), and
+        // plain generation swaps in between.
         let mut swaps = 0;
         while !done.load(Ordering::Relaxed) {
-            let t = if swaps % 2 == 0 { "t1" } else { "t2" };
-            submit(&mut a, t, &counter_prog(1, if swaps % 3 == 0 { "XDP_DROP" } else { "1 /* XDP_DROP */" }));
+            let t = a.tenant_id(if swaps % 2 == 0 { "t1" } else { "t2" }).unwrap();
+            match swaps % 3 {
+                0 => drop(a.install(t, &v1).unwrap()),
+                1 => drop(a.install(t, &v2).unwrap()),
+                _ => a.reswap().unwrap(),
+            }
             swaps += 1;
         }
         (h.join().unwrap().unwrap(), swaps)
     });
     std::thread::sleep(Duration::from_millis(50));
     assert!(swaps >= 3, "only {swaps} swaps happened during the traffic");
+    eprintln!("{swaps} swaps during the traffic");
     assert!(a.generation() >= g0 + swaps);
     let (c1, c2) = (map_u64(&a, "t1", "counts", 0), map_u64(&a, "t2", "counts", 0));
     assert_eq!(report.sent, vec![150_000, 150_000]);

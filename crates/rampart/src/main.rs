@@ -23,6 +23,9 @@ enum Cmd {
     Lab(cli::lab::LabCmd),
     /// Run the main demo in a lab of its own and print a report.
     Demo(cli::demo::DemoArgs),
+    /// Tenant offload: serve the API, or act as a tenant (submit, stats, …).
+    #[command(subcommand)]
+    Tenant(cli::tenant::TenantCmd),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cli::tenant::TenantBench),
@@ -86,6 +89,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
+        Cmd::Tenant(c) => cli::tenant::run(c, &cancel),
         Cmd::Bench(b) => cli::tenant::run_bench(b, &cancel),
     };
     match res {

@@ -1,12 +1,196 @@
 //! `rampart tenant …` (DESIGN §5) and `rampart bench tenant-fairness`.
 
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use rampart_tenant::bench::{self, FairnessOpts};
+use rampart_tenant::client::{Client, Reply};
+use serde_json::Value;
 
 use super::util::print_json;
+
+/// How a client reaches the API.
+#[derive(Debug, Args, Clone)]
+pub struct ClientArgs {
+    /// URL of `rampart tenant serve`.
+    #[arg(long, env = "RAMPART_TENANT_SERVER", default_value = "http://127.0.0.1:9610", global = true)]
+    pub server: String,
+    /// The tenant's API token.
+    #[arg(long, env = "RAMPART_TENANT_TOKEN", global = true, hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCmd {
+    /// Run the host agent, compiler agent and HTTP API for a config file.
+    Serve {
+        /// TOML configuration (see docs/architecture.md, "Tenant offload").
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Submit or replace your program (C source or BPF object).
+    Submit {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The program: a .c file (compiled against rampart_tenant.h) or a BPF .o.
+        file: PathBuf,
+    },
+    /// Remove your program (your packets then pass untouched; your maps stay).
+    Remove {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Your selectors, program and limits.
+    Status {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Your packets, verdicts, drops by reason, CPU time and tokens.
+    Stats {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show your selectors, or replace them with --set.
+    Selectors {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// New selectors (prefix:ADDR/LEN, vlan:ID, vni:ID, iface:NAME), replacing all.
+        #[arg(long, num_args = 1..)]
+        set: Option<Vec<String>>,
+    },
+    /// List your maps, dump one, or change an entry.
+    Maps {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Map to dump or change.
+        map: Option<String>,
+        /// Set an entry: KEY=VALUE, both hex.
+        #[arg(long, requires = "map", conflicts_with = "delete")]
+        set: Option<String>,
+        /// Delete the entry with this key (hex).
+        #[arg(long, requires = "map")]
+        delete: Option<String>,
+    },
+    /// Print the tenant API header programs compile against.
+    Header,
+    /// Remove the pins of a crashed `serve` instance.
+    Cleanup {
+        /// Instance name (infra.name in the config).
+        #[arg(long, default_value = "default")]
+        name: String,
+    },
+}
+
+fn client(a: &ClientArgs) -> Result<Client> {
+    let Some(token) = a.token.as_deref() else {
+        bail!("no token: pass --token or set RAMPART_TENANT_TOKEN");
+    };
+    Ok(Client::new(&a.server, token))
+}
+
+/// Print a reply (JSON or the given human form); an API error becomes the one-line error.
+fn show(reply: Reply, json: bool, human: impl FnOnce(&Value)) -> Result<()> {
+    match reply {
+        Ok(v) => {
+            if json {
+                print_json(&v)
+            } else {
+                human(&v);
+                Ok(())
+            }
+        }
+        Err(f) => {
+            if let Some(log) = f.body["verifier_log"].as_str() {
+                eprintln!("--- verifier log ---\n{}\n--- end of verifier log ---", log.trim_end());
+            }
+            if let Some(c) = f.body["compiler"].as_str() {
+                eprintln!("--- compiler output ---\n{}\n--- end of compiler output ---", c.trim_end());
+            }
+            bail!("{}", f.message())
+        }
+    }
+}
+
+fn pretty(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
+    match cmd {
+        TenantCmd::Serve { config } => {
+            let cfg = rampart_tenant::config::Config::load(&config)?;
+            rampart_tenant::serve::serve(cfg, cancel)?;
+            Ok(())
+        }
+        TenantCmd::Submit { client: c, file } => {
+            let body = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            show(client(&c)?.put("/v1/program", &body)?, c.json, |v| {
+                println!(
+                    "program v{} running (generation {}): {} instructions, {} verified, maps: {}",
+                    v["version"],
+                    v["generation"],
+                    v["insns"],
+                    v["verified_insns"],
+                    v["maps"]
+                        .as_array()
+                        .map(|m| m
+                            .iter()
+                            .map(|x| format!("{}{}", x["name"].as_str().unwrap_or("?"), if x["kept"] == true { " (state kept)" } else { "" }))
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default()
+                );
+            })
+        }
+        TenantCmd::Remove { client: c } => show(client(&c)?.delete("/v1/program")?, c.json, |v| {
+            println!("{}", if v["removed"] == true { "program removed" } else { "no program was running" });
+        }),
+        TenantCmd::Status { client: c } => show(client(&c)?.get("/v1/tenant")?, c.json, pretty),
+        TenantCmd::Stats { client: c } => show(client(&c)?.get("/v1/stats")?, c.json, pretty),
+        TenantCmd::Selectors { client: c, set } => {
+            let cl = client(&c)?;
+            let reply = match set {
+                Some(s) => cl.put("/v1/selectors", &serde_json::to_vec(&s)?)?,
+                None => cl.get("/v1/selectors")?,
+            };
+            show(reply, c.json, |v| {
+                for s in v.as_array().into_iter().flatten() {
+                    println!("{}", s.as_str().unwrap_or_default());
+                }
+            })
+        }
+        TenantCmd::Maps { client: c, map, set, delete } => {
+            let cl = client(&c)?;
+            let reply = match (map, set, delete) {
+                (None, _, _) => cl.get("/v1/maps")?,
+                (Some(m), Some(kv), _) => {
+                    let (k, v) = kv.split_once('=').context("--set takes KEY=VALUE (hex)")?;
+                    cl.put(&format!("/v1/maps/{m}"), &serde_json::to_vec(&serde_json::json!({"key": k, "value": v}))?)?
+                }
+                (Some(m), None, Some(k)) => cl.delete(&format!("/v1/maps/{m}/{k}"))?,
+                (Some(m), None, None) => cl.get(&format!("/v1/maps/{m}"))?,
+            };
+            show(reply, c.json, pretty)
+        }
+        TenantCmd::Header => {
+            print!("{}", rampart_tenant::compiler::TENANT_HEADER);
+            Ok(())
+        }
+        TenantCmd::Cleanup { name } => {
+            if rampart_tenant::host::cleanup(&name)? {
+                println!("removed the pins of tenant instance {name}");
+            } else {
+                println!("no pins for tenant instance {name}");
+            }
+            Ok(())
+        }
+    }
+}
 
 /// `rampart bench <name>`: benchmarks of the tenant offload.
 #[derive(Debug, Subcommand)]
