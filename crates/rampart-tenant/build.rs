@@ -21,18 +21,32 @@ fn clang() -> String {
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let bpf = manifest.join("../../bpf").canonicalize().expect("bpf/ directory");
+    let bpf = manifest
+        .join("../../bpf")
+        .canonicalize()
+        .expect("bpf/ directory");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     for d in ["tenant", "lib", "shared"] {
         println!("cargo:rerun-if-changed={}", bpf.join(d).display());
-        for e in std::fs::read_dir(bpf.join(d)).expect("bpf subdir").flatten() {
+        for e in std::fs::read_dir(bpf.join(d))
+            .expect("bpf subdir")
+            .flatten()
+        {
             println!("cargo:rerun-if-changed={}", e.path().display());
         }
     }
     println!("cargo:rerun-if-env-changed=RAMPART_CLANG");
     let obj = out.join("wrapper.bpf.o");
     let st = Command::new(clang())
-        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Wno-unused-function", "-Werror"])
+        .args([
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-Wall",
+            "-Wno-unused-function",
+            "-Werror",
+        ])
         .arg("-I/usr/include/x86_64-linux-gnu")
         .arg("-I")
         .arg(&bpf)

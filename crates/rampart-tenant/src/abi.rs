@@ -6,8 +6,8 @@ use std::mem::size_of;
 
 pub use rampart_bpf::xdp_tenant_acct::types::{tenant_dev_key as DevKey, tenant_truth as Truth};
 pub use rampart_bpf::xdp_tenant_dispatch::types::{
-    tenant_acct_cpu as AcctCpu, tenant_cfg as Cfg, tenant_global as Global, tenant_sel_key as SelKey,
-    tenant_stats as Stats,
+    tenant_acct_cpu as AcctCpu, tenant_cfg as Cfg, tenant_global as Global,
+    tenant_sel_key as SelKey, tenant_stats as Stats,
 };
 
 /// Tenant ids are `1..TENANT_MAX`; 0 collects packets of no tenant.
@@ -40,8 +40,14 @@ pub mod sel_kind {
 }
 
 /// `enum tenant_drop_reason`, in order: the names are metric labels.
-pub const DROP_REASONS: [&str; 6] =
-    ["no_tokens", "aborted", "bad_redirect", "selector_changed", "default", "malformed"];
+pub const DROP_REASONS: [&str; 6] = [
+    "no_tokens",
+    "aborted",
+    "bad_redirect",
+    "selector_changed",
+    "default",
+    "malformed",
+];
 /// Index of `TDROP_NO_TOKENS`.
 pub const DROP_NO_TOKENS: usize = 0;
 /// Index of `TDROP_ABORTED`.
@@ -71,7 +77,11 @@ const _: () = assert!(size_of::<Truth>() == 48);
 /// # Panics
 /// If `bytes` is shorter than `T`.
 pub(crate) fn read<T: AbiPod>(bytes: &[u8]) -> T {
-    assert!(bytes.len() >= size_of::<T>(), "map value shorter than {}", std::any::type_name::<T>());
+    assert!(
+        bytes.len() >= size_of::<T>(),
+        "map value shorter than {}",
+        std::any::type_name::<T>()
+    );
     // SAFETY: length checked; `T: AbiPod` is plain integers/arrays valid for any bit pattern.
     unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
 }

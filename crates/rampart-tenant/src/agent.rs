@@ -54,8 +54,13 @@ impl AgentThread {
                 agent.shutdown();
             })
             .map_err(|e| Error::io("starting the host agent thread", e))?;
-        ready_rx.recv().map_err(|_| Error::Invalid("the host agent thread died while starting".into()))??;
-        Ok(Self { handle: AgentHandle { tx }, thread: Some(thread) })
+        ready_rx
+            .recv()
+            .map_err(|_| Error::Invalid("the host agent thread died while starting".into()))??;
+        Ok(Self {
+            handle: AgentHandle { tx },
+            thread: Some(thread),
+        })
     }
 
     /// A handle for callers.
@@ -71,7 +76,10 @@ impl AgentThread {
     fn stop_inner(&mut self) {
         // Dropping the last sender ends the loop; clones held elsewhere keep it alive,
         // so also send an explicit shutdown.
-        let _ = self.handle.tx.send(Box::new(|a: &mut HostAgent| a.shutdown()));
+        let _ = self
+            .handle
+            .tx
+            .send(Box::new(|a: &mut HostAgent| a.shutdown()));
         let (tx, _) = mpsc::channel();
         self.handle = AgentHandle { tx };
         if let Some(t) = self.thread.take() {
@@ -93,14 +101,18 @@ impl AgentHandle {
     ///
     /// # Errors
     /// [`Error::Invalid`] if the agent has stopped.
-    pub fn call<R: Send + 'static>(&self, f: impl FnOnce(&mut HostAgent) -> R + Send + 'static) -> Result<R> {
+    pub fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut HostAgent) -> R + Send + 'static,
+    ) -> Result<R> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.tx
             .send(Box::new(move |a: &mut HostAgent| {
                 let _ = tx.send(f(a));
             }))
             .map_err(|_| Error::Invalid("the host agent has stopped".into()))?;
-        rx.recv().map_err(|_| Error::Invalid("the host agent has stopped".into()))
+        rx.recv()
+            .map_err(|_| Error::Invalid("the host agent has stopped".into()))
     }
 
     /// As [`AgentHandle::call`], from async code.
@@ -117,6 +129,7 @@ impl AgentHandle {
                 let _ = tx.send(f(a));
             }))
             .map_err(|_| Error::Invalid("the host agent has stopped".into()))?;
-        rx.await.map_err(|_| Error::Invalid("the host agent has stopped".into()))
+        rx.await
+            .map_err(|_| Error::Invalid("the host agent has stopped".into()))
     }
 }

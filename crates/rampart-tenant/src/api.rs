@@ -58,9 +58,18 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (code, body) = match &self.0 {
-            Error::Invalid(m) => (StatusCode::BAD_REQUEST, json!({"error": "invalid", "message": m})),
-            Error::NotFound(m) => (StatusCode::NOT_FOUND, json!({"error": "not_found", "message": m})),
-            Error::Conflict(m) => (StatusCode::CONFLICT, json!({"error": "conflict", "message": m})),
+            Error::Invalid(m) => (
+                StatusCode::BAD_REQUEST,
+                json!({"error": "invalid", "message": m}),
+            ),
+            Error::NotFound(m) => (
+                StatusCode::NOT_FOUND,
+                json!({"error": "not_found", "message": m}),
+            ),
+            Error::Conflict(m) => (
+                StatusCode::CONFLICT,
+                json!({"error": "conflict", "message": m}),
+            ),
             Error::Refused { reason } => (
                 StatusCode::UNPROCESSABLE_ENTITY,
                 json!({"error": "refused", "message": format!("program refused: {reason}"), "reason": reason}),
@@ -74,7 +83,10 @@ impl IntoResponse for ApiError {
                 json!({"error": "verifier", "message": format!("the kernel verifier rejected the program: {summary}"),
                        "verifier_log": log}),
             ),
-            other => (StatusCode::INTERNAL_SERVER_ERROR, json!({"error": "internal", "message": other.to_string()})),
+            other => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"error": "internal", "message": other.to_string()}),
+            ),
         };
         (code, Json(body)).into_response()
     }
@@ -89,7 +101,10 @@ pub struct Tenant(pub u32);
 impl FromRequestParts<Arc<ApiState>> for Tenant {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut Parts, state: &Arc<ApiState>) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<ApiState>,
+    ) -> Result<Self, Self::Rejection> {
         let unauthorized = |m: &str| {
             (
                 StatusCode::UNAUTHORIZED,
@@ -98,7 +113,11 @@ impl FromRequestParts<Arc<ApiState>> for Tenant {
             )
                 .into_response()
         };
-        let Some(h) = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else {
+        let Some(h) = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+        else {
             return Err(unauthorized("missing Authorization: Bearer <token>"));
         };
         let Some(token) = h.strip_prefix("Bearer ").map(str::trim) else {
@@ -119,7 +138,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .route("/v1/tenant", get(tenant_info))
-        .route("/v1/program", get(program_get).put(program_put).delete(program_delete))
+        .route(
+            "/v1/program",
+            get(program_get).put(program_put).delete(program_delete),
+        )
         .route("/v1/selectors", get(selectors_get).put(selectors_put))
         .route("/v1/stats", get(stats_get))
         .route("/v1/maps", get(maps_list))
@@ -139,7 +161,10 @@ struct TenantView {
     limits: crate::confine::Policy,
 }
 
-async fn tenant_info(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiResult<Json<TenantView>> {
+async fn tenant_info(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<TenantView>> {
     let policy = *s.compiler.policy();
     let v = s
         .agent
@@ -160,12 +185,20 @@ async fn tenant_info(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiR
     Ok(Json(v))
 }
 
-async fn program_get(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiResult<Json<ProgramInfo>> {
+async fn program_get(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<ProgramInfo>> {
     let p = s.agent.run(move |a| a.program(id).cloned()).await?;
-    p.map(Json).ok_or_else(|| ApiError(Error::NotFound("no program: PUT one to /v1/program".into())))
+    p.map(Json)
+        .ok_or_else(|| ApiError(Error::NotFound("no program: PUT one to /v1/program".into())))
 }
 
-async fn program_put(State(s): State<Arc<ApiState>>, Tenant(id): Tenant, body: Bytes) -> ApiResult<Json<ProgramInfo>> {
+async fn program_put(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+    body: Bytes,
+) -> ApiResult<Json<ProgramInfo>> {
     if body.is_empty() {
         return Err(Error::Invalid("empty body: send C source or a BPF object".into()).into());
     }
@@ -177,13 +210,26 @@ async fn program_put(State(s): State<Arc<ApiState>>, Tenant(id): Tenant, body: B
     Ok(Json(info))
 }
 
-async fn program_delete(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiResult<Json<serde_json::Value>> {
+async fn program_delete(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<serde_json::Value>> {
     let removed = s.agent.run(move |a| a.remove_program(id)).await??;
     Ok(Json(json!({ "removed": removed })))
 }
 
-async fn selectors_get(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiResult<Json<Vec<Selector>>> {
-    let v = s.agent.run(move |a| a.tenant(id).map(|t| t.selectors.clone()).unwrap_or_default()).await?;
+async fn selectors_get(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<Vec<Selector>>> {
+    let v = s
+        .agent
+        .run(move |a| {
+            a.tenant(id)
+                .map(|t| t.selectors.clone())
+                .unwrap_or_default()
+        })
+        .await?;
     Ok(Json(v))
 }
 
@@ -193,7 +239,9 @@ async fn selectors_put(
     body: Bytes,
 ) -> ApiResult<Json<Vec<Selector>>> {
     let items: Vec<String> = serde_json::from_slice(&body).map_err(|e| {
-        Error::Invalid(format!("body must be a JSON array of selectors like [\"prefix:10.0.0.0/24\"]: {e}"))
+        Error::Invalid(format!(
+            "body must be a JSON array of selectors like [\"prefix:10.0.0.0/24\"]: {e}"
+        ))
     })?;
     let sels = crate::selector::parse_list(&items)?;
     let out = sels.clone();
@@ -201,11 +249,17 @@ async fn selectors_put(
     Ok(Json(out))
 }
 
-async fn stats_get(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiResult<Json<crate::host::TenantStats>> {
+async fn stats_get(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<crate::host::TenantStats>> {
     Ok(Json(s.agent.run(move |a| a.stats(id)).await??))
 }
 
-async fn maps_list(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiResult<Json<Vec<MapView>>> {
+async fn maps_list(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<Vec<MapView>>> {
     let fds = s
         .agent
         .run(move |a| {
@@ -215,7 +269,11 @@ async fn maps_list(State(s): State<Arc<ApiState>>, Tenant(id): Tenant) -> ApiRes
                 .collect::<Vec<_>>()
         })
         .await?;
-    Ok(Json(fds.into_iter().filter_map(|(n, fd)| map_view(n, &fd)).collect()))
+    Ok(Json(
+        fds.into_iter()
+            .filter_map(|(n, fd)| map_view(n, &fd))
+            .collect(),
+    ))
 }
 
 #[derive(Debug, Serialize)]
@@ -253,14 +311,24 @@ fn hex(b: &[u8]) -> String {
 fn unhex(s: &str, want: u32, what: &str) -> Result<Vec<u8>, Error> {
     let s = s.trim().trim_start_matches("0x");
     if s.len() != 2 * want as usize || !s.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(Error::Invalid(format!("{what} must be {want} bytes as {} hex digits", 2 * want)));
+        return Err(Error::Invalid(format!(
+            "{what} must be {want} bytes as {} hex digits",
+            2 * want
+        )));
     }
-    Ok((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0)).collect())
+    Ok((0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap_or(0))
+        .collect())
 }
 
 async fn tenant_map_fd(s: &ApiState, id: u32, map: String) -> Result<(OwnedFd, MapView), Error> {
-    let (fd, name) = s.agent.run(move |a: &mut HostAgent| a.tenant_map(id, &map).map(|fd| (fd, map))).await??;
-    let view = map_view(name, &fd).ok_or_else(|| Error::Invalid("cannot read the map's definition".into()))?;
+    let (fd, name) = s
+        .agent
+        .run(move |a: &mut HostAgent| a.tenant_map(id, &map).map(|fd| (fd, map)))
+        .await??;
+    let view = map_view(name, &fd)
+        .ok_or_else(|| Error::Invalid("cannot read the map's definition".into()))?;
     Ok((fd, view))
 }
 
@@ -272,7 +340,11 @@ async fn map_dump(
     let (fd, v) = tenant_map_fd(&s, id, map).await?;
     let ncpu = rampart_dataplane::maps::possible_cpus();
     let stride = (v.value_size as usize + 7) & !7;
-    let vlen = if is_percpu(v.kind) { stride * ncpu } else { v.value_size as usize };
+    let vlen = if is_percpu(v.kind) {
+        stride * ncpu
+    } else {
+        v.value_size as usize
+    };
     let mut entries = Vec::new();
     let mut key = vec![0u8; v.key_size as usize];
     let mut next = vec![0u8; v.key_size as usize];
@@ -284,7 +356,11 @@ async fn map_dump(
         let rc = unsafe {
             libbpf_sys::bpf_map_get_next_key(
                 fd.as_raw_fd(),
-                if first { std::ptr::null() } else { key.as_ptr().cast() },
+                if first {
+                    std::ptr::null()
+                } else {
+                    key.as_ptr().cast()
+                },
                 next.as_mut_ptr().cast(),
             )
         };
@@ -294,12 +370,21 @@ async fn map_dump(
         first = false;
         std::mem::swap(&mut key, &mut next);
         // SAFETY: value buffer sized for the map (per-CPU: one rounded value per possible CPU).
-        let rc = unsafe { libbpf_sys::bpf_map_lookup_elem(fd.as_raw_fd(), key.as_ptr().cast(), val.as_mut_ptr().cast()) };
+        let rc = unsafe {
+            libbpf_sys::bpf_map_lookup_elem(
+                fd.as_raw_fd(),
+                key.as_ptr().cast(),
+                val.as_mut_ptr().cast(),
+            )
+        };
         if rc < 0 {
             continue;
         }
         let value = if is_percpu(v.kind) {
-            json!(val.chunks(stride).map(|c| hex(&c[..v.value_size as usize])).collect::<Vec<_>>())
+            json!(val
+                .chunks(stride)
+                .map(|c| hex(&c[..v.value_size as usize]))
+                .collect::<Vec<_>>())
         } else {
             json!(hex(&val[..v.value_size as usize]))
         };
@@ -319,8 +404,11 @@ async fn map_set(
         key: String,
         value: String,
     }
-    let e: Entry = serde_json::from_slice(&body)
-        .map_err(|e| Error::Invalid(format!("body must be {{\"key\": hex, \"value\": hex}}: {e}")))?;
+    let e: Entry = serde_json::from_slice(&body).map_err(|e| {
+        Error::Invalid(format!(
+            "body must be {{\"key\": hex, \"value\": hex}}: {e}"
+        ))
+    })?;
     let (fd, v) = tenant_map_fd(&s, id, map).await?;
     let key = unhex(&e.key, v.key_size, "key")?;
     let one = unhex(&e.value, v.value_size, "value")?;

@@ -138,7 +138,13 @@ pub struct FairnessReport {
     pub fair: Phase,
     /// Fairness off.
     pub unfair: Phase,
-    /// Median accounted_pct over every measured phase.
+    /// Accounting of the kernel path: the tenants without programs, every
+    /// packet passed to the stack and forwarded to a UDP sink in the
+    /// tenant's namespace (fairness off, same flood).
+    pub pass: Phase,
+    /// Datagrams the tenants' UDP sinks received per second in the pass phase, median.
+    pub pass_delivered_per_s: f64,
+    /// Median accounted_pct over every measured phase (fair, unfair, pass).
     pub accounted_pct: f64,
     /// Each tenant program's own cost (wrapper + tenant code), ns per
     /// packet, measured with BPF_PROG_RUN.
@@ -239,18 +245,29 @@ fn measure(
     opts: &FairnessOpts,
     cancel: &AtomicBool,
 ) -> Result<PhaseRep> {
-    traffic.run(Limit::Duration(Duration::from_secs_f64(opts.warmup)), opts.pps, opts.gen_cpu, true, cancel)?;
+    traffic.run(
+        Limit::Duration(Duration::from_secs_f64(opts.warmup)),
+        opts.pps,
+        opts.gen_cpu,
+        true,
+        cancel,
+    )?;
     let a = snap(agent, threads, ksoft)?;
-    let rep =
-        traffic.run(Limit::Duration(Duration::from_secs_f64(opts.seconds)), opts.pps, opts.gen_cpu, true, cancel)?;
+    let rep = traffic.run(
+        Limit::Duration(Duration::from_secs_f64(opts.seconds)),
+        opts.pps,
+        opts.gen_cpu,
+        true,
+        cancel,
+    )?;
     // Frames still in the rings are processed within microseconds.
     std::thread::sleep(Duration::from_millis(20));
     let b = snap(agent, threads, ksoft)?;
     let secs = b.at.duration_since(a.at).as_secs_f64();
     let mut charged = [0u64; 4];
     let mut tenants = Vec::new();
-    for i in 0..4 {
-        charged[i] = b.stats[i].cpu_ns - a.stats[i].cpu_ns;
+    for (c, (x, y)) in charged.iter_mut().zip(a.stats.iter().zip(&b.stats)) {
+        *c = y.cpu_ns - x.cpu_ns;
     }
     let tenant_total: u64 = charged[1..].iter().sum();
     let mut shares = [0.0; 3];
@@ -258,7 +275,11 @@ fn measure(
         let (x, y) = (&a.stats[i], &b.stats[i]);
         let packets = y.packets - x.packets;
         let rejected = y.drops["no_tokens"] - x.drops["no_tokens"];
-        let share = if tenant_total > 0 { 100.0 * charged[i] as f64 / tenant_total as f64 } else { 0.0 };
+        let share = if tenant_total > 0 {
+            100.0 * charged[i] as f64 / tenant_total as f64
+        } else {
+            0.0
+        };
         shares[i - 1] = share;
         tenants.push(TenantShare {
             name: y.name.clone(),
@@ -267,7 +288,11 @@ fn measure(
             packets_per_s: packets as f64 / secs,
             processed_per_s: (packets - rejected) as f64 / secs,
             rejected_per_s: rejected as f64 / secs,
-            ns_per_packet: if packets > 0 { charged[i] as f64 / packets as f64 } else { 0.0 },
+            ns_per_packet: if packets > 0 {
+                charged[i] as f64 / packets as f64
+            } else {
+                0.0
+            },
         });
     }
     let host_runtime = b.runtime - a.runtime;
@@ -282,7 +307,11 @@ fn measure(
         host_cpu_ticks: b.ticks.since(&a.ticks),
         charged_ns: charged,
         shares_pct: shares,
-        accounted_pct: if truth > 0 { 100.0 * all as f64 / truth as f64 } else { 0.0 },
+        accounted_pct: if truth > 0 {
+            100.0 * all as f64 / truth as f64
+        } else {
+            0.0
+        },
         sent: rep.sent,
         tenants,
     })
@@ -292,7 +321,9 @@ fn phase(reps: Vec<PhaseRep>) -> Phase {
     let n = reps.first().map_or(0, |r| r.tenants.len());
     let tenants = (0..n)
         .map(|i| {
-            let m = |f: &dyn Fn(&TenantShare) -> f64| median(reps.iter().map(|r| f(&r.tenants[i])).collect());
+            let m = |f: &dyn Fn(&TenantShare) -> f64| {
+                median(reps.iter().map(|r| f(&r.tenants[i])).collect())
+            };
             TenantShare {
                 name: reps[0].tenants[i].name.clone(),
                 cpu_share_pct: m(&|t| t.cpu_share_pct),
@@ -307,8 +338,16 @@ fn phase(reps: Vec<PhaseRep>) -> Phase {
     Phase {
         tenants,
         accounted_pct: median(reps.iter().map(|r| r.accounted_pct).collect()),
-        host_busy_pct: median(reps.iter().map(|r| 100.0 * r.host_runtime_ns as f64 / (r.seconds * 1e9)).collect()),
-        offered_pps: median(reps.iter().map(|r| r.sent.iter().sum::<u64>() as f64 / r.seconds).collect()),
+        host_busy_pct: median(
+            reps.iter()
+                .map(|r| 100.0 * r.host_runtime_ns as f64 / (r.seconds * 1e9))
+                .collect(),
+        ),
+        offered_pps: median(
+            reps.iter()
+                .map(|r| r.sent.iter().sum::<u64>() as f64 / r.seconds)
+                .collect(),
+        ),
         reps,
     }
 }
@@ -318,7 +357,9 @@ fn phase(reps: Vec<PhaseRep>) -> Phase {
 /// # Errors
 /// Lab, load, compile or measurement failures (the lab is removed).
 pub fn fairness(opts: &FairnessOpts, cancel: &AtomicBool) -> Result<FairnessReport> {
-    let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     if opts.host_cpu >= ncpu || opts.gen_cpu >= ncpu || opts.host_cpu == opts.gen_cpu {
         return Err(Error::Invalid(format!(
             "host CPU {} and generator CPU {} must differ and exist (this machine has {ncpu})",
@@ -342,7 +383,9 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
     let compiler = Compiler::new(crate::confine::Policy::default())?;
     let mut program_ns = [0.0; 3];
     for (i, rounds) in opts.rounds.iter().enumerate() {
-        let tid = agent.tenant_id(&format!("t{}", i + 1)).ok_or_else(|| Error::Invalid("tenant missing".into()))?;
+        let tid = agent
+            .tenant_id(&format!("t{}", i + 1))
+            .ok_or_else(|| Error::Invalid("tenant missing".into()))?;
         let built = compiler.build(Submission::C(&cost_program(*rounds)))?;
         agent.install(tid, &built)?;
     }
@@ -354,7 +397,9 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
     // Each program's own cost, on the generator's template (BPF_PROG_RUN, repeated).
     for (i, ns) in program_ns.iter_mut().enumerate() {
         let tid = (i + 1) as u32;
-        let fd = agent.program_fd(tid).ok_or_else(|| Error::Invalid("program missing".into()))?;
+        let fd = agent
+            .program_fd(tid)
+            .ok_or_else(|| Error::Invalid("program missing".into()))?;
         let mut frame = traffic.template().to_vec();
         frame[30..34].copy_from_slice(&dsts[i].octets());
         *ns = prog_cost_ns(fd, &frame)?;
@@ -362,7 +407,11 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
     let mut fair = Vec::new();
     let mut unfair = Vec::new();
     for r in 0..opts.reps {
-        let order = if r % 2 == 0 { [true, false] } else { [false, true] };
+        let order = if r % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
         for on in order {
             agent.set_fairness(on)?;
             let rep = measure(&agent, &traffic, &threads, ksoft, opts, cancel)?;
@@ -373,12 +422,43 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
             }
         }
     }
-    let all: Vec<f64> = fair.iter().chain(unfair.iter()).map(|r| r.accounted_pct).collect();
+    // The kernel path: no programs, every packet passed to a UDP sink in its tenant's namespace.
+    for tid in 1..=3 {
+        agent.remove_program(tid)?;
+    }
+    agent.set_fairness(false)?;
+    let sinks = (1..=3u32)
+        .map(|i| {
+            crate::services::UdpSink::start(
+                &lab.tenant_ns(i),
+                std::net::SocketAddrV4::new(dsts[i as usize - 1], 9),
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut pass = Vec::new();
+    let mut delivered = Vec::new();
+    for _ in 0..opts.reps {
+        let before: u64 = sinks.iter().map(crate::services::UdpSink::packets).sum();
+        let rep = measure(&agent, &traffic, &threads, ksoft, opts, cancel)?;
+        let after: u64 = sinks.iter().map(crate::services::UdpSink::packets).sum();
+        // The sinks also count the warm-up; rate over the whole run.
+        delivered.push((after - before) as f64 / (rep.seconds + opts.warmup));
+        pass.push(rep);
+    }
+    drop(sinks);
+    let all: Vec<f64> = fair
+        .iter()
+        .chain(unfair.iter())
+        .chain(pass.iter())
+        .map(|r| r.accounted_pct)
+        .collect();
     let lo = program_ns.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = program_ns.iter().copied().fold(0.0, f64::max);
     Ok(FairnessReport {
         fair: phase(fair),
         unfair: phase(unfair),
+        pass: phase(pass),
+        pass_delivered_per_s: median(delivered),
         accounted_pct: median(all),
         program_ns,
         program_cost_ratio: if lo > 0.0 { hi / lo } else { 0.0 },
@@ -408,7 +488,10 @@ pub fn prog_cost_ns(fd: i32, frame: &[u8]) -> Result<f64> {
     // SAFETY: the buffers referenced by `opts` outlive the call.
     let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
     if rc < 0 {
-        return Err(Error::io("BPF_PROG_RUN (program cost)", std::io::Error::from_raw_os_error(-rc)));
+        return Err(Error::io(
+            "BPF_PROG_RUN (program cost)",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
     }
     Ok(f64::from(opts.duration))
 }

@@ -16,7 +16,9 @@ pub struct ApiFailure {
 impl ApiFailure {
     /// The one-line message.
     pub fn message(&self) -> String {
-        self.body["message"].as_str().map_or_else(|| format!("HTTP {}", self.status), str::to_string)
+        self.body["message"]
+            .as_str()
+            .map_or_else(|| format!("HTTP {}", self.status), str::to_string)
     }
 }
 
@@ -34,13 +36,22 @@ pub struct Client {
 impl Client {
     /// A client for the server at `base` (e.g. `http://127.0.0.1:9610`) using `token`.
     pub fn new(base: &str, token: &str) -> Self {
-        let agent = ureq::AgentBuilder::new().timeout(std::time::Duration::from_secs(120)).build();
-        Self { base: base.trim_end_matches('/').to_string(), token: token.to_string(), agent }
+        let agent = ureq::AgentBuilder::new()
+            .timeout(std::time::Duration::from_secs(120))
+            .build();
+        Self {
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            agent,
+        }
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Reply> {
         let url = format!("{}{path}", self.base);
-        let req = self.agent.request(method, &url).set("Authorization", &format!("Bearer {}", self.token));
+        let req = self
+            .agent
+            .request(method, &url)
+            .set("Authorization", &format!("Bearer {}", self.token));
         let res = match body {
             Some(b) => req.send_bytes(b),
             None => req.call(),

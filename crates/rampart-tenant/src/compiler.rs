@@ -32,7 +32,10 @@ const HEADERS: &[(&str, &str)] = &[
     ("lib/parse.h", include_str!("../../../bpf/lib/parse.h")),
     ("lib/csum.h", include_str!("../../../bpf/lib/csum.h")),
     ("shared/abi.h", include_str!("../../../bpf/shared/abi.h")),
-    ("shared/parse.h", include_str!("../../../bpf/shared/parse.h")),
+    (
+        "shared/parse.h",
+        include_str!("../../../bpf/shared/parse.h"),
+    ),
 ];
 
 /// The infrastructure wrapper object (built by build.rs from `bpf/tenant/wrapper.bpf.c`).
@@ -63,9 +66,9 @@ impl<'a> Submission<'a> {
         if bytes.starts_with(b"\x7fELF") {
             Ok(Submission::Object(bytes))
         } else {
-            std::str::from_utf8(bytes)
-                .map(Submission::C)
-                .map_err(|_| Error::Invalid("the program is neither a BPF ELF object nor UTF-8 C source".into()))
+            std::str::from_utf8(bytes).map(Submission::C).map_err(|_| {
+                Error::Invalid("the program is neither a BPF ELF object nor UTF-8 C source".into())
+            })
         }
     }
 }
@@ -108,7 +111,14 @@ pub fn find_clang() -> Option<String> {
     }
     ["clang-14", "clang"]
         .into_iter()
-        .find(|c| Command::new(c).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok())
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok()
+        })
         .map(str::to_string)
 }
 
@@ -143,31 +153,57 @@ impl Compiler {
             Submission::C(src) => {
                 let t0 = Instant::now();
                 let (obj, warnings) = self.compile(src, dir.path())?;
-                (obj, BuildInfo { from: "c", compile_ms: t0.elapsed().as_secs_f64() * 1e3, warnings })
+                (
+                    obj,
+                    BuildInfo {
+                        from: "c",
+                        compile_ms: t0.elapsed().as_secs_f64() * 1e3,
+                        warnings,
+                    },
+                )
             }
             Submission::Object(b) => {
                 if b.len() > MAX_OBJECT {
-                    return Err(Error::Invalid(format!("object of {} bytes exceeds {MAX_OBJECT}", b.len())));
+                    return Err(Error::Invalid(format!(
+                        "object of {} bytes exceeds {MAX_OBJECT}",
+                        b.len()
+                    )));
                 }
-                (b.to_vec(), BuildInfo { from: "object", compile_ms: 0.0, warnings: String::new() })
+                (
+                    b.to_vec(),
+                    BuildInfo {
+                        from: "object",
+                        compile_ms: 0.0,
+                        warnings: String::new(),
+                    },
+                )
             }
         };
         let mut report = confine::check_elf(&obj, &self.policy)?;
         confine::check_maps(&obj, &self.policy, &mut report)?;
         let linked = link(&obj, dir.path())?;
-        Ok(Built { tenant_object: obj, linked, report, info })
+        Ok(Built {
+            tenant_object: obj,
+            linked,
+            report,
+            info,
+        })
     }
 
     fn compile(&self, src: &str, dir: &Path) -> Result<(Vec<u8>, String)> {
         if src.len() > MAX_SOURCE {
-            return Err(Error::Invalid(format!("source of {} bytes exceeds {MAX_SOURCE}", src.len())));
+            return Err(Error::Invalid(format!(
+                "source of {} bytes exceeds {MAX_SOURCE}",
+                src.len()
+            )));
         }
         check_source(src)?;
         let inc = dir.join("include");
         for (rel, text) in HEADERS {
             let p = inc.join(rel);
             if let Some(parent) = p.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| Error::io("writing the tenant headers", e))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| Error::io("writing the tenant headers", e))?;
             }
             std::fs::write(&p, text).map_err(|e| Error::io("writing the tenant headers", e))?;
         }
@@ -175,7 +211,15 @@ impl Compiler {
         let o = dir.join("tenant.o");
         std::fs::write(&c, src).map_err(|e| Error::io("writing the tenant source", e))?;
         let mut child = Command::new(&self.clang)
-            .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Wno-unused-function", "-fno-color-diagnostics"])
+            .args([
+                "-O2",
+                "-g",
+                "-target",
+                "bpf",
+                "-Wall",
+                "-Wno-unused-function",
+                "-fno-color-diagnostics",
+            ])
             .arg("-I")
             .arg(&inc)
             .arg("-I/usr/include/x86_64-linux-gnu")
@@ -204,7 +248,9 @@ impl Compiler {
                 Ok(None) if t0.elapsed() > CLANG_TIMEOUT => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(Error::Compile { stderr: format!("compilation took longer than {CLANG_TIMEOUT:?}") });
+                    return Err(Error::Compile {
+                        stderr: format!("compilation took longer than {CLANG_TIMEOUT:?}"),
+                    });
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(5)),
                 Err(e) => return Err(Error::io("waiting for clang", e)),
@@ -214,7 +260,9 @@ impl Compiler {
         // Paths of the temporary directory mean nothing to the tenant.
         let diag = diag.replace(&format!("{}/", dir.display()), "");
         if !status.success() {
-            return Err(Error::Compile { stderr: diag.trim().to_string() });
+            return Err(Error::Compile {
+                stderr: diag.trim().to_string(),
+            });
         }
         let obj = std::fs::read(&o).map_err(|e| Error::io("reading the compiled object", e))?;
         Ok((obj, diag.trim().to_string()))
@@ -231,10 +279,16 @@ pub fn link(tenant_obj: &[u8], dir: &Path) -> Result<Vec<u8>> {
     let out = dir.join("linked.o");
     std::fs::write(&t, tenant_obj).map_err(|e| Error::io("writing the tenant object", e))?;
     std::fs::write(&w, WRAPPER_OBJ).map_err(|e| Error::io("writing the wrapper object", e))?;
-    let mut l = libbpf_rs::Linker::new(&out).map_err(|e| Error::bpf("starting the BPF linker", e))?;
-    l.add_file(&t).map_err(|e| Error::Refused { reason: format!("the BPF linker refused the object: {e}") })?;
-    l.add_file(&w).map_err(|e| Error::Refused { reason: format!("linking with the infrastructure failed: {e}") })?;
-    l.link().map_err(|e| Error::bpf("writing the linked object", e))?;
+    let mut l =
+        libbpf_rs::Linker::new(&out).map_err(|e| Error::bpf("starting the BPF linker", e))?;
+    l.add_file(&t).map_err(|e| Error::Refused {
+        reason: format!("the BPF linker refused the object: {e}"),
+    })?;
+    l.add_file(&w).map_err(|e| Error::Refused {
+        reason: format!("linking with the infrastructure failed: {e}"),
+    })?;
+    l.link()
+        .map_err(|e| Error::bpf("writing the linked object", e))?;
     drop(l);
     std::fs::read(&out).map_err(|e| Error::io("reading the linked object", e))
 }
@@ -248,7 +302,9 @@ fn include_allowed(target: &str) -> bool {
     if !target.starts_with('<') {
         return false;
     }
-    let ok_chars = inner.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '.' | '-'));
+    let ok_chars = inner
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '.' | '-'));
     ok_chars
         && !inner.contains("..")
         && inner.ends_with(".h")
@@ -265,15 +321,25 @@ pub fn check_source(src: &str) -> Result<()> {
     let joined = src.replace("\\\r\n", "").replace("\\\n", "");
     for word in ["__has_include", "incbin", "#embed"] {
         if joined.contains(word) {
-            return Err(Error::Refused { reason: format!("{word:?} is not allowed in tenant sources") });
+            return Err(Error::Refused {
+                reason: format!("{word:?} is not allowed in tenant sources"),
+            });
         }
     }
     for (n, line) in joined.lines().enumerate() {
         let t = line.trim_start();
-        let Some(rest) = t.strip_prefix('#') else { continue };
+        let Some(rest) = t.strip_prefix('#') else {
+            continue;
+        };
         let rest = rest.trim_start();
-        let directive: String = rest.chars().take_while(|c| c.is_ascii_alphabetic() || *c == '_').collect();
-        if matches!(directive.as_str(), "include" | "include_next" | "import" | "embed") {
+        let directive: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+            .collect();
+        if matches!(
+            directive.as_str(),
+            "include" | "include_next" | "import" | "embed"
+        ) {
             let arg = rest[directive.len()..].trim();
             let target_end = match arg.chars().next() {
                 Some('<') => arg.find('>'),
@@ -283,7 +349,9 @@ pub fn check_source(src: &str) -> Result<()> {
             let ok = target_end.is_some_and(|e| {
                 let target = &arg[..=e];
                 let tail = arg[e + 1..].trim();
-                directive == "include" && include_allowed(target) && (tail.is_empty() || tail.starts_with("//"))
+                directive == "include"
+                    && include_allowed(target)
+                    && (tail.is_empty() || tail.starts_with("//"))
             });
             if !ok {
                 return Err(Error::Refused {
@@ -324,8 +392,14 @@ mod tests {
 
     #[test]
     fn submissions_are_detected() {
-        assert!(matches!(Submission::detect(b"\x7fELF\x02").unwrap(), Submission::Object(_)));
-        assert!(matches!(Submission::detect(b"int x;").unwrap(), Submission::C(_)));
+        assert!(matches!(
+            Submission::detect(b"\x7fELF\x02").unwrap(),
+            Submission::Object(_)
+        ));
+        assert!(matches!(
+            Submission::detect(b"int x;").unwrap(),
+            Submission::C(_)
+        ));
         assert!(Submission::detect(&[0xff, 0xfe, 0]).is_err());
     }
 
@@ -335,7 +409,10 @@ mod tests {
         let f = object::File::parse(WRAPPER_OBJ).unwrap();
         for s in f.sections() {
             let n = s.name().unwrap();
-            assert!(!(n.starts_with(".data") || n.starts_with(".bss") || n.starts_with(".rodata")), "wrapper has {n}");
+            assert!(
+                !(n.starts_with(".data") || n.starts_with(".bss") || n.starts_with(".rodata")),
+                "wrapper has {n}"
+            );
         }
     }
 }

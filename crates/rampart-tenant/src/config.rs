@@ -75,7 +75,9 @@ fn default_listen() -> SocketAddr {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        Self { listen: default_listen() }
+        Self {
+            listen: default_listen(),
+        }
     }
 }
 
@@ -135,7 +137,9 @@ mod mode_serde {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<XdpMode, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 
@@ -181,7 +185,12 @@ fn default_bucket() -> f64 {
 
 impl Default for FairnessConfig {
     fn default() -> Self {
-        Self { enabled: true, budget_cores: default_budget(), period_ms: default_period(), bucket_ms: default_bucket() }
+        Self {
+            enabled: true,
+            budget_cores: default_budget(),
+            period_ms: default_period(),
+            bucket_ms: default_bucket(),
+        }
     }
 }
 
@@ -217,14 +226,20 @@ fn default_map_bytes() -> u64 {
 
 impl Default for LimitsConfig {
     fn default() -> Self {
-        Self { max_insns: default_insns(), max_map_bytes: default_map_bytes() }
+        Self {
+            max_insns: default_insns(),
+            max_map_bytes: default_map_bytes(),
+        }
     }
 }
 
 impl LimitsConfig {
     /// As a confinement policy.
     pub fn policy(&self) -> Policy {
-        Policy { max_insns: self.max_insns, max_map_bytes: self.max_map_bytes }
+        Policy {
+            max_insns: self.max_insns,
+            max_map_bytes: self.max_map_bytes,
+        }
     }
 }
 
@@ -263,17 +278,26 @@ fn one() -> u32 {
 
 /// SHA-256 of a token, lowercase hex.
 pub fn token_hash(token: &str) -> String {
-    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 32 && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    !s.is_empty()
+        && s.len() <= 32
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 impl TenantConfig {
     /// The token hash this tenant authenticates with.
     pub fn hash(&self) -> Option<String> {
-        self.token_sha256.clone().map(|h| h.to_ascii_lowercase()).or_else(|| self.token.as_deref().map(token_hash))
+        self.token_sha256
+            .clone()
+            .map(|h| h.to_ascii_lowercase())
+            .or_else(|| self.token.as_deref().map(token_hash))
     }
 }
 
@@ -283,7 +307,8 @@ impl Config {
     /// # Errors
     /// Unreadable file, TOML syntax, or [`Config::validate`].
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         Self::parse(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
     }
 
@@ -292,8 +317,8 @@ impl Config {
     /// # Errors
     /// TOML syntax or [`Config::validate`].
     pub fn parse(text: &str) -> Result<Self> {
-        let mut c: Config =
-            toml::from_str(text).map_err(|e| Error::Invalid(e.to_string().replace('\n', " ").trim().to_string()))?;
+        let mut c: Config = toml::from_str(text)
+            .map_err(|e| Error::Invalid(e.to_string().replace('\n', " ").trim().to_string()))?;
         c.validate()?;
         Ok(c)
     }
@@ -310,11 +335,15 @@ impl Config {
             )));
         }
         if self.infra.interfaces.is_empty() {
-            return Err(Error::Invalid("infra.interfaces is empty: name at least one interface (e.g. [\"host0\"])".into()));
+            return Err(Error::Invalid(
+                "infra.interfaces is empty: name at least one interface (e.g. [\"host0\"])".into(),
+            ));
         }
         self.fairness.tokens().validate()?;
         if self.limits.max_insns == 0 || self.limits.max_insns > 1_000_000 {
-            return Err(Error::Invalid("limits.max_insns must be within 1..=1000000".into()));
+            return Err(Error::Invalid(
+                "limits.max_insns must be within 1..=1000000".into(),
+            ));
         }
         let mut names = BTreeSet::new();
         let mut ids = BTreeSet::new();
@@ -330,48 +359,78 @@ impl Config {
                     )));
                 }
                 if !ids.insert(id) {
-                    return Err(Error::Invalid(format!("tenant {:?}: id {id} is used twice", t.name)));
+                    return Err(Error::Invalid(format!(
+                        "tenant {:?}: id {id} is used twice",
+                        t.name
+                    )));
                 }
             }
         }
         let mut next = 1;
         for t in &mut self.tenants {
             if !valid_name(&t.name) {
-                return Err(Error::Invalid(format!("tenant name {:?}: use 1-32 letters, digits, '-' or '_'", t.name)));
+                return Err(Error::Invalid(format!(
+                    "tenant name {:?}: use 1-32 letters, digits, '-' or '_'",
+                    t.name
+                )));
             }
             if !names.insert(t.name.clone()) {
-                return Err(Error::Invalid(format!("tenant {:?} is defined twice", t.name)));
+                return Err(Error::Invalid(format!(
+                    "tenant {:?} is defined twice",
+                    t.name
+                )));
             }
             if t.id.is_none() {
                 while ids.contains(&next) {
                     next += 1;
                 }
                 if next >= TENANT_MAX {
-                    return Err(Error::Invalid(format!("too many tenants: at most {}", TENANT_MAX - 1)));
+                    return Err(Error::Invalid(format!(
+                        "too many tenants: at most {}",
+                        TENANT_MAX - 1
+                    )));
                 }
                 t.id = Some(next);
                 ids.insert(next);
             }
             if t.weight == 0 {
-                return Err(Error::Invalid(format!("tenant {:?}: weight must be ≥ 1", t.name)));
+                return Err(Error::Invalid(format!(
+                    "tenant {:?}: weight must be ≥ 1",
+                    t.name
+                )));
             }
             match (&t.token, &t.token_sha256) {
                 (Some(_), Some(_)) => {
-                    return Err(Error::Invalid(format!("tenant {:?}: give token or token_sha256, not both", t.name)))
+                    return Err(Error::Invalid(format!(
+                        "tenant {:?}: give token or token_sha256, not both",
+                        t.name
+                    )))
                 }
                 (None, None) => {
-                    return Err(Error::Invalid(format!("tenant {:?}: missing token (or token_sha256)", t.name)))
+                    return Err(Error::Invalid(format!(
+                        "tenant {:?}: missing token (or token_sha256)",
+                        t.name
+                    )))
                 }
                 (Some(tok), None) if tok.len() < 8 => {
-                    return Err(Error::Invalid(format!("tenant {:?}: token shorter than 8 characters", t.name)))
+                    return Err(Error::Invalid(format!(
+                        "tenant {:?}: token shorter than 8 characters",
+                        t.name
+                    )))
                 }
                 (None, Some(h)) if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) => {
-                    return Err(Error::Invalid(format!("tenant {:?}: token_sha256 must be 64 hex digits", t.name)))
+                    return Err(Error::Invalid(format!(
+                        "tenant {:?}: token_sha256 must be 64 hex digits",
+                        t.name
+                    )))
                 }
                 _ => {}
             }
             if !hashes.insert(t.hash()) {
-                return Err(Error::Invalid(format!("tenant {:?}: its token is also another tenant's", t.name)));
+                return Err(Error::Invalid(format!(
+                    "tenant {:?}: its token is also another tenant's",
+                    t.name
+                )));
             }
             if t.ports.len() > TENANT_PORTS_MAX as usize {
                 return Err(Error::Invalid(format!(
@@ -424,12 +483,24 @@ mod tests {
     #[test]
     fn bad_configs_say_what_to_fix() {
         for (patch, why) in [
-            (OK.replace("vlan:7", "prefix:10.20.1.0/24"), "claimed by tenants"),
+            (
+                OK.replace("vlan:7", "prefix:10.20.1.0/24"),
+                "claimed by tenants",
+            ),
             (OK.replace("id = 1", "id = 64"), "out of range"),
             (OK.replace("name = \"b\"", "name = \"a\""), "defined twice"),
-            (OK.replace("token = \"secret-a-123\"", "token = \"x\""), "shorter than 8"),
-            (OK.replace("interfaces = [\"host0\"]", "interfaces = []"), "interfaces is empty"),
-            (OK.replace("selectors = [\"vlan:7\"]", "selectors = [\"vlan:9999\"]"), "out of range"),
+            (
+                OK.replace("token = \"secret-a-123\"", "token = \"x\""),
+                "shorter than 8",
+            ),
+            (
+                OK.replace("interfaces = [\"host0\"]", "interfaces = []"),
+                "interfaces is empty",
+            ),
+            (
+                OK.replace("selectors = [\"vlan:7\"]", "selectors = [\"vlan:9999\"]"),
+                "out of range",
+            ),
             (OK.replace("[infra]", "[infra]\nbogus = 1"), "unknown field"),
         ] {
             let e = Config::parse(&patch).unwrap_err().to_string();

@@ -113,7 +113,10 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { max_insns: 4096, max_map_bytes: 64 << 20 }
+        Self {
+            max_insns: 4096,
+            max_map_bytes: 64 << 20,
+        }
     }
 }
 
@@ -146,12 +149,16 @@ pub struct CheckReport {
 }
 
 fn refuse(reason: impl Into<String>) -> Error {
-    Error::Refused { reason: reason.into() }
+    Error::Refused {
+        reason: reason.into(),
+    }
 }
 
 fn section_allowed(name: &str) -> bool {
-    matches!(name, "" | ".text" | ".maps" | ".bss" | "license" | ".BTF" | ".BTF.ext" | ".symtab" | ".strtab")
-        || name == ".rodata"
+    matches!(
+        name,
+        "" | ".text" | ".maps" | ".bss" | "license" | ".BTF" | ".BTF.ext" | ".symtab" | ".strtab"
+    ) || name == ".rodata"
         || name.starts_with(".rodata.")
         || name == ".data"
         || name.starts_with(".data.")
@@ -190,7 +197,9 @@ pub fn check_elf(obj: &[u8], policy: &Policy) -> Result<CheckReport> {
             }));
         }
         if sec.kind() == SectionKind::Text && name != ".text" {
-            return Err(refuse(format!("executable section {name:?}: only .text is allowed")));
+            return Err(refuse(format!(
+                "executable section {name:?}: only .text is allowed"
+            )));
         }
         if name == "license" {
             let data = sec.data().unwrap_or_default();
@@ -205,14 +214,18 @@ pub fn check_elf(obj: &[u8], policy: &Policy) -> Result<CheckReport> {
         }
         if name == ".text" {
             text_index = Some(sec.index());
-            let code = sec.data().map_err(|e| refuse(format!("unreadable .text: {e}")))?;
+            let code = sec
+                .data()
+                .map_err(|e| refuse(format!("unreadable .text: {e}")))?;
             let (n, h) = check_insns(code)?;
             insns = n;
             helpers = h;
         }
     }
     if text_index.is_none() {
-        return Err(refuse(format!("no .text section: the object must define {ENTRY}()")));
+        return Err(refuse(format!(
+            "no .text section: the object must define {ENTRY}()"
+        )));
     }
     if insns > policy.max_insns {
         return Err(refuse(format!(
@@ -235,12 +248,17 @@ pub fn check_elf(obj: &[u8], policy: &Policy) -> Result<CheckReport> {
             )));
         }
         if sym.is_weak() {
-            return Err(refuse(format!("weak symbol {name:?}: weak definitions are not allowed")));
+            return Err(refuse(format!(
+                "weak symbol {name:?}: weak definitions are not allowed"
+            )));
         }
         if name == ENTRY {
-            let in_text = matches!(sym.section(), SymbolSection::Section(i) if Some(i) == text_index);
+            let in_text =
+                matches!(sym.section(), SymbolSection::Section(i) if Some(i) == text_index);
             if !(in_text && sym.is_global() && sym.kind() == object::SymbolKind::Text) {
-                return Err(refuse(format!("{ENTRY} must be a global (non-static) function in .text")));
+                return Err(refuse(format!(
+                    "{ENTRY} must be a global (non-static) function in .text"
+                )));
             }
             entry = true;
         }
@@ -250,13 +268,18 @@ pub fn check_elf(obj: &[u8], policy: &Policy) -> Result<CheckReport> {
             "no {ENTRY}() found: define `int {ENTRY}(struct xdp_md *ctx)` (non-static)"
         )));
     }
-    Ok(CheckReport { insns, helpers, maps: Vec::new(), map_bytes: 0 })
+    Ok(CheckReport {
+        insns,
+        helpers,
+        maps: Vec::new(),
+        map_bytes: 0,
+    })
 }
 
 /// Walk the instructions of `.text`: count them and check every call.
 /// Returns the instruction count and the helpers used.
 fn check_insns(code: &[u8]) -> Result<(usize, Vec<String>)> {
-    if code.len() % 8 != 0 {
+    if !code.len().is_multiple_of(8) {
         return Err(refuse(".text is not a whole number of BPF instructions"));
     }
     let mut helpers = std::collections::BTreeSet::new();
@@ -345,10 +368,20 @@ pub fn check_maps(obj: &[u8], policy: &Policy, report: &mut CheckReport) -> Resu
         let Some((_, kind)) = ALLOWED_MAP_TYPES.iter().find(|(t, _)| *t == ty) else {
             return Err(refuse(format!(
                 "map {name:?} has type #{ty}, which is not allowed (allowed: {})",
-                ALLOWED_MAP_TYPES.iter().map(|(_, n)| *n).collect::<Vec<_>>().join(", ")
+                ALLOWED_MAP_TYPES
+                    .iter()
+                    .map(|(_, n)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         };
-        maps.push(MapDecl { name, kind: (*kind).to_string(), key_size: key, value_size: val, max_entries: entries });
+        maps.push(MapDecl {
+            name,
+            kind: (*kind).to_string(),
+            key_size: key,
+            value_size: val,
+            max_entries: entries,
+        });
     }
     if total > policy.max_map_bytes {
         return Err(refuse(format!(
@@ -377,12 +410,25 @@ mod tests {
         let (n, h) = check_insns(&ok).unwrap();
         assert_eq!(n, 3);
         assert_eq!(h, vec!["bpf_ktime_get_ns", "bpf_map_lookup_elem"]);
-        for (id, what) in [(4, "bpf_probe_read"), (12, "bpf_tail_call"), (23, "bpf_redirect"), (51, "bpf_redirect_map"), (113, "bpf_probe_read_kernel"), (999, "#999")] {
+        for (id, what) in [
+            (4, "bpf_probe_read"),
+            (12, "bpf_tail_call"),
+            (23, "bpf_redirect"),
+            (51, "bpf_redirect_map"),
+            (113, "bpf_probe_read_kernel"),
+            (999, "#999"),
+        ] {
             let e = check_insns(&insn(0x85, 0, id)).unwrap_err().to_string();
             assert!(e.contains(what), "{id}: {e}");
         }
-        assert!(check_insns(&insn(0x85, 2, 77)).unwrap_err().to_string().contains("kfunc"));
-        assert!(check_insns(&insn(0x8d, 0, 0)).unwrap_err().to_string().contains("indirect"));
+        assert!(check_insns(&insn(0x85, 2, 77))
+            .unwrap_err()
+            .to_string()
+            .contains("kfunc"));
+        assert!(check_insns(&insn(0x8d, 0, 0))
+            .unwrap_err()
+            .to_string()
+            .contains("indirect"));
         // A bpf-to-bpf call is fine.
         assert!(check_insns(&insn(0x85, 1, 3)).is_ok());
     }
@@ -390,7 +436,10 @@ mod tests {
     #[test]
     fn ld_imm64_with_a_preset_pseudo_source_is_refused() {
         let ld = [insn(0x18, 1, 5), insn(0, 0, 0)].concat();
-        assert!(check_insns(&ld).unwrap_err().to_string().contains("pseudo source 1"));
+        assert!(check_insns(&ld)
+            .unwrap_err()
+            .to_string()
+            .contains("pseudo source 1"));
         // The second slot of a plain ld_imm64 is not decoded as an instruction.
         let ld = [insn(0x18, 0, 5), insn(0x85, 0, 4)].concat();
         assert_eq!(check_insns(&ld).unwrap().0, 2);
@@ -398,7 +447,9 @@ mod tests {
 
     #[test]
     fn non_elf_input_is_refused() {
-        let e = check_elf(b"int tenant_main;", &Policy::default()).unwrap_err().to_string();
+        let e = check_elf(b"int tenant_main;", &Policy::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not an ELF object"), "{e}");
     }
 }

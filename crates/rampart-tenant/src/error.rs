@@ -54,10 +54,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     pub(crate) fn bpf(context: impl Into<String>, source: libbpf_rs::Error) -> Self {
-        Error::Dataplane(rampart_dataplane::Error::Bpf { context: context.into(), source })
+        Error::Dataplane(rampart_dataplane::Error::Bpf {
+            context: context.into(),
+            source,
+        })
     }
 }

@@ -163,7 +163,10 @@ pub struct HostAgent {
 
 impl std::fmt::Debug for HostAgent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostAgent").field("instance", &self.cfg.infra.name).field("generation", &self.gen_no).finish()
+        f.debug_struct("HostAgent")
+            .field("instance", &self.cfg.infra.name)
+            .field("generation", &self.gen_no)
+            .finish()
     }
 }
 
@@ -181,7 +184,8 @@ fn reuse_shared(obj: &mut libbpf_rs::OpenObject, shared: &BTreeMap<String, Owned
         let fd = shared
             .get(&name)
             .ok_or_else(|| Error::Invalid(format!("object declares unknown shared map {name}")))?;
-        m.reuse_fd(fd.as_fd()).map_err(ctx_err(format!("reusing map {name}")))?;
+        m.reuse_fd(fd.as_fd())
+            .map_err(ctx_err(format!("reusing map {name}")))?;
     }
     Ok(())
 }
@@ -201,9 +205,14 @@ fn percpu_values(fd: RawFd, key: u32, size: usize) -> Result<Vec<Vec<u8>>> {
     let stride = (size + 7) & !7;
     let mut buf = vec![0u8; stride * ncpu];
     // SAFETY: `buf` holds one rounded value per possible CPU, as the kernel writes for per-CPU maps.
-    let rc = unsafe { libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), buf.as_mut_ptr().cast()) };
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), buf.as_mut_ptr().cast())
+    };
     if rc < 0 {
-        return Err(Error::io("reading a per-CPU map", std::io::Error::from_raw_os_error(-rc)));
+        return Err(Error::io(
+            "reading a per-CPU map",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
     }
     Ok(buf.chunks(stride).map(|c| c[..size].to_vec()).collect())
 }
@@ -211,9 +220,14 @@ fn percpu_values(fd: RawFd, key: u32, size: usize) -> Result<Vec<Vec<u8>>> {
 fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
     let mut v = 0u64;
     // SAFETY: 4-byte key and 8-byte value buffers match the map.
-    let rc = unsafe { libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), (&raw mut v).cast()) };
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), (&raw mut v).cast())
+    };
     if rc < 0 {
-        return Err(Error::io("reading a map", std::io::Error::from_raw_os_error(-rc)));
+        return Err(Error::io(
+            "reading a map",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
     }
     Ok(v)
 }
@@ -222,7 +236,10 @@ fn delete_raw(fd: RawFd, key: &[u8]) -> Result<()> {
     // SAFETY: key buffer of the map's key size.
     let rc = unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) };
     if rc < 0 && -rc != libc::ENOENT {
-        return Err(Error::io("deleting a map entry", std::io::Error::from_raw_os_error(-rc)));
+        return Err(Error::io(
+            "deleting a map entry",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
     }
     Ok(())
 }
@@ -248,12 +265,19 @@ fn prog_id(fd: RawFd) -> u32 {
 }
 
 fn unix_now() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// The verifier's verdict line(s): the last non-empty lines of the log.
 fn verifier_summary(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     let tail: Vec<&str> = lines
         .iter()
         .rev()
@@ -293,20 +317,29 @@ impl HostAgent {
         let open = XdpTenantDispatchSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .map_err(ctx_err("opening xdp_tenant_dispatch"))?;
-        let skel = open.load().map_err(ctx_err("loading xdp_tenant_dispatch"))?;
+        let skel = open
+            .load()
+            .map_err(ctx_err("loading xdp_tenant_dispatch"))?;
         let mut shared = BTreeMap::new();
         for m in skel.object().maps() {
             let name = m.name().to_string_lossy().into_owned();
             if name.starts_with(SHARED_PREFIX) && name != PROGS_MAP {
-                let fd = m.as_fd().try_clone_to_owned().map_err(|e| Error::io("duplicating a map fd", e))?;
+                let fd = m
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| Error::io("duplicating a map fd", e))?;
                 shared.insert(name, fd);
             }
         }
         let fairness = cfg.fairness.tokens();
         let tokens = TokenGenerator::start(
             fairness,
-            shared["rampart_t_grant"].try_clone().map_err(|e| Error::io("duplicating a map fd", e))?,
-            shared["rampart_t_used"].try_clone().map_err(|e| Error::io("duplicating a map fd", e))?,
+            shared["rampart_t_grant"]
+                .try_clone()
+                .map_err(|e| Error::io("duplicating a map fd", e))?,
+            shared["rampart_t_used"]
+                .try_clone()
+                .map_err(|e| Error::io("duplicating a map fd", e))?,
         )?;
         let mut agent = Self {
             cfg,
@@ -342,14 +375,22 @@ impl HostAgent {
                 .open(rampart_dataplane::skel::object_storage())
                 .map_err(ctx_err("opening xdp_tenant_acct"))?;
             reuse_shared(open.open_object_mut(), &self.shared)?;
-            let mut skel = open.load().map_err(ctx_err("loading xdp_tenant_acct (tp_btf tracepoints)"))?;
-            skel.attach().map_err(ctx_err("attaching the accounting tracepoints"))?;
+            let mut skel = open
+                .load()
+                .map_err(ctx_err("loading xdp_tenant_acct (tp_btf tracepoints)"))?;
+            skel.attach()
+                .map_err(ctx_err("attaching the accounting tracepoints"))?;
             self.acct = Some(skel);
         }
         if self.cfg.infra.attach {
             let fd = self.dispatcher_fd();
             for (name, _) in self.ifindexes.clone() {
-                let link = XdpLink::attach(fd, self.cfg.infra.netns.as_deref(), &name, self.cfg.infra.mode)?;
+                let link = XdpLink::attach(
+                    fd,
+                    self.cfg.infra.netns.as_deref(),
+                    &name,
+                    self.cfg.infra.mode,
+                )?;
                 self.links.push((name, link));
             }
         }
@@ -371,7 +412,12 @@ impl HostAgent {
             vxlan_port: u32::from(self.cfg.infra.vxlan_port),
             recheck: u32::from(self.cfg.infra.recheck),
         };
-        rampart_dataplane::maps::update_raw(self.shared_fd("rampart_t_glob"), &0u32.to_ne_bytes(), abi::bytes(&g), 0)?;
+        rampart_dataplane::maps::update_raw(
+            self.shared_fd("rampart_t_glob"),
+            &0u32.to_ne_bytes(),
+            abi::bytes(&g),
+            0,
+        )?;
         Ok(())
     }
 
@@ -391,7 +437,9 @@ impl HostAgent {
 
     /// fd of the running dispatcher program (for BPF_PROG_RUN).
     pub fn dispatcher_fd(&self) -> RawFd {
-        self.generation.as_ref().map_or(-1, |g| g.progs.xdp_tenant_dispatch.as_fd().as_raw_fd())
+        self.generation
+            .as_ref()
+            .map_or(-1, |g| g.progs.xdp_tenant_dispatch.as_fd().as_raw_fd())
     }
 
     /// Number of the running generation.
@@ -406,7 +454,10 @@ impl HostAgent {
 
     /// Tenant id by name.
     pub fn tenant_id(&self, name: &str) -> Option<u32> {
-        self.tenants.iter().find(|(_, t)| t.cfg.name == name).map(|(id, _)| *id)
+        self.tenants
+            .iter()
+            .find(|(_, t)| t.cfg.name == name)
+            .map(|(id, _)| *id)
     }
 
     /// A tenant's configuration.
@@ -426,7 +477,11 @@ impl HostAgent {
         for (id, t) in &self.tenants {
             let have = t.cfg.hash().unwrap_or_default();
             let eq = have.len() == want.len()
-                && have.bytes().zip(want.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0;
+                && have
+                    .bytes()
+                    .zip(want.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0;
             if eq {
                 found = Some(*id);
             }
@@ -435,12 +490,21 @@ impl HostAgent {
     }
 
     fn add_tenant(&mut self, t: TenantConfig) -> Result<()> {
-        let tid = t.id.ok_or_else(|| Error::Invalid(format!("tenant {:?} has no id", t.name)))?;
+        let tid =
+            t.id.ok_or_else(|| Error::Invalid(format!("tenant {:?} has no id", t.name)))?;
         if tid == 0 || tid >= TENANT_MAX {
             return Err(Error::Invalid(format!("tenant id {tid} out of range")));
         }
-        let cfg = abi::Cfg { flags: F_ACTIVE, _pad: 0 };
-        rampart_dataplane::maps::update_raw(self.shared_fd("rampart_t_cfg"), &tid.to_ne_bytes(), abi::bytes(&cfg), 0)?;
+        let cfg = abi::Cfg {
+            flags: F_ACTIVE,
+            _pad: 0,
+        };
+        rampart_dataplane::maps::update_raw(
+            self.shared_fd("rampart_t_cfg"),
+            &tid.to_ne_bytes(),
+            abi::bytes(&cfg),
+            0,
+        )?;
         // Redirect ports: resolved inside the namespace (DEVMAP semantics).
         let ports_fd = self.shared_fd("rampart_t_ports");
         let ns = self.cfg.infra.netns.clone();
@@ -450,9 +514,17 @@ impl HostAgent {
             let idx = netns::ifindex(ns.as_deref(), port)?;
             let slot = tid * TENANT_PORTS_MAX + n as u32;
             netns::run_in(ns.as_deref(), || {
-                rampart_dataplane::maps::update_raw(ports_fd, &slot.to_ne_bytes(), &idx.to_ne_bytes(), 0)
+                rampart_dataplane::maps::update_raw(
+                    ports_fd,
+                    &slot.to_ne_bytes(),
+                    &idx.to_ne_bytes(),
+                    0,
+                )
             })?;
-            devs.push(DevKey { netns_ino: ino, ifindex: idx });
+            devs.push(DevKey {
+                netns_ino: ino,
+                ifindex: idx,
+            });
         }
         if let Some(dns) = &t.domain_netns {
             let dino = netns_ino(Some(dns))?;
@@ -466,14 +538,32 @@ impl HostAgent {
                     })
                     .unwrap_or_default())
             })?;
-            devs.extend(idxs.into_iter().map(|i| DevKey { netns_ino: dino, ifindex: i }));
+            devs.extend(idxs.into_iter().map(|i| DevKey {
+                netns_ino: dino,
+                ifindex: i,
+            }));
         }
         for d in &devs {
-            rampart_dataplane::maps::update_raw(self.shared_fd("rampart_t_devs"), abi::bytes(d), &tid.to_ne_bytes(), 0)?;
+            rampart_dataplane::maps::update_raw(
+                self.shared_fd("rampart_t_devs"),
+                abi::bytes(d),
+                &tid.to_ne_bytes(),
+                0,
+            )?;
         }
         self.tokens.set_tenant(tid, t.weight)?;
         let sels = t.selectors.clone();
-        self.tenants.insert(tid, Tenant { cfg: TenantConfig { selectors: Vec::new(), ..t }, program: None, versions: 0 });
+        self.tenants.insert(
+            tid,
+            Tenant {
+                cfg: TenantConfig {
+                    selectors: Vec::new(),
+                    ..t
+                },
+                program: None,
+                versions: 0,
+            },
+        );
         self.set_selectors(tid, sels)?;
         Ok(())
     }
@@ -503,15 +593,23 @@ impl HostAgent {
             if *oid == tid {
                 continue;
             }
-            if let Some(s) = sels.iter().find(|s| o.cfg.selectors.iter().any(|x| x.same_key(s))) {
-                return Err(Error::Conflict(format!("selector {s} belongs to another tenant")));
+            if let Some(s) = sels
+                .iter()
+                .find(|s| o.cfg.selectors.iter().any(|x| x.same_key(s)))
+            {
+                return Err(Error::Conflict(format!(
+                    "selector {s} belongs to another tenant"
+                )));
             }
         }
         let mut new_keys = Vec::new();
         for s in &sels {
             new_keys.extend(self.selector_keys(s)?);
         }
-        let t = self.tenants.get(&tid).ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
         let mut old_keys = Vec::new();
         for s in &t.cfg.selectors {
             old_keys.extend(self.selector_keys(s)?);
@@ -520,7 +618,10 @@ impl HostAgent {
         for k in &new_keys {
             rampart_dataplane::maps::update_raw(fd, abi::bytes(k), &tid.to_ne_bytes(), 0)?;
         }
-        for k in old_keys.iter().filter(|k| !new_keys.iter().any(|n| abi::bytes(n) == abi::bytes(*k))) {
+        for k in old_keys
+            .iter()
+            .filter(|k| !new_keys.iter().any(|n| abi::bytes(n) == abi::bytes(*k)))
+        {
             delete_raw(fd, abi::bytes(k))?;
         }
         if let Some(t) = self.tenants.get_mut(&tid) {
@@ -536,11 +637,17 @@ impl HostAgent {
             .open(rampart_dataplane::skel::object_storage())
             .map_err(ctx_err("opening xdp_tenant_dispatch"))?;
         reuse_shared(open.open_object_mut(), &self.shared)?;
-        let skel = open.load().map_err(ctx_err("loading xdp_tenant_dispatch"))?;
+        let skel = open
+            .load()
+            .map_err(ctx_err("loading xdp_tenant_dispatch"))?;
         for (tid, fd) in programs {
             skel.maps
                 .rampart_t_progs
-                .update(&tid.to_ne_bytes(), &fd.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
+                .update(
+                    &tid.to_ne_bytes(),
+                    &fd.to_ne_bytes(),
+                    libbpf_rs::MapFlags::ANY,
+                )
                 .map_err(ctx_err(format!("installing tenant {tid}'s program")))?;
         }
         let fd = skel.progs.xdp_tenant_dispatch.as_fd().as_raw_fd();
@@ -553,7 +660,10 @@ impl HostAgent {
     }
 
     fn current_programs(&self) -> BTreeMap<u32, RawFd> {
-        self.tenants.iter().filter_map(|(id, t)| t.program.as_ref().map(|p| (*id, p.fd))).collect()
+        self.tenants
+            .iter()
+            .filter_map(|(id, t)| t.program.as_ref().map(|p| (*id, p.fd)))
+            .collect()
     }
 
     fn tenant_maps_dir(&self, name: &str) -> PathBuf {
@@ -567,10 +677,14 @@ impl HostAgent {
     /// [`Error::Verifier`] with the log; load or swap failures. On error
     /// nothing changes.
     pub fn install(&mut self, tid: u32, built: &Built) -> Result<ProgramInfo> {
-        let t = self.tenants.get(&tid).ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
         let name = t.cfg.name.clone();
         let maps_dir = self.tenant_maps_dir(&name);
-        std::fs::create_dir_all(&maps_dir).map_err(|e| Error::io("creating the tenant's pin directory", e))?;
+        std::fs::create_dir_all(&maps_dir)
+            .map_err(|e| Error::io("creating the tenant's pin directory", e))?;
         let mut stats_log = vec![0u8; 64 * 1024];
         let (obj, kept) = match self.load_linked(&built.linked, tid, &maps_dir, 4, &mut stats_log) {
             Ok(x) => x,
@@ -578,9 +692,13 @@ impl HostAgent {
                 // Load again with the full verifier log for the tenant.
                 let mut log = vec![0u8; 4 << 20];
                 let r = self.load_linked(&built.linked, tid, &maps_dir, 1, &mut log);
-                let text = String::from_utf8_lossy(log.split(|&b| b == 0).next().unwrap_or_default()).into_owned();
+                let text =
+                    String::from_utf8_lossy(log.split(|&b| b == 0).next().unwrap_or_default())
+                        .into_owned();
                 return Err(match r {
-                    Ok(_) => Error::Invalid("the program failed to load once and then loaded: retry".into()),
+                    Ok(_) => Error::Invalid(
+                        "the program failed to load once and then loaded: retry".into(),
+                    ),
                     Err(e) if text.trim().is_empty() => e,
                     Err(_) => {
                         let tail: String = if text.len() > 256 * 1024 {
@@ -588,12 +706,17 @@ impl HostAgent {
                         } else {
                             text.clone()
                         };
-                        Error::Verifier { summary: verifier_summary(&text), log: tail }
+                        Error::Verifier {
+                            summary: verifier_summary(&text),
+                            log: tail,
+                        }
                     }
                 });
             }
         };
-        let stats_text = String::from_utf8_lossy(stats_log.split(|&b| b == 0).next().unwrap_or_default()).into_owned();
+        let stats_text =
+            String::from_utf8_lossy(stats_log.split(|&b| b == 0).next().unwrap_or_default())
+                .into_owned();
         let verified = stats_text
             .split("processed ")
             .nth(1)
@@ -614,12 +737,18 @@ impl HostAgent {
             let _ = std::fs::remove_file(&p);
             pin::pin_fd(m.as_fd().as_raw_fd(), &p)?;
         }
-        let t = self.tenants.get_mut(&tid).ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        let t = self
+            .tenants
+            .get_mut(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
         t.versions += 1;
         let info = ProgramInfo {
             version: t.versions,
             status: "running",
-            sha256: Sha256::digest(&built.tenant_object).iter().map(|b| format!("{b:02x}")).collect(),
+            sha256: Sha256::digest(&built.tenant_object)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
             from: built.info.from,
             insns: built.report.insns,
             verified_insns: verified,
@@ -628,7 +757,10 @@ impl HostAgent {
                 .report
                 .maps
                 .iter()
-                .map(|d| MapState { decl: d.clone(), kept: kept.contains(&d.name) })
+                .map(|d| MapState {
+                    decl: d.clone(),
+                    kept: kept.contains(&d.name),
+                })
                 .collect(),
             prog_id: prog_id(fd),
             loaded_at: unix_now(),
@@ -638,8 +770,15 @@ impl HostAgent {
         let mut programs = self.current_programs();
         programs.insert(tid, fd);
         self.swap(&programs)?;
-        let t = self.tenants.get_mut(&tid).ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
-        t.program = Some(Program { _obj: obj, fd, info: info.clone() });
+        let t = self
+            .tenants
+            .get_mut(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        t.program = Some(Program {
+            _obj: obj,
+            fd,
+            info: info.clone(),
+        });
         Ok(info)
     }
 
@@ -655,8 +794,11 @@ impl HostAgent {
         log: &mut [u8],
     ) -> Result<(libbpf_rs::Object, Vec<String>)> {
         let mut b = libbpf_rs::ObjectBuilder::default();
-        b.name(format!("tenant{tid}")).map_err(ctx_err("naming the object"))?;
-        let mut open = b.open_memory(linked).map_err(ctx_err("opening the linked program"))?;
+        b.name(format!("tenant{tid}"))
+            .map_err(ctx_err("naming the object"))?;
+        let mut open = b
+            .open_memory(linked)
+            .map_err(ctx_err("opening the linked program"))?;
         reuse_shared(&mut open, &self.shared)?;
         let mut kept = Vec::new();
         let mut pinned_fds = Vec::new();
@@ -666,7 +808,9 @@ impl HostAgent {
                 continue;
             }
             let p = maps_dir.join(&n);
-            let Ok(fd) = pin::open_pinned(&p) else { continue };
+            let Ok(fd) = pin::open_pinned(&p) else {
+                continue;
+            };
             let ty: u32 = m.map_type().into();
             let same = map_info(fd.as_raw_fd()).is_some_and(|i| {
                 i.type_ == ty
@@ -676,7 +820,8 @@ impl HostAgent {
                     && i.map_flags == m.map_flags()
             });
             if same {
-                m.reuse_fd(fd.as_fd()).map_err(ctx_err(format!("reusing map {n}")))?;
+                m.reuse_fd(fd.as_fd())
+                    .map_err(ctx_err(format!("reusing map {n}")))?;
                 kept.push(n);
                 pinned_fds.push(fd);
             }
@@ -686,9 +831,17 @@ impl HostAgent {
                 p.set_log_level(log_level);
                 let raw = p.as_libbpf_object().as_ptr();
                 // SAFETY: `raw` is a live program of `open`; `log` outlives the load below.
-                let rc = unsafe { libbpf_sys::bpf_program__set_log_buf(raw, log.as_mut_ptr().cast(), log.len() as _) };
+                let rc = unsafe {
+                    libbpf_sys::bpf_program__set_log_buf(
+                        raw,
+                        log.as_mut_ptr().cast(),
+                        log.len() as _,
+                    )
+                };
                 if rc != 0 {
-                    return Err(Error::Invalid("setting the verifier log buffer failed".into()));
+                    return Err(Error::Invalid(
+                        "setting the verifier log buffer failed".into(),
+                    ));
                 }
             }
         }
@@ -701,7 +854,10 @@ impl HostAgent {
     /// # Errors
     /// Swap failure.
     pub fn remove_program(&mut self, tid: u32) -> Result<bool> {
-        let t = self.tenants.get(&tid).ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
         if t.program.is_none() {
             return Ok(false);
         }
@@ -725,12 +881,18 @@ impl HostAgent {
 
     /// The tenant's program, if any.
     pub fn program(&self, tid: u32) -> Option<&ProgramInfo> {
-        self.tenants.get(&tid).and_then(|t| t.program.as_ref()).map(|p| &p.info)
+        self.tenants
+            .get(&tid)
+            .and_then(|t| t.program.as_ref())
+            .map(|p| &p.info)
     }
 
     /// fd of a tenant's loaded program (its wrapper entry), for tests.
     pub fn program_fd(&self, tid: u32) -> Option<RawFd> {
-        self.tenants.get(&tid).and_then(|t| t.program.as_ref()).map(|p| p.fd)
+        self.tenants
+            .get(&tid)
+            .and_then(|t| t.program.as_ref())
+            .map(|p| p.fd)
     }
 
     /// Statistics of one tenant (0: packets of no tenant).
@@ -741,10 +903,21 @@ impl HostAgent {
         let name = if tid == 0 {
             "(none)".to_string()
         } else {
-            self.tenants.get(&tid).map(|t| t.cfg.name.clone()).ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?
+            self.tenants
+                .get(&tid)
+                .map(|t| t.cfg.name.clone())
+                .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?
         };
-        let vals = percpu_values(self.shared_fd("rampart_t_stats"), tid, std::mem::size_of::<Stats>())?;
-        let mut out = TenantStats { name, id: tid, ..Default::default() };
+        let vals = percpu_values(
+            self.shared_fd("rampart_t_stats"),
+            tid,
+            std::mem::size_of::<Stats>(),
+        )?;
+        let mut out = TenantStats {
+            name,
+            id: tid,
+            ..Default::default()
+        };
         let mut verdicts = [0u64; abi::VERDICTS];
         let mut drops = [0u64; abi::DROP_REASONS.len()];
         for v in vals {
@@ -762,7 +935,11 @@ impl HostAgent {
         }
         out.verdicts = abi::VERDICT_NAMES.iter().copied().zip(verdicts).collect();
         out.drops = abi::DROP_REASONS.iter().copied().zip(drops).collect();
-        out.tokens = if tid == 0 { TenantTokens::default() } else { self.tokens.tenant(tid) };
+        out.tokens = if tid == 0 {
+            TenantTokens::default()
+        } else {
+            self.tokens.tenant(tid)
+        };
         Ok(out)
     }
 
@@ -780,7 +957,11 @@ impl HostAgent {
     /// Map read failure.
     pub fn truth(&self) -> Result<TruthTotals> {
         let mut t = TruthTotals::default();
-        for v in percpu_values(self.shared_fd("rampart_t_truth"), 0, std::mem::size_of::<Truth>())? {
+        for v in percpu_values(
+            self.shared_fd("rampart_t_truth"),
+            0,
+            std::mem::size_of::<Truth>(),
+        )? {
             let x: Truth = abi::read(&v);
             t.net_rx_ns += x.net_rx_ns;
             t.net_rx_runs += x.net_rx_runs;
@@ -822,19 +1003,29 @@ impl HostAgent {
     /// # Errors
     /// [`Error::NotFound`] when the tenant has no such map.
     pub fn tenant_map(&self, tid: u32, map: &str) -> Result<OwnedFd> {
-        let t = self.tenants.get(&tid).ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
         if map.is_empty() || map.contains('/') || map.contains('.') {
             return Err(Error::NotFound(format!("no map {map:?}")));
         }
         let p = self.tenant_maps_dir(&t.cfg.name).join(map);
-        pin::open_pinned(&p).map_err(|_| Error::NotFound(format!("tenant {} has no map {map:?}", t.cfg.name)))
+        pin::open_pinned(&p)
+            .map_err(|_| Error::NotFound(format!("tenant {} has no map {map:?}", t.cfg.name)))
     }
 
     /// Names of a tenant's pinned maps.
     pub fn tenant_map_names(&self, tid: u32) -> Vec<String> {
-        let Some(t) = self.tenants.get(&tid) else { return Vec::new() };
+        let Some(t) = self.tenants.get(&tid) else {
+            return Vec::new();
+        };
         let mut v: Vec<String> = std::fs::read_dir(self.tenant_maps_dir(&t.cfg.name))
-            .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default();
         v.sort();
         v

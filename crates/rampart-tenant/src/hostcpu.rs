@@ -36,7 +36,9 @@ fn napi_thread_pids(dev: &str) -> BTreeSet<i32> {
     let mut out = BTreeSet::new();
     if let Ok(rd) = std::fs::read_dir("/proc") {
         for e in rd.flatten() {
-            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
             let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
             if comm.trim_end().starts_with(&prefix) {
                 out.insert(pid);
@@ -58,7 +60,11 @@ fn napi_thread_pids(dev: &str) -> BTreeSet<i32> {
 /// When the switch fails or no new NAPI thread appears.
 pub fn threaded_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
     let before = napi_thread_pids(dev);
-    rampart_lab::cmd::in_ns(ns, "sh", &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")])?;
+    rampart_lab::cmd::in_ns(
+        ns,
+        "sh",
+        &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
+    )?;
     let mut pids = Vec::new();
     for _ in 0..100 {
         pids = napi_thread_pids(dev).difference(&before).copied().collect();
@@ -74,13 +80,17 @@ pub fn threaded_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
     }
     for &p in &pids {
         let mut set = nix::sched::CpuSet::new();
-        set.set(cpu).map_err(|e| Error::Invalid(format!("CPU {cpu}: {e}")))?;
+        set.set(cpu)
+            .map_err(|e| Error::Invalid(format!("CPU {cpu}: {e}")))?;
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(p), &set)
             .map_err(|e| Error::io(format!("pinning NAPI thread {p} to CPU {cpu}"), e.into()))?;
         let param = libc::sched_param { sched_priority: 50 };
         // SAFETY: plain syscall with a valid sched_param.
         if unsafe { libc::sched_setscheduler(p, libc::SCHED_FIFO, &param) } != 0 {
-            return Err(Error::io(format!("making NAPI thread {p} SCHED_FIFO"), std::io::Error::last_os_error()));
+            return Err(Error::io(
+                format!("making NAPI thread {p} SCHED_FIFO"),
+                std::io::Error::last_os_error(),
+            ));
         }
     }
     Ok(NapiThreads { pids, cpu })
@@ -91,7 +101,11 @@ pub fn threaded_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
 /// # Errors
 /// When the switch fails.
 pub fn unthreaded_napi(ns: &str, dev: &str) -> Result<()> {
-    rampart_lab::cmd::in_ns(ns, "sh", &["-c", &format!("echo 0 > /sys/class/net/{dev}/threaded")])?;
+    rampart_lab::cmd::in_ns(
+        ns,
+        "sh",
+        &["-c", &format!("echo 0 > /sys/class/net/{dev}/threaded")],
+    )?;
     Ok(())
 }
 
@@ -145,10 +159,22 @@ impl CpuTicks {
 pub fn cpu_ticks(cpu: usize) -> CpuTicks {
     let want = format!("cpu{cpu} ");
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let Some(line) = text.lines().find(|l| l.starts_with(&want)) else { return CpuTicks::default() };
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let Some(line) = text.lines().find(|l| l.starts_with(&want)) else {
+        return CpuTicks::default();
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
     let g = |i: usize| v.get(i).copied().unwrap_or(0);
-    CpuTicks { user: g(0) + g(1), system: g(2), idle: g(3) + g(4), irq: g(5), softirq: g(6) }
+    CpuTicks {
+        user: g(0) + g(1),
+        system: g(2),
+        idle: g(3) + g(4),
+        irq: g(5),
+        softirq: g(6),
+    }
 }
 
 /// Clock ticks per second of `/proc/stat`.

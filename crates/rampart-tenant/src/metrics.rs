@@ -27,20 +27,56 @@ pub fn render(a: &HostAgent) -> Result<String> {
         reg.register(Box::new(g.clone())).map_err(prom)?;
         Ok(g)
     };
-    let packets = counter("rampart_tenant_packets_total", "Packets the dispatcher assigned to the tenant", &["tenant"])?;
-    let bytes = counter("rampart_tenant_bytes_total", "Bytes of those packets", &["tenant"])?;
-    let cpu = counter("rampart_tenant_cpu_nanoseconds_total", "CPU time charged to the tenant", &["tenant"])?;
+    let packets = counter(
+        "rampart_tenant_packets_total",
+        "Packets the dispatcher assigned to the tenant",
+        &["tenant"],
+    )?;
+    let bytes = counter(
+        "rampart_tenant_bytes_total",
+        "Bytes of those packets",
+        &["tenant"],
+    )?;
+    let cpu = counter(
+        "rampart_tenant_cpu_nanoseconds_total",
+        "CPU time charged to the tenant",
+        &["tenant"],
+    )?;
     let stack = counter(
         "rampart_tenant_stack_cpu_nanoseconds_total",
         "Of the CPU time charged, the part on the kernel path after XDP",
         &["tenant"],
     )?;
-    let verdicts = counter("rampart_tenant_verdicts_total", "Final XDP verdicts", &["tenant", "verdict"])?;
-    let drops = counter("rampart_tenant_drops_total", "Packets the infrastructure dropped, by reason", &["tenant", "reason"])?;
-    let level = gauge("rampart_tenant_tokens_nanoseconds", "Token bucket level (granted - used)", &["tenant"])?;
-    let granted = counter("rampart_tenant_tokens_granted_nanoseconds_total", "Tokens granted by Algorithm 1", &["tenant"])?;
-    let version = gauge("rampart_tenant_program_version", "Version of the running program (0: none)", &["tenant"])?;
-    let generation = gauge("rampart_tenant_generation", "Generation of the infrastructure program", &["instance"])?;
+    let verdicts = counter(
+        "rampart_tenant_verdicts_total",
+        "Final XDP verdicts",
+        &["tenant", "verdict"],
+    )?;
+    let drops = counter(
+        "rampart_tenant_drops_total",
+        "Packets the infrastructure dropped, by reason",
+        &["tenant", "reason"],
+    )?;
+    let level = gauge(
+        "rampart_tenant_tokens_nanoseconds",
+        "Token bucket level (granted - used)",
+        &["tenant"],
+    )?;
+    let granted = counter(
+        "rampart_tenant_tokens_granted_nanoseconds_total",
+        "Tokens granted by Algorithm 1",
+        &["tenant"],
+    )?;
+    let version = gauge(
+        "rampart_tenant_program_version",
+        "Version of the running program (0: none)",
+        &["tenant"],
+    )?;
+    let generation = gauge(
+        "rampart_tenant_generation",
+        "Generation of the infrastructure program",
+        &["instance"],
+    )?;
     let mut ids = vec![0];
     ids.extend(a.tenant_ids());
     for id in ids {
@@ -59,11 +95,17 @@ pub fn render(a: &HostAgent) -> Result<String> {
         if id != 0 {
             level.with_label_values(&[t]).set(s.tokens.level_ns);
             granted.with_label_values(&[t]).inc_by(s.tokens.granted_ns);
-            version.with_label_values(&[t]).set(a.program(id).map_or(0, |p| p.version as i64));
+            version
+                .with_label_values(&[t])
+                .set(a.program(id).map_or(0, |p| p.version as i64));
         }
     }
-    generation.with_label_values(&[&a.config().infra.name]).set(a.generation() as i64);
+    generation
+        .with_label_values(&[&a.config().infra.name])
+        .set(a.generation() as i64);
     let mut out = Vec::new();
-    TextEncoder::new().encode(&reg.gather(), &mut out).map_err(prom)?;
+    TextEncoder::new()
+        .encode(&reg.gather(), &mut out)
+        .map_err(prom)?;
     String::from_utf8(out).map_err(|e| Error::Invalid(format!("metrics: {e}")))
 }

@@ -81,7 +81,11 @@ impl FromStr for Selector {
                 Ok(Selector::Vni(v))
             }
             "iface" => {
-                if val.is_empty() || val.len() > 15 || val.contains('/') || val.contains(char::is_whitespace) {
+                if val.is_empty()
+                    || val.len() > 15
+                    || val.contains('/')
+                    || val.contains(char::is_whitespace)
+                {
                     return Err(bad("not an interface name"));
                 }
                 Ok(Selector::Iface(val.to_string()))
@@ -116,7 +120,10 @@ impl Selector {
     /// The demultiplexer key for this selector on interface `ifindex`
     /// (for [`Selector::Iface`], `ifindex` must be the interface's own).
     pub fn key(&self, ifindex: u32) -> SelKey {
-        let mut k = SelKey { ifindex, ..SelKey::default() };
+        let mut k = SelKey {
+            ifindex,
+            ..SelKey::default()
+        };
         match self {
             Selector::Prefix(IpNet::V4(n)) => {
                 k.kind = sel_kind::PREFIX4;
@@ -168,13 +175,28 @@ mod tests {
 
     #[test]
     fn parse_and_display_round_trip() {
-        for s in ["prefix:10.20.1.0/24", "prefix:fd20:0:0:1::/64", "vlan:100", "vni:5001", "iface:t1"] {
+        for s in [
+            "prefix:10.20.1.0/24",
+            "prefix:fd20:0:0:1::/64",
+            "vlan:100",
+            "vni:5001",
+            "iface:t1",
+        ] {
             let sel: Selector = s.parse().unwrap();
             assert_eq!(sel.to_string(), s);
         }
         // Host bits are cleared; a bare address is a host route.
-        assert_eq!("prefix:10.20.1.7/24".parse::<Selector>().unwrap().to_string(), "prefix:10.20.1.0/24");
-        assert_eq!("prefix:10.20.1.7".parse::<Selector>().unwrap().to_string(), "prefix:10.20.1.7/32");
+        assert_eq!(
+            "prefix:10.20.1.7/24"
+                .parse::<Selector>()
+                .unwrap()
+                .to_string(),
+            "prefix:10.20.1.0/24"
+        );
+        assert_eq!(
+            "prefix:10.20.1.7".parse::<Selector>().unwrap().to_string(),
+            "prefix:10.20.1.7/32"
+        );
     }
 
     #[test]
@@ -193,17 +215,25 @@ mod tests {
             assert!(e.contains(why), "{s}: {e}");
             assert!(e.contains("use prefix:"), "{e}");
         }
-        let e = parse_list(&["vlan:5".into(), "vlan:5".into()]).unwrap_err().to_string();
+        let e = parse_list(&["vlan:5".into(), "vlan:5".into()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("twice"), "{e}");
     }
 
     #[test]
     fn keys_encode_kind_value_and_length() {
         let k = "prefix:10.20.1.0/24".parse::<Selector>().unwrap().key(7);
-        assert_eq!((k.prefixlen, k.ifindex, k.kind), (64 + 24, 7, sel_kind::PREFIX4));
+        assert_eq!(
+            (k.prefixlen, k.ifindex, k.kind),
+            (64 + 24, 7, sel_kind::PREFIX4)
+        );
         assert_eq!(&k.value[..4], &[10, 20, 1, 0]);
         let k = "vlan:100".parse::<Selector>().unwrap().key(7);
-        assert_eq!((k.prefixlen, k.kind, &k.value[..4]), (96, sel_kind::VLAN, &[0u8, 0, 0, 100][..]));
+        assert_eq!(
+            (k.prefixlen, k.kind, &k.value[..4]),
+            (96, sel_kind::VLAN, &[0u8, 0, 0, 100][..])
+        );
         let k = "vni:70000".parse::<Selector>().unwrap().key(7);
         assert_eq!(&k.value[..4], &70000u32.to_be_bytes());
         let k = "iface:t1".parse::<Selector>().unwrap().key(9);

@@ -40,8 +40,13 @@ impl Server {
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind(listen))
             .map_err(|e| Error::io(format!("binding the API to {listen}"), e))?;
-        let addr = listener.local_addr().map_err(|e| Error::io("reading the bound address", e))?;
-        let state = Arc::new(ApiState { agent: agent.handle(), compiler });
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::io("reading the bound address", e))?;
+        let state = Arc::new(ApiState {
+            agent: agent.handle(),
+            compiler,
+        });
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         runtime.spawn(async move {
             let _ = axum::serve(listener, router(state))
@@ -50,7 +55,12 @@ impl Server {
                 })
                 .await;
         });
-        Ok(Self { addr, runtime: Some(runtime), shutdown: Some(tx), agent: Some(agent) })
+        Ok(Self {
+            addr,
+            runtime: Some(runtime),
+            shutdown: Some(tx),
+            agent: Some(agent),
+        })
     }
 
     /// A handle to the host agent (tests drive the data path through it).
@@ -90,7 +100,10 @@ pub fn serve(cfg: Config, cancel: &AtomicBool) -> Result<()> {
     let name = cfg.infra.name.clone();
     let server = Server::start(cfg)?;
     tracing::info!(instance = %name, addr = %server.addr, "rampart tenant serving");
-    eprintln!("rampart tenant: instance {name} serving on http://{}", server.addr);
+    eprintln!(
+        "rampart tenant: instance {name} serving on http://{}",
+        server.addr
+    );
     while !cancel.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -38,7 +38,8 @@ impl UdpSink {
                 .spawn(move || {
                     let setup = || -> Result<UdpSocket> {
                         rampart_dataplane::netns::enter_current_thread(&ns)?;
-                        let s = UdpSocket::bind(addr).map_err(|e| Error::io(format!("binding {addr} in {ns}"), e))?;
+                        let s = UdpSocket::bind(addr)
+                            .map_err(|e| Error::io(format!("binding {addr} in {ns}"), e))?;
                         s.set_read_timeout(Some(Duration::from_millis(50)))
                             .map_err(|e| Error::io("socket timeout", e))?;
                         Ok(s)
@@ -62,8 +63,14 @@ impl UdpSink {
                 })
                 .map_err(|e| Error::io("starting the UDP sink thread", e))?
         };
-        rx.recv().map_err(|_| Error::Invalid("UDP sink thread died".into()))??;
-        Ok(Self { packets, stop, thread: Some(thread), addr })
+        rx.recv()
+            .map_err(|_| Error::Invalid("UDP sink thread died".into()))??;
+        Ok(Self {
+            packets,
+            stop,
+            thread: Some(thread),
+            addr,
+        })
     }
 
     /// Datagrams received so far.
@@ -97,13 +104,33 @@ impl Drop for Daemon {
     }
 }
 
-fn spawn_in(ns: &str, prog: &str, args: &[String], dir: tempfile::TempDir, name: &'static str) -> Result<Daemon> {
-    if Command::new(prog).arg("-v").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err()
-        && Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err()
+fn spawn_in(
+    ns: &str,
+    prog: &str,
+    args: &[String],
+    dir: tempfile::TempDir,
+    name: &'static str,
+) -> Result<Daemon> {
+    if Command::new(prog)
+        .arg("-v")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_err()
+        && Command::new(prog)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
     {
         return Err(Error::Invalid(format!(
             "{prog} is not installed (apt-get install {}; `./run test` installs it)",
-            if prog.contains("dnsmasq") { "dnsmasq-base" } else { prog }
+            if prog.contains("dnsmasq") {
+                "dnsmasq-base"
+            } else {
+                prog
+            }
         )));
     }
     let child = Command::new("ip")
@@ -114,7 +141,11 @@ fn spawn_in(ns: &str, prog: &str, args: &[String], dir: tempfile::TempDir, name:
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| Error::io(format!("starting {name} in {ns}"), e))?;
-    Ok(Daemon { child, _dir: dir, name })
+    Ok(Daemon {
+        child,
+        _dir: dir,
+        name,
+    })
 }
 
 /// Wait until something accepts TCP connections on `addr` in `ns`.
@@ -122,23 +153,35 @@ fn wait_tcp(ns: &str, addr: SocketAddrV4, d: &mut Daemon) -> Result<()> {
     let t0 = Instant::now();
     loop {
         let ok = rampart_dataplane::netns::run_in(Some(ns), || {
-            Ok(std::net::TcpStream::connect_timeout(&addr.into(), Duration::from_millis(100)).is_ok())
+            Ok(
+                std::net::TcpStream::connect_timeout(&addr.into(), Duration::from_millis(100))
+                    .is_ok(),
+            )
         })?;
         if ok {
             return Ok(());
         }
         if let Ok(Some(st)) = d.child.try_wait() {
-            return Err(Error::Invalid(format!("{} exited ({st}) before listening on {addr}", d.name)));
+            return Err(Error::Invalid(format!(
+                "{} exited ({st}) before listening on {addr}",
+                d.name
+            )));
         }
         if t0.elapsed() > Duration::from_secs(10) {
-            return Err(Error::Invalid(format!("{} did not listen on {addr} within 10 s", d.name)));
+            return Err(Error::Invalid(format!(
+                "{} did not listen on {addr} within 10 s",
+                d.name
+            )));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
 fn tmpdir(prefix: &str) -> Result<tempfile::TempDir> {
-    tempfile::Builder::new().prefix(prefix).tempdir().map_err(|e| Error::io("creating a service directory", e))
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| Error::io("creating a service directory", e))
 }
 
 /// nginx serving a small page on `addr:80` inside `ns`.
@@ -149,7 +192,8 @@ pub fn nginx(ns: &str, addr: Ipv4Addr) -> Result<Daemon> {
     let dir = tmpdir("rampart-nginx-")?;
     let root: PathBuf = dir.path().join("www");
     std::fs::create_dir_all(&root).map_err(|e| Error::io("nginx root", e))?;
-    std::fs::write(root.join("index.html"), format!("hello from {ns}\n")).map_err(|e| Error::io("nginx page", e))?;
+    std::fs::write(root.join("index.html"), format!("hello from {ns}\n"))
+        .map_err(|e| Error::io("nginx page", e))?;
     let p = dir.path().display().to_string();
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\npid {p}/nginx.pid;\nerror_log {p}/error.log;\n\

@@ -63,8 +63,9 @@ pub fn generate(tokens: u64, cap: u64, buckets: &[Bucket]) -> Distribution {
     let rooms: Vec<u64> = buckets.iter().map(|b| room(b, cap)).collect();
     let mut remaining = tokens;
     loop {
-        let active: Vec<usize> =
-            (0..n).filter(|&i| buckets[i].weight > 0 && added[i] < rooms[i]).collect();
+        let active: Vec<usize> = (0..n)
+            .filter(|&i| buckets[i].weight > 0 && added[i] < rooms[i])
+            .collect();
         if remaining == 0 || active.is_empty() {
             break;
         }
@@ -91,7 +92,10 @@ pub fn generate(tokens: u64, cap: u64, buckets: &[Bucket]) -> Distribution {
         }
         remaining -= given;
     }
-    Distribution { added, wasted: remaining }
+    Distribution {
+        added,
+        wasted: remaining,
+    }
 }
 
 /// How tokens are generated.
@@ -118,13 +122,19 @@ impl TokenConfig {
     /// [`Error::Invalid`] naming the setting.
     pub fn validate(&self) -> Result<()> {
         if !(self.budget_ns_per_sec.is_finite() && self.budget_ns_per_sec > 0.0) {
-            return Err(Error::Invalid("fairness budget must be > 0 (cores, e.g. budget_cores = 0.8)".into()));
+            return Err(Error::Invalid(
+                "fairness budget must be > 0 (cores, e.g. budget_cores = 0.8)".into(),
+            ));
         }
         if self.period < Duration::from_millis(1) || self.period > Duration::from_secs(1) {
-            return Err(Error::Invalid("fairness period_ms must be within 1..=1000".into()));
+            return Err(Error::Invalid(
+                "fairness period_ms must be within 1..=1000".into(),
+            ));
         }
         if self.cap_ns == 0 {
-            return Err(Error::Invalid("fairness bucket cap must be > 0 (bucket_ms)".into()));
+            return Err(Error::Invalid(
+                "fairness bucket cap must be > 0 (bucket_ms)".into(),
+            ));
         }
         Ok(())
     }
@@ -167,10 +177,17 @@ fn read_u64(fd: &OwnedFd, key: u32) -> Result<u64> {
     let mut v = 0u64;
     // SAFETY: key and value buffers are valid for the map's 4/8-byte sizes.
     let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(fd.as_raw_fd(), (&raw const key).cast(), (&raw mut v).cast())
+        libbpf_sys::bpf_map_lookup_elem(
+            fd.as_raw_fd(),
+            (&raw const key).cast(),
+            (&raw mut v).cast(),
+        )
     };
     if rc < 0 {
-        return Err(Error::io("reading a token counter", std::io::Error::from_raw_os_error(-rc)));
+        return Err(Error::io(
+            "reading a token counter",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
     }
     Ok(v)
 }
@@ -192,8 +209,12 @@ impl TokenGenerator {
         let grant_fd = Arc::new(grant_fd);
         let used_fd = Arc::new(used_fd);
         let thread = {
-            let (shared, stop, grant_fd, used_fd) =
-                (Arc::clone(&shared), Arc::clone(&stop), Arc::clone(&grant_fd), Arc::clone(&used_fd));
+            let (shared, stop, grant_fd, used_fd) = (
+                Arc::clone(&shared),
+                Arc::clone(&stop),
+                Arc::clone(&grant_fd),
+                Arc::clone(&used_fd),
+            );
             std::thread::Builder::new()
                 .name("rampart-tokens".into())
                 .spawn(move || {
@@ -214,7 +235,14 @@ impl TokenGenerator {
                 })
                 .map_err(|e| Error::io("starting the token generator thread", e))?
         };
-        Ok(Self { cfg, grant_fd, used_fd, shared, stop, thread: Some(thread) })
+        Ok(Self {
+            cfg,
+            grant_fd,
+            used_fd,
+            shared,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// The configuration.
@@ -227,12 +255,15 @@ impl TokenGenerator {
     /// # Errors
     /// Map access failure.
     pub fn set_tenant(&self, tid: u32, weight: u32) -> Result<()> {
-        let mut sh = self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !sh.granted.contains_key(&tid) {
+        let mut sh = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let std::collections::btree_map::Entry::Vacant(e) = sh.granted.entry(tid) {
             let used = read_u64(&self.used_fd, tid)?;
             let g = used + self.cfg.cap_ns;
             write_u64(&self.grant_fd, tid, g)?;
-            sh.granted.insert(tid, g);
+            e.insert(g);
         }
         sh.weights.insert(tid, weight);
         Ok(())
@@ -240,7 +271,10 @@ impl TokenGenerator {
 
     /// Stop generating for a tenant.
     pub fn remove_tenant(&self, tid: u32) {
-        let mut sh = self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut sh = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         sh.weights.remove(&tid);
         sh.granted.remove(&tid);
         sh.levels.remove(&tid);
@@ -248,7 +282,10 @@ impl TokenGenerator {
 
     /// Current figures of a tenant.
     pub fn tenant(&self, tid: u32) -> TenantTokens {
-        let sh = self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sh = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         TenantTokens {
             granted_ns: sh.granted.get(&tid).copied().unwrap_or(0),
             level_ns: sh.levels.get(&tid).copied().unwrap_or(0),
@@ -257,20 +294,34 @@ impl TokenGenerator {
 
     /// Tokens discarded so far because every bucket was full, and rounds run.
     pub fn totals(&self) -> (u64, u64) {
-        let sh = self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let sh = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         (sh.wasted_ns, sh.rounds)
     }
 }
 
-fn round(shared: &Mutex<Shared>, grant_fd: &OwnedFd, used_fd: &OwnedFd, tokens: u64, cap: u64) -> Result<()> {
-    let mut sh = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+fn round(
+    shared: &Mutex<Shared>,
+    grant_fd: &OwnedFd,
+    used_fd: &OwnedFd,
+    tokens: u64,
+    cap: u64,
+) -> Result<()> {
+    let mut sh = shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tids: Vec<u32> = sh.weights.keys().copied().collect();
     let mut buckets = Vec::with_capacity(tids.len());
     for &tid in &tids {
         let used = read_u64(used_fd, tid)?;
         let granted = sh.granted.get(&tid).copied().unwrap_or(used);
         let level = i64::try_from(i128::from(granted) - i128::from(used)).unwrap_or(i64::MIN);
-        buckets.push(Bucket { weight: sh.weights[&tid], level });
+        buckets.push(Bucket {
+            weight: sh.weights[&tid],
+            level,
+        });
     }
     let d = generate(tokens, cap, &buckets);
     for (i, &tid) in tids.iter().enumerate() {
@@ -279,7 +330,12 @@ fn round(shared: &Mutex<Shared>, grant_fd: &OwnedFd, used_fd: &OwnedFd, tokens: 
             write_u64(grant_fd, tid, g)?;
         }
         sh.granted.insert(tid, g);
-        sh.levels.insert(tid, buckets[i].level.saturating_add(i64::try_from(d.added[i]).unwrap_or(i64::MAX)));
+        sh.levels.insert(
+            tid,
+            buckets[i]
+                .level
+                .saturating_add(i64::try_from(d.added[i]).unwrap_or(i64::MAX)),
+        );
     }
     sh.wasted_ns += d.wasted;
     sh.rounds += 1;
@@ -353,7 +409,10 @@ mod tests {
     }
 
     fn buckets() -> impl Strategy<Value = Vec<Bucket>> {
-        prop::collection::vec((1u32..20, -5_000i64..12_000).prop_map(|(w, l)| b(w, l)), 0..10)
+        prop::collection::vec(
+            (1u32..20, -5_000i64..12_000).prop_map(|(w, l)| b(w, l)),
+            0..10,
+        )
     }
 
     proptest! {

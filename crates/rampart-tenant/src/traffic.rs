@@ -60,7 +60,10 @@ pub struct TenantTraffic {
 
 impl std::fmt::Debug for TenantTraffic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TenantTraffic").field("ns", &self.ns).field("destinations", &self.n).finish()
+        f.debug_struct("TenantTraffic")
+            .field("ns", &self.ns)
+            .field("destinations", &self.n)
+            .finish()
     }
 }
 
@@ -82,7 +85,10 @@ impl TenantTraffic {
     pub fn new(lab: &Lab, dsts: &[Ipv4Addr], size: usize, dport: u16) -> Result<Self> {
         lab.require_up()?;
         if dsts.is_empty() || dsts.len() > MAX_DST {
-            return Err(Error::Invalid(format!("1..={MAX_DST} destinations, not {}", dsts.len())));
+            return Err(Error::Invalid(format!(
+                "1..={MAX_DST} destinations, not {}",
+                dsts.len()
+            )));
         }
         let tpl = packet::build(&FrameSpec {
             proto: Proto::Udp,
@@ -113,7 +119,9 @@ impl TenantTraffic {
             ro.tgen_cfg.daddr[i] = u32::from_ne_bytes(d.octets());
             ro.tgen_cfg.ip_check[i] = u16::from_ne_bytes(ip_check(&hdr));
         }
-        let skel = open.load().map_err(|e| Error::bpf("loading xdp_tenant_gen", e))?;
+        let skel = open
+            .load()
+            .map_err(|e| Error::bpf("loading xdp_tenant_gen", e))?;
         let ns = lab.wan_ns();
         let ifindex = netns::ifindex(Some(&ns), topology::WAN_IF)?;
         let anchor = XdpLink::attach(
@@ -122,7 +130,14 @@ impl TenantTraffic {
             topology::GEN_ANCHOR_IF,
             XdpMode::Native,
         )?;
-        Ok(Self { skel, frame, ns, ifindex, n: dsts.len(), _anchor: anchor })
+        Ok(Self {
+            skel,
+            frame,
+            ns,
+            ifindex,
+            n: dsts.len(),
+            _anchor: anchor,
+        })
     }
 
     /// The frame template (first destination).
@@ -178,7 +193,10 @@ impl TenantTraffic {
                     let param = libc::sched_param { sched_priority: 40 };
                     // SAFETY: plain syscall on the calling thread with a valid sched_param.
                     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-                        return Err(Error::io("making the generator thread SCHED_FIFO", std::io::Error::last_os_error()));
+                        return Err(Error::io(
+                            "making the generator thread SCHED_FIFO",
+                            std::io::Error::last_os_error(),
+                        ));
                     }
                 }
                 worker(fd, frame, ifindex, limit, pps, start, cancel)
@@ -190,7 +208,11 @@ impl TenantTraffic {
         let after = self.sent()?;
         let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
         let total: u64 = sent.iter().sum();
-        Ok(TrafficReport { sent, seconds, pps: total as f64 / seconds })
+        Ok(TrafficReport {
+            sent,
+            seconds,
+            pps: total as f64 / seconds,
+        })
     }
 }
 
@@ -240,7 +262,11 @@ fn worker(
         let n = batch.min(u32::try_from(left).unwrap_or(u32::MAX)).max(1);
         match testrun::run_live(fd, frame, ifindex, n, n.min(256)) {
             Ok(_) => {}
-            Err(rampart_dataplane::Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EINTR) => break,
+            Err(rampart_dataplane::Error::Io { source, .. })
+                if source.raw_os_error() == Some(libc::EINTR) =>
+            {
+                break
+            }
             Err(e) => return Err(e.into()),
         }
         left -= u64::from(n);

@@ -24,9 +24,17 @@ fn services_are_reached_through_the_infrastructure_program() {
     let lab = TestLab::up("tsvc", 3);
     let mut a = lab_agent(&lab, 3, "");
     let _web = services::nginx(&lab.tenant_ns(1), tenant_addr(1)).expect("nginx");
-    let _dns = services::dnsmasq(&lab.tenant_ns(2), tenant_addr(2), Ipv4Addr::new(192, 0, 2, 53)).expect("dnsmasq");
-    let sink = services::UdpSink::start(&lab.tenant_ns(3), SocketAddrV4::new(tenant_addr(3), 9000)).unwrap();
-    let sink2 = services::UdpSink::start(&lab.tenant_ns(3), SocketAddrV4::new(tenant_addr(3), 9001)).unwrap();
+    let _dns = services::dnsmasq(
+        &lab.tenant_ns(2),
+        tenant_addr(2),
+        Ipv4Addr::new(192, 0, 2, 53),
+    )
+    .expect("dnsmasq");
+    let sink = services::UdpSink::start(&lab.tenant_ns(3), SocketAddrV4::new(tenant_addr(3), 9000))
+        .unwrap();
+    let sink2 =
+        services::UdpSink::start(&lab.tenant_ns(3), SocketAddrV4::new(tenant_addr(3), 9001))
+            .unwrap();
     // t3 filters: UDP to port 9001 is dropped in XDP, the rest passes.
     submit(
         &mut a,
@@ -44,9 +52,24 @@ int tenant_main(struct xdp_md *ctx)
 "#,
     );
     let wan = lab.wan_ns();
-    let page = in_ns(&wan, "curl", &["-s", "--max-time", "5", "http://10.20.1.2/"]);
+    let page = in_ns(
+        &wan,
+        "curl",
+        &["-s", "--max-time", "5", "http://10.20.1.2/"],
+    );
     assert_eq!(page, format!("hello from {}\n", lab.tenant_ns(1)));
-    let ans = in_ns(&wan, "dig", &["+short", "+time=2", "+tries=3", "@10.20.2.2", "example.com", "A"]);
+    let ans = in_ns(
+        &wan,
+        "dig",
+        &[
+            "+short",
+            "+time=2",
+            "+tries=3",
+            "@10.20.2.2",
+            "example.com",
+            "A",
+        ],
+    );
     assert_eq!(ans.trim(), "192.0.2.53");
     // UDP from wan to both ports.
     rampart_dataplane::netns::run_in(Some(&wan), || {
@@ -67,8 +90,14 @@ int tenant_main(struct xdp_md *ctx)
     let s1 = stats(&a, "t1");
     let s2 = stats(&a, "t2");
     let s3 = stats(&a, "t3");
-    assert!(s1.packets > 0 && s1.verdicts["pass"] == s1.packets, "{s1:?}");
-    assert!(s2.packets > 0 && s2.verdicts["pass"] == s2.packets, "{s2:?}");
+    assert!(
+        s1.packets > 0 && s1.verdicts["pass"] == s1.packets,
+        "{s1:?}"
+    );
+    assert!(
+        s2.packets > 0 && s2.verdicts["pass"] == s2.packets,
+        "{s2:?}"
+    );
     assert_eq!((s3.verdicts["pass"], s3.verdicts["drop"]), (50, 50));
     // Tenants without a program are accounted too, kernel path included.
     for s in [&s1, &s2, &s3] {
@@ -100,7 +129,9 @@ fn a_swap_under_traffic_loses_and_misdelivers_nothing() {
         // plain generation swaps in between.
         let mut swaps = 0;
         while !done.load(Ordering::Relaxed) {
-            let t = a.tenant_id(if swaps % 2 == 0 { "t1" } else { "t2" }).unwrap();
+            let t = a
+                .tenant_id(if swaps % 2 == 0 { "t1" } else { "t2" })
+                .unwrap();
             match swaps % 3 {
                 0 => drop(a.install(t, &v1).unwrap()),
                 1 => drop(a.install(t, &v2).unwrap()),
@@ -114,9 +145,16 @@ fn a_swap_under_traffic_loses_and_misdelivers_nothing() {
     assert!(swaps >= 3, "only {swaps} swaps happened during the traffic");
     eprintln!("{swaps} swaps during the traffic");
     assert!(a.generation() >= g0 + swaps);
-    let (c1, c2) = (map_u64(&a, "t1", "counts", 0), map_u64(&a, "t2", "counts", 0));
+    let (c1, c2) = (
+        map_u64(&a, "t1", "counts", 0),
+        map_u64(&a, "t2", "counts", 0),
+    );
     assert_eq!(report.sent, vec![150_000, 150_000]);
-    assert_eq!((c1, c2), (150_000, 150_000), "every packet reached its own tenant's program, across {swaps} swaps");
+    assert_eq!(
+        (c1, c2),
+        (150_000, 150_000),
+        "every packet reached its own tenant's program, across {swaps} swaps"
+    );
     assert_eq!(stats(&a, "t1").packets, 150_000);
     assert_eq!(stats(&a, "t2").packets, 150_000);
 }
@@ -127,15 +165,20 @@ fn a_redirect_reaches_only_the_tenants_own_interface() {
     let mut a = lab_agent(&lab, 2, "");
     // Frames redirected into a veth need GRO (or XDP) on the receiving side.
     in_ns(&lab.tenant_ns(1), "ethtool", &["-K", "eth0", "gro", "on"]);
-    let link: serde_json::Value =
-        serde_json::from_str(&in_ns(&lab.tenant_ns(1), "ip", &["-j", "link", "show", "eth0"])).unwrap();
+    let link: serde_json::Value = serde_json::from_str(&in_ns(
+        &lab.tenant_ns(1),
+        "ip",
+        &["-j", "link", "show", "eth0"],
+    ))
+    .unwrap();
     let mac: Vec<u8> = link[0]["address"]
         .as_str()
         .unwrap()
         .split(':')
         .map(|b| u8::from_str_radix(b, 16).unwrap())
         .collect();
-    let sink = services::UdpSink::start(&lab.tenant_ns(1), SocketAddrV4::new(tenant_addr(1), 9)).unwrap();
+    let sink =
+        services::UdpSink::start(&lab.tenant_ns(1), SocketAddrV4::new(tenant_addr(1), 9)).unwrap();
     let prog = |port: u32| {
         format!(
             r#"#include "rampart_tenant.h"
@@ -158,12 +201,18 @@ int tenant_main(struct xdp_md *ctx)
     submit(&mut a, "t2", &prog(1)); // and it has no port 1
     let traffic = TenantTraffic::new(&lab, &[tenant_addr(1), tenant_addr(2)], 64, 9).unwrap();
     let cancel = AtomicBool::new(false);
-    traffic.run(Limit::Count(2000), Some(50_000.0), 0, false, &cancel).unwrap();
+    traffic
+        .run(Limit::Count(2000), Some(50_000.0), 0, false, &cancel)
+        .unwrap();
     let t0 = std::time::Instant::now();
     while sink.packets() < 1000 && t0.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert_eq!(sink.packets(), 1000, "t1's frames were redirected to t1's interface");
+    assert_eq!(
+        sink.packets(),
+        1000,
+        "t1's frames were redirected to t1's interface"
+    );
     assert_eq!(stats(&a, "t1").verdicts["redirect"], 1000);
     assert_eq!(stats(&a, "t2").drops["bad_redirect"], 1000);
 }

@@ -56,7 +56,10 @@ fn forbidden_helpers_are_refused_even_when_called_by_number() {
 #[test]
 fn the_api_header_stops_forbidden_helpers_at_compile_time() {
     let src = main_with("char b[8];\nbpf_probe_read_kernel(b, 8, (void *)ctx);\nreturn XDP_PASS;");
-    match Compiler::new(Policy::default()).unwrap().build(Submission::C(&src)) {
+    match Compiler::new(Policy::default())
+        .unwrap()
+        .build(Submission::C(&src))
+    {
         Err(Error::Compile { stderr }) => assert!(stderr.contains("poisoned"), "{stderr}"),
         other => panic!("expected a compile error, got {other:?}"),
     }
@@ -66,25 +69,43 @@ fn the_api_header_stops_forbidden_helpers_at_compile_time() {
 fn foreign_symbols_and_infrastructure_names_are_refused() {
     // An extern variable (another object's map or data).
     let why = refused(
-        &with_decls("extern __u64 other_tenant_counts;", "return other_tenant_counts ? XDP_PASS : XDP_DROP;"),
+        &with_decls(
+            "extern __u64 other_tenant_counts;",
+            "return other_tenant_counts ? XDP_PASS : XDP_DROP;",
+        ),
         Policy::default(),
     );
-    assert!(why.contains("extern symbol \"other_tenant_counts\""), "{why}");
+    assert!(
+        why.contains("extern symbol \"other_tenant_counts\""),
+        "{why}"
+    );
     // A kfunc / kernel symbol.
     let why = refused(
-        &with_decls("extern void bpf_rcu_read_lock(void) __ksym;", "bpf_rcu_read_lock();\nreturn XDP_PASS;"),
+        &with_decls(
+            "extern void bpf_rcu_read_lock(void) __ksym;",
+            "bpf_rcu_read_lock();\nreturn XDP_PASS;",
+        ),
         Policy::default(),
     );
-    assert!(why.contains("extern symbol") || why.contains("kfunc"), "{why}");
+    assert!(
+        why.contains("extern symbol") || why.contains("kfunc"),
+        "{why}"
+    );
     // Defining (or shadowing) one of the infrastructure's maps.
     let src = with_decls(
         &HASH_MAP.replace("} m SEC", "} rampart_t_used SEC"),
         "__u32 k = 0;\nreturn bpf_map_lookup_elem(&rampart_t_used, &k) ? XDP_PASS : XDP_DROP;",
     );
     let why = refused(&src, Policy::default());
-    assert!(why.contains("\"rampart_t_used\"") && why.contains("infrastructure"), "{why}");
+    assert!(
+        why.contains("\"rampart_t_used\"") && why.contains("infrastructure"),
+        "{why}"
+    );
     // A weak definition could be overridden at link time.
-    let src = with_decls("__attribute__((weak)) int knob = 1;", "return knob ? XDP_PASS : XDP_DROP;");
+    let src = with_decls(
+        "__attribute__((weak)) int knob = 1;",
+        "return knob ? XDP_PASS : XDP_DROP;",
+    );
     assert!(refused(&src, Policy::default()).contains("weak"));
 }
 
@@ -94,23 +115,39 @@ fn program_sections_entry_point_and_license_are_checked() {
     assert!(refused(src, Policy::default()).contains("holds a program"));
     let src = "#include \"rampart_tenant.h\"\nstatic __attribute__((noinline)) int tenant_main2(struct xdp_md *c) { return XDP_PASS; }\nint other(struct xdp_md *ctx) { return tenant_main2(ctx); }\n";
     assert!(refused(src, Policy::default()).contains("no tenant_main()"));
-    let src = with_decls("char LICENSE[] SEC(\"license\") = \"Proprietary\";", "return XDP_PASS;");
+    let src = with_decls(
+        "char LICENSE[] SEC(\"license\") = \"Proprietary\";",
+        "return XDP_PASS;",
+    );
     assert!(refused(&src, Policy::default()).contains("license"));
 }
 
 #[test]
 fn forbidden_map_types_pinning_and_memory_are_refused() {
-    let prog_array = HASH_MAP.replace("BPF_MAP_TYPE_HASH", "BPF_MAP_TYPE_PROG_ARRAY").replace("__type(value, __u64)", "__type(value, __u32)");
+    let prog_array = HASH_MAP
+        .replace("BPF_MAP_TYPE_HASH", "BPF_MAP_TYPE_PROG_ARRAY")
+        .replace("__type(value, __u64)", "__type(value, __u32)");
     let src = with_decls(&prog_array, "return XDP_PASS;");
     assert!(refused(&src, Policy::default()).contains("not allowed"));
-    let devmap = HASH_MAP.replace("BPF_MAP_TYPE_HASH", "BPF_MAP_TYPE_DEVMAP").replace("__type(value, __u64)", "__type(value, __u32)");
+    let devmap = HASH_MAP
+        .replace("BPF_MAP_TYPE_HASH", "BPF_MAP_TYPE_DEVMAP")
+        .replace("__type(value, __u64)", "__type(value, __u32)");
     let src = with_decls(&devmap, "return XDP_PASS;");
     assert!(refused(&src, Policy::default()).contains("type #14"));
-    let pinned = HASH_MAP.replace("__uint(max_entries, 16);", "__uint(max_entries, 16);\n    __uint(pinning, LIBBPF_PIN_BY_NAME);");
-    let src = with_decls(&pinned, "__u32 k = 0;\nreturn bpf_map_lookup_elem(&m, &k) ? XDP_PASS : XDP_DROP;");
+    let pinned = HASH_MAP.replace(
+        "__uint(max_entries, 16);",
+        "__uint(max_entries, 16);\n    __uint(pinning, LIBBPF_PIN_BY_NAME);",
+    );
+    let src = with_decls(
+        &pinned,
+        "__u32 k = 0;\nreturn bpf_map_lookup_elem(&m, &k) ? XDP_PASS : XDP_DROP;",
+    );
     assert!(refused(&src, Policy::default()).contains("pinning"));
     let huge = HASH_MAP.replace("max_entries, 16", "max_entries, 10000000");
-    let src = with_decls(&huge, "__u32 k = 0;\nreturn bpf_map_lookup_elem(&m, &k) ? XDP_PASS : XDP_DROP;");
+    let src = with_decls(
+        &huge,
+        "__u32 k = 0;\nreturn bpf_map_lookup_elem(&m, &k) ? XDP_PASS : XDP_DROP;",
+    );
     assert!(refused(&src, Policy::default()).contains("budget"));
 }
 
@@ -119,15 +156,27 @@ fn the_instruction_budget_is_enforced() {
     let body = "void *d = (void *)(long)ctx->data, *e = (void *)(long)ctx->data_end;\n\
                 __u8 *p = d; __u32 s = 0;\nif (p + 64 > (__u8 *)e) return XDP_DROP;\n\
                 #pragma unroll\nfor (int i = 0; i < 64; i++) s = s * 31 + p[i];\nreturn s & 1 ? XDP_PASS : XDP_DROP;";
-    let why = refused(&main_with(body), Policy { max_insns: 100, ..Policy::default() });
+    let why = refused(
+        &main_with(body),
+        Policy {
+            max_insns: 100,
+            ..Policy::default()
+        },
+    );
     assert!(why.contains("exceed the budget of 100"), "{why}");
     // The same program fits the default budget.
-    Compiler::new(Policy::default()).unwrap().build(Submission::C(&main_with(body))).unwrap();
+    Compiler::new(Policy::default())
+        .unwrap()
+        .build(Submission::C(&main_with(body)))
+        .unwrap();
 }
 
 #[test]
 fn host_files_cannot_be_pulled_into_a_build() {
-    let why = refused("#include \"/etc/passwd\"\nint tenant_main(void *c) { return 2; }", Policy::default());
+    let why = refused(
+        "#include \"/etc/passwd\"\nint tenant_main(void *c) { return 2; }",
+        Policy::default(),
+    );
     assert!(why.contains("only #include"), "{why}");
     let why = refused(
         &main_with("asm volatile(\".incbin \\\"/etc/shadow\\\"\");\nreturn XDP_PASS;"),
@@ -140,7 +189,10 @@ fn host_files_cannot_be_pulled_into_a_build() {
 fn objects_are_checked_like_sources() {
     // A good object compiled by the tenant is accepted…
     let good = common::build(&common::counter_prog(1, "XDP_DROP"));
-    Compiler::new(Policy::default()).unwrap().build(Submission::Object(&good.tenant_object)).unwrap();
+    Compiler::new(Policy::default())
+        .unwrap()
+        .build(Submission::Object(&good.tenant_object))
+        .unwrap();
     // …a hostile one is refused for the same reason as its source…
     let bad = {
         let dir = tempfile::tempdir().unwrap();
@@ -148,7 +200,14 @@ fn objects_are_checked_like_sources() {
         std::fs::write(&c, "#include <linux/bpf.h>\nint tenant_main(struct xdp_md *ctx) { long (*h)(long) = (void *)4; return h(0); }\n").unwrap();
         let o = dir.path().join("x.o");
         let st = std::process::Command::new(rampart_tenant::compiler::find_clang().unwrap())
-            .args(["-O2", "-g", "-target", "bpf", "-I/usr/include/x86_64-linux-gnu", "-c"])
+            .args([
+                "-O2",
+                "-g",
+                "-target",
+                "bpf",
+                "-I/usr/include/x86_64-linux-gnu",
+                "-c",
+            ])
             .arg(&c)
             .arg("-o")
             .arg(&o)
@@ -157,13 +216,19 @@ fn objects_are_checked_like_sources() {
         assert!(st.success());
         std::fs::read(&o).unwrap()
     };
-    match Compiler::new(Policy::default()).unwrap().build(Submission::Object(&bad)) {
+    match Compiler::new(Policy::default())
+        .unwrap()
+        .build(Submission::Object(&bad))
+    {
         Err(Error::Refused { reason }) => assert!(reason.contains("bpf_probe_read"), "{reason}"),
         other => panic!("{other:?}"),
     }
     // …and an ELF for another machine is not a BPF object.
     let host_elf = std::fs::read("/bin/true").unwrap();
-    match Compiler::new(Policy::default()).unwrap().build(Submission::Object(&host_elf)) {
+    match Compiler::new(Policy::default())
+        .unwrap()
+        .build(Submission::Object(&host_elf))
+    {
         Err(Error::Refused { reason }) => assert!(reason.contains("not BPF"), "{reason}"),
         other => panic!("{other:?}"),
     }
@@ -180,7 +245,10 @@ fn the_verifier_log_goes_back_to_the_tenant() {
     match a.install(id, &built) {
         Err(Error::Verifier { summary, log }) => {
             assert!(log.contains("invalid access to packet"), "log: {log}");
-            assert!(summary.contains("invalid access to packet"), "summary: {summary}");
+            assert!(
+                summary.contains("invalid access to packet"),
+                "summary: {summary}"
+            );
         }
         other => panic!("expected a verifier rejection, got {other:?}"),
     }

@@ -39,9 +39,17 @@ fn packets_of_no_tenant_follow_the_default() {
     // interface (VLAN/VNI keys are more specific than iface:lo only if
     // installed; an unknown one still matches the interface selector).
     assert_eq!(run(&a, &vlan4(999, [10, 20, 1, 2])), PASS);
-    assert_eq!(stats(&a, "c").packets, 1, "iface:lo catches the unknown VLAN");
+    assert_eq!(
+        stats(&a, "c").packets,
+        1,
+        "iface:lo catches the unknown VLAN"
+    );
     let mut a = a;
-    a.set_selectors(a.tenant_id("c").unwrap(), vec!["prefix:10.20.3.0/24".parse().unwrap()]).unwrap();
+    a.set_selectors(
+        a.tenant_id("c").unwrap(),
+        vec!["prefix:10.20.3.0/24".parse().unwrap()],
+    )
+    .unwrap();
     assert_eq!(run(&a, &vlan4(999, [10, 20, 1, 2])), DROP);
     assert_eq!(run(&a, &vxlan4(77, [10, 20, 1, 2], 0x08)), DROP);
     assert_eq!(run(&a, &udp4([192, 0, 2, 1], 9)), DROP);
@@ -85,7 +93,7 @@ fn a_program_runs_only_on_its_tenants_packets() {
     assert_eq!(run(&a, &udp4([10, 20, 1, 3], 9)), DROP);
     assert_eq!(run(&a, &udp4([10, 20, 2, 2], 9)), PASS);
     assert_eq!(run(&a, &udp4([10, 20, 3, 2], 9)), PASS); // c: no program
-    // Both tenants named their map `counts`: two separate maps.
+                                                         // Both tenants named their map `counts`: two separate maps.
     assert_eq!(map_u64(&a, "a", "counts", 0), 2);
     assert_eq!(map_u64(&a, "b", "counts", 0), 1);
     assert_eq!(stats(&a, "a").verdicts["drop"], 2);
@@ -103,9 +111,19 @@ fn an_empty_bucket_rejects_before_the_program_runs() {
     let dir = rampart_tenant::host::instance_dir(&a.config().infra.name);
     let used = rampart_dataplane::pin::open_pinned(&dir.join("maps/rampart_t_used")).unwrap();
     let tid = a.tenant_id("a").unwrap();
-    rampart_dataplane::maps::update_raw(used.as_raw_fd(), &tid.to_ne_bytes(), &(1u64 << 62).to_ne_bytes(), 0).unwrap();
+    rampart_dataplane::maps::update_raw(
+        used.as_raw_fd(),
+        &tid.to_ne_bytes(),
+        &(1u64 << 62).to_ne_bytes(),
+        0,
+    )
+    .unwrap();
     assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), DROP);
-    assert_eq!(map_u64(&a, "a", "counts", 0), 1, "the program must not run without tokens");
+    assert_eq!(
+        map_u64(&a, "a", "counts", 0),
+        1,
+        "the program must not run without tokens"
+    );
     assert_eq!(stats(&a, "a").drops["no_tokens"], 1);
     // Other tenants are unaffected.
     assert_eq!(run(&a, &udp4([10, 20, 2, 2], 9)), PASS);
@@ -123,9 +141,9 @@ fn verdicts_are_mapped_and_bad_ones_dropped_with_a_reason() {
         ("XDP_ABORTED", DROP, Some("aborted")),
         ("4 /* raw XDP_REDIRECT */", DROP, Some("aborted")),
         ("12345", DROP, Some("aborted")),
-        ("RAMPART_REDIRECT(0)", 4, None),                    // a's port 0 (lo)
+        ("RAMPART_REDIRECT(0)", 4, None), // a's port 0 (lo)
         ("RAMPART_REDIRECT(1)", DROP, Some("bad_redirect")), // a has one port
-        ("RAMPART_REDIRECT(7)", DROP, Some("aborted")),      // beyond the port range
+        ("RAMPART_REDIRECT(7)", DROP, Some("aborted")), // beyond the port range
     ] {
         submit(&mut a, "a", &counter_prog(1, ret));
         let before = stats(&a, "a");
@@ -155,7 +173,11 @@ int tenant_main(struct xdp_md *ctx)
     submit(&mut a, "a", src);
     let (act, out) = run_out(&a, &udp4([10, 20, 1, 2], 9));
     assert_eq!(act, DROP);
-    assert_eq!(&out[30..34], &[10, 20, 2, 2], "the rewrite happened and was caught");
+    assert_eq!(
+        &out[30..34],
+        &[10, 20, 2, 2],
+        "the rewrite happened and was caught"
+    );
     assert_eq!(stats(&a, "a").drops["selector_changed"], 1);
     assert_eq!(stats(&a, "b").packets, 0);
 }
@@ -170,7 +192,9 @@ fn map_state_survives_a_swap_and_a_changed_map_starts_fresh() {
     }
     // New code, same map: the count continues.
     let id = a.tenant_id("a").unwrap();
-    let info = a.install(id, &build(&counter_prog(10, "XDP_DROP"))).unwrap();
+    let info = a
+        .install(id, &build(&counter_prog(10, "XDP_DROP")))
+        .unwrap();
     assert!(a.generation() > g1);
     assert!(info.maps.iter().all(|m| m.kept), "{:?}", info.maps);
     run(&a, &udp4([10, 20, 1, 2], 9));

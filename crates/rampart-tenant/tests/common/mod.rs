@@ -15,7 +15,10 @@ pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 /// Tenants a, b, c with prefix, VLAN/VNI and IPv6 selectors, on `lo`
 /// (ifindex 1), loaded but not attached: driven with BPF_PROG_RUN.
 pub fn agent(extra_infra: &str, fairness: bool) -> HostAgent {
-    assert!(rampart_dataplane::features::is_root(), "tenant BPF tests need root: run them with ./run test");
+    assert!(
+        rampart_dataplane::features::is_root(),
+        "tenant BPF tests need root: run them with ./run test"
+    );
     let name = rampart_lab::testing::unique_prefix("tn");
     let cfg = format!(
         r#"
@@ -58,7 +61,11 @@ pub fn udp4(dst: [u8; 4], dport: u16) -> Vec<u8> {
 pub fn udp6(dst: [u8; 16]) -> Vec<u8> {
     let mut v = Vec::new();
     PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv6([0xfd, 0x66, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dst, 64)
+        .ipv6(
+            [0xfd, 0x66, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            dst,
+            64,
+        )
         .udp(40000, 9)
         .write(&mut v, &[0u8; 18])
         .unwrap();
@@ -98,21 +105,31 @@ pub fn v6(last: [u16; 8]) -> [u8; 16] {
 
 /// Run the dispatcher on `frame` arriving on lo; returns the XDP action.
 pub fn run(a: &HostAgent, frame: &[u8]) -> u32 {
-    rampart_dataplane::testrun::run_packet(a.dispatcher_fd(), frame, 1).expect("BPF_PROG_RUN").retval
+    rampart_dataplane::testrun::run_packet(a.dispatcher_fd(), frame, 1)
+        .expect("BPF_PROG_RUN")
+        .retval
 }
 
 pub fn run_out(a: &HostAgent, frame: &[u8]) -> (u32, Vec<u8>) {
-    let o = rampart_dataplane::testrun::run_packet(a.dispatcher_fd(), frame, 1).expect("BPF_PROG_RUN");
+    let o =
+        rampart_dataplane::testrun::run_packet(a.dispatcher_fd(), frame, 1).expect("BPF_PROG_RUN");
     (o.retval, o.data)
 }
 
 pub fn stats(a: &HostAgent, name: &str) -> TenantStats {
-    let id = if name == "(none)" { 0 } else { a.tenant_id(name).expect("tenant") };
+    let id = if name == "(none)" {
+        0
+    } else {
+        a.tenant_id(name).expect("tenant")
+    };
     a.stats(id).expect("stats")
 }
 
 pub fn build(src: &str) -> Built {
-    Compiler::new(Policy::default()).expect("clang").build(Submission::C(src)).expect("build")
+    Compiler::new(Policy::default())
+        .expect("clang")
+        .build(Submission::C(src))
+        .expect("build")
 }
 
 pub fn submit(a: &mut HostAgent, tenant: &str, src: &str) {
@@ -122,10 +139,18 @@ pub fn submit(a: &mut HostAgent, tenant: &str, src: &str) {
 
 /// Read a u64 at `key` (u32) from a tenant map.
 pub fn map_u64(a: &HostAgent, tenant: &str, map: &str, key: u32) -> u64 {
-    let fd = a.tenant_map(a.tenant_id(tenant).unwrap(), map).expect("map");
+    let fd = a
+        .tenant_map(a.tenant_id(tenant).unwrap(), map)
+        .expect("map");
     let mut v = 0u64;
     // SAFETY: 4-byte key, 8-byte value.
-    let rc = unsafe { libbpf_sys::bpf_map_lookup_elem(fd.as_raw_fd(), (&raw const key).cast(), (&raw mut v).cast()) };
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(
+            fd.as_raw_fd(),
+            (&raw const key).cast(),
+            (&raw mut v).cast(),
+        )
+    };
     assert_eq!(rc, 0, "lookup {map}[{key}]");
     v
 }
@@ -174,7 +199,15 @@ pub fn lab_agent(lab: &rampart_lab::Lab, n: u32, extra: &str) -> HostAgent {
 
 /// Run a command in a namespace and return stdout (panics with stderr on failure).
 pub fn in_ns(ns: &str, prog: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new("ip").args(["netns", "exec", ns, prog]).args(args).output().unwrap();
-    assert!(out.status.success(), "{prog} {args:?} in {ns}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, prog])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{prog} {args:?} in {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
