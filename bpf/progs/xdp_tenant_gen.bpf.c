@@ -3,10 +3,9 @@
  * Traffic for the tenant experiments: run with BPF_PROG_RUN live frames on
  * the lab's `wan` veth like the lab generator, but spreading frames round
  * robin over several destinations (one per tenant) so that one generator
- * thread floods every tenant with interleaved packets. The template is a
- * UDP/IPv4 frame with a zero UDP checksum (valid for IPv4); per frame the
- * destination address and the precomputed IPv4 header checksum for it are
- * written, and the frame is counted per destination.
+ * thread floods every tenant with interleaved packets. Per frame the
+ * destination address and the precomputed IPv4 and L4 checksums for it
+ * are written, and the frame is counted per destination.
  */
 #include "../lib/common.h"
 #include "../shared/tenant.h"
@@ -40,6 +39,13 @@ int xdp_tenant_gen(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	iph->daddr = tgen_cfg.daddr[i];
 	iph->check = tgen_cfg.ip_check[i];
+	if (tgen_cfg.l4_csum_off) {
+		__u16 *l4 = data + (tgen_cfg.l4_csum_off & 0xff);
+
+		if ((void *)(l4 + 1) > data_end)
+			return XDP_ABORTED;
+		*l4 = tgen_cfg.l4_check[i];
+	}
 	st->sent[i]++;
 	return XDP_TX;
 }

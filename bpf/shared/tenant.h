@@ -174,18 +174,23 @@ struct tenant_dev_key {
 #define RAMPART_REDIRECT_BASE 0x100
 
 /*
- * Tenant traffic generator (xdp_tenant_gen): UDP/IPv4 frames spread round
- * robin over up to TGEN_MAX_DST destinations, one per tenant, so every
- * tenant's packets arrive interleaved from one generator thread.
+ * Tenant traffic generator (xdp_tenant_gen): IPv4 frames (any protocol of
+ * the lab's templates) spread round robin over up to TGEN_MAX_DST
+ * destinations, one per tenant, so every tenant's packets arrive
+ * interleaved from one generator thread. The frames for the destinations
+ * differ only in the destination address and the two checksums, all
+ * precomputed in userspace.
  */
 #define TGEN_MAX_DST 8
 
 struct tgen_config {
 	__u32 n_dst;
-	__u32 _pad;
-	/* Destination addresses (network order) and the IPv4 header checksum of the template with each. */
+	/* Offset of the L4 checksum from the frame start (0: none to fix). */
+	__u32 l4_csum_off;
+	/* Destination addresses (network order) and the template's checksums with each. */
 	__u32 daddr[TGEN_MAX_DST];
 	__u16 ip_check[TGEN_MAX_DST];
+	__u16 l4_check[TGEN_MAX_DST];
 };
 
 struct tgen_cpu_state {

@@ -42,6 +42,20 @@ impl UdpSink {
                             .map_err(|e| Error::io(format!("binding {addr} in {ns}"), e))?;
                         s.set_read_timeout(Some(Duration::from_millis(50)))
                             .map_err(|e| Error::io("socket timeout", e))?;
+                        // A large receive buffer: a sink starved of CPU for a few
+                        // milliseconds must not drop (a redirected XDP frame costs a
+                        // page of buffer, so the default holds ~50 of them).
+                        let size: libc::c_int = 32 << 20;
+                        // SAFETY: setsockopt with a valid int option on our socket.
+                        unsafe {
+                            libc::setsockopt(
+                                std::os::fd::AsRawFd::as_raw_fd(&s),
+                                libc::SOL_SOCKET,
+                                libc::SO_RCVBUFFORCE,
+                                (&raw const size).cast(),
+                                std::mem::size_of::<libc::c_int>() as u32,
+                            )
+                        };
                         Ok(s)
                     };
                     let sock = match setup() {

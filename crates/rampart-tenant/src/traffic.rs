@@ -1,7 +1,8 @@
 //! Traffic for the tenant experiments: the lab's live-frames technique
 //! (BPF_PROG_RUN on `wan0`, XDP_TX, through the EMULATED NIC to `host0`)
-//! with frames spread round robin over one destination per tenant, so a
-//! single generator thread floods every tenant with interleaved packets
+//! with frames (the lab's templates: UDP, SYN, ACK, DNS, ICMP over IPv4)
+//! spread round robin over one destination per tenant, so a single
+//! generator thread floods every tenant with interleaved packets
 //! (`bpf/progs/xdp_tenant_gen.bpf.c`). The lab's own generator sends to
 //! one destination; running one per tenant would interleave them only at
 //! scheduler time slices.
@@ -67,22 +68,27 @@ impl std::fmt::Debug for TenantTraffic {
     }
 }
 
-fn ip_check(hdr: &[u8]) -> [u8; 2] {
-    let s = packet::sum16(hdr);
-    let mut s = u64::from(s);
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    // sum16 adds words in host order; the complement is stored in the same order.
-    (!(s as u16)).to_ne_bytes()
-}
-
 impl TenantTraffic {
-    /// Load for `lab`, UDP frames of `size` bytes to port `dport` of each of `dsts`.
+    /// Load for `lab`: UDP frames of `size` bytes to port `dport` of each of `dsts`.
     ///
     /// # Errors
     /// Lab not up, bad sizes, too many destinations, load or anchor failures.
     pub fn new(lab: &Lab, dsts: &[Ipv4Addr], size: usize, dport: u16) -> Result<Self> {
+        Self::with_proto(lab, dsts, Proto::Udp, size, dport)
+    }
+
+    /// As [`TenantTraffic::new`] for any of the lab's frame templates
+    /// (UDP, TCP SYN or ACK, DNS query, ICMP echo), IPv4.
+    ///
+    /// # Errors
+    /// As [`TenantTraffic::new`].
+    pub fn with_proto(
+        lab: &Lab,
+        dsts: &[Ipv4Addr],
+        proto: Proto,
+        size: usize,
+        dport: u16,
+    ) -> Result<Self> {
         lab.require_up()?;
         if dsts.is_empty() || dsts.len() > MAX_DST {
             return Err(Error::Invalid(format!(
@@ -90,19 +96,24 @@ impl TenantTraffic {
                 dsts.len()
             )));
         }
-        let tpl = packet::build(&FrameSpec {
-            proto: Proto::Udp,
+        let spec = |dst: Ipv4Addr| FrameSpec {
+            proto,
             size,
             src: rampart_lab::gen::SRC_V4_BASE.into(),
-            dst: dsts[0].into(),
+            dst: dst.into(),
             sport: 40000,
             dport,
             src_mac: topology::WAN_MAC,
             dst_mac: topology::HOST_MAC,
-        })?;
-        let mut frame = tpl.frame;
-        // A zero UDP checksum means "none" over IPv4; the frame stays valid for every destination.
-        frame[14 + 20 + 6..14 + 20 + 8].fill(0);
+        };
+        // One complete template per destination (etherparse computes the
+        // checksums); they differ only in the address and the two checksums.
+        let tpls = dsts
+            .iter()
+            .map(|d| packet::build(&spec(*d)))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let frame = tpls[0].frame.clone();
+        let l4_off = tpls[0].l4_csum_off as usize;
         let mut open = XdpTenantGenSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .map_err(|e| Error::bpf("opening xdp_tenant_gen", e))?;
@@ -112,12 +123,14 @@ impl TenantTraffic {
             .as_deref_mut()
             .ok_or_else(|| Error::Invalid("xdp_tenant_gen has no rodata".into()))?;
         ro.tgen_cfg.n_dst = dsts.len() as u32;
-        for (i, d) in dsts.iter().enumerate() {
-            let mut hdr = frame[14..34].to_vec();
-            hdr[16..20].copy_from_slice(&d.octets());
-            hdr[10..12].fill(0);
+        ro.tgen_cfg.l4_csum_off = l4_off as u32;
+        for (i, (d, t)) in dsts.iter().zip(&tpls).enumerate() {
             ro.tgen_cfg.daddr[i] = u32::from_ne_bytes(d.octets());
-            ro.tgen_cfg.ip_check[i] = u16::from_ne_bytes(ip_check(&hdr));
+            ro.tgen_cfg.ip_check[i] = u16::from_ne_bytes([t.frame[24], t.frame[25]]);
+            if l4_off != 0 {
+                ro.tgen_cfg.l4_check[i] =
+                    u16::from_ne_bytes([t.frame[l4_off], t.frame[l4_off + 1]]);
+            }
         }
         let skel = open
             .load()
