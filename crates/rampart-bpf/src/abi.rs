@@ -4,6 +4,9 @@
 
 use std::mem::size_of;
 
+pub use crate::xdp_nic_emul::types::{
+    nic_rule_key as NicRuleKey, nic_rule_stats as NicRuleStats, nic_state as NicState,
+};
 pub use crate::xdp_sink::types::{sink_counters as SinkCounters, sink_src_key as SinkSrcKey};
 pub use crate::xdp_trafficgen::types::{
     gen_config as GenConfig, gen_cpu_state as GenCpuState, gen_slots as GenSlots,
@@ -23,3 +26,6 @@ const _: () = assert!(size_of::<GenSlots>() == 4 * GEN_SLOTS_PER_ELEM);
 const _: () = assert!(size_of::<GenCpuState>() == 16);
 const _: () = assert!(size_of::<SinkCounters>() == 16);
 const _: () = assert!(size_of::<SinkSrcKey>() == 20);
+const _: () = assert!(size_of::<NicRuleKey>() == 20);
+const _: () = assert!(size_of::<NicRuleStats>() == 16);
+const _: () = assert!(size_of::<NicState>() == 16);

@@ -56,7 +56,10 @@ impl TestLab {
     pub fn up(tag: &str, tenants: u32) -> Self {
         require_kernel();
         let lab = Lab::new(&unique_prefix(tag)).expect("valid prefix");
-        if let Err(e) = lab.up(&UpOptions { tenants }) {
+        if let Err(e) = lab.up(&UpOptions {
+            tenants,
+            ..Default::default()
+        }) {
             let _ = lab.down();
             panic!("lab up failed: {e}");
         }

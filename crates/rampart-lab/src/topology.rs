@@ -87,6 +87,9 @@ pub struct Lab {
 pub struct UpOptions {
     /// Tenant namespaces to create behind `host` (0 … [`MAX_TENANTS`]).
     pub tenants: u32,
+    /// Capacity K of the EMULATED NIC's exact-match table (`None`: 512, or
+    /// unchanged when the lab is already up).
+    pub nic_capacity: Option<u32>,
 }
 
 /// One interface as `lab status` shows it.
@@ -244,9 +247,13 @@ impl Lab {
         }
         if !self.is_up() {
             self.down()?;
-            if let Err(e) = self.build_core() {
+            if let Err(e) = self.build_core(opts) {
                 let _ = self.down();
                 return Err(e);
+            }
+        } else if let Some(k) = opts.nic_capacity {
+            if crate::nic::NicTable::open(self)?.capacity() != k {
+                self.set_nic_capacity(k)?;
             }
         }
         let have = self.tenants();
@@ -264,7 +271,7 @@ impl Lab {
         Ok(())
     }
 
-    fn build_core(&self) -> Result<()> {
+    fn build_core(&self, opts: &UpOptions) -> Result<()> {
         let (wan, nic, host) = (self.wan_ns(), self.nic_ns(), self.host_ns());
         for ns in [&wan, &nic, &host] {
             ip(&["netns", "add", ns])?;
@@ -474,36 +481,90 @@ impl Lab {
                 "net.ipv6.conf.all.forwarding=1",
             ],
         )?;
-        self.attach_nic()?;
+        self.attach_nic(opts.nic_capacity.unwrap_or(crate::nic::DEFAULT_CAPACITY))?;
         Ok(())
     }
 
-    /// Load the EMULATED NIC forwarder on both nic veths and pin it.
-    fn attach_nic(&self) -> Result<()> {
+    /// Load the EMULATED NIC (forwarder + K-entry table) and return it
+    /// with its pinned-map directory ready.
+    fn load_nic(
+        &self,
+        capacity: u32,
+    ) -> Result<rampart_bpf::xdp_nic_emul::XdpNicEmulSkel<'static>> {
         use libbpf_rs::skel::{OpenSkel, SkelBuilder};
         use rampart_bpf::xdp_nic_emul::XdpNicEmulSkelBuilder;
         use rampart_dataplane::error::BpfContext;
-        use std::os::fd::{AsFd, AsRawFd};
 
+        if capacity == 0 || capacity > crate::nic::MAX_CAPACITY {
+            return Err(Error::InvalidSpec(format!(
+                "NIC table capacity {capacity} out of range: use 1..={}",
+                crate::nic::MAX_CAPACITY
+            )));
+        }
         let nic = self.nic_ns();
         let wan_idx = netns::ifindex(Some(&nic), NIC_WAN_IF)?;
         let host_idx = netns::ifindex(Some(&nic), NIC_HOST_IF)?;
-        let open = XdpNicEmulSkelBuilder::default()
+        let mut open = XdpNicEmulSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .bpf_context(|| "opening xdp_nic_emul".into())?;
-        let mut open = open;
+        open.maps
+            .nic_rules
+            .set_max_entries(capacity)
+            .bpf_context(|| "sizing the NIC table".into())?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.nic_wan_ifindex = wan_idx;
             ro.nic_host_ifindex = host_idx;
         }
-        let skel = open.load().bpf_context(|| "loading xdp_nic_emul".into())?;
+        Ok(open.load().bpf_context(|| "loading xdp_nic_emul".into())?)
+    }
+
+    fn pin_nic_maps(
+        &self,
+        skel: &rampart_bpf::xdp_nic_emul::XdpNicEmulSkel<'static>,
+    ) -> Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let dir = pin::dir(&["lab", &self.prefix, "nic"])?;
+        for (name, fd) in [
+            ("rules", skel.maps.nic_rules.as_fd().as_raw_fd()),
+            ("state", skel.maps.nic_state.as_fd().as_raw_fd()),
+        ] {
+            let p = dir.join(name);
+            let _ = std::fs::remove_file(&p);
+            pin::pin_fd(fd, &p)?;
+        }
+        Ok(())
+    }
+
+    /// Load the EMULATED NIC on both nic veths and pin links and maps.
+    fn attach_nic(&self, capacity: u32) -> Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let skel = self.load_nic(capacity)?;
+        let nic = self.nic_ns();
         let dir = pin::dir(&["lab", &self.prefix, "nic"])?;
         let fd = skel.progs.xdp_nic_emul.as_fd().as_raw_fd();
         for (ifname, pin_name) in [(NIC_WAN_IF, "link_wan"), (NIC_HOST_IF, "link_host")] {
             let link = XdpLink::attach(fd, Some(&nic), ifname, XdpMode::Native)?;
             link.pin(&dir.join(pin_name))?;
         }
-        Ok(())
+        self.pin_nic_maps(&skel)
+    }
+
+    /// Replace the EMULATED NIC with one whose table holds `capacity`
+    /// rules, atomically on both veths (bpf_link_update: no frame is lost
+    /// or leaks past an unloaded NIC). Installed rules are discarded.
+    ///
+    /// # Errors
+    /// Lab not up, capacity out of range, load or update failure.
+    pub fn set_nic_capacity(&self, capacity: u32) -> Result<()> {
+        use std::os::fd::{AsFd, AsRawFd};
+        self.require_up()?;
+        let skel = self.load_nic(capacity)?;
+        let dir = self.pin_dir().join("nic");
+        let fd = skel.progs.xdp_nic_emul.as_fd().as_raw_fd();
+        for pin_name in ["link_wan", "link_host"] {
+            XdpLink::open_pinned(&dir.join(pin_name))?.update(fd)?;
+        }
+        self.pin_nic_maps(&skel)
     }
 
     fn build_tenant(&self, i: u32) -> Result<()> {

@@ -140,6 +140,8 @@ fn lab_commands_and_gen_json() {
         "1024",
         "--count",
         "100000",
+        "--pps",
+        "500000",
         "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -30,6 +30,9 @@ pub enum LabCmd {
         /// Tenant namespaces to create behind host.
         #[arg(long, default_value_t = 0)]
         tenants: u32,
+        /// Capacity K of the EMULATED NIC's exact-match table (default 512).
+        #[arg(long)]
+        nic_capacity: Option<u32>,
     },
     /// Remove everything `up` created, and nothing else.
     Down {
@@ -139,9 +142,16 @@ impl GenArgs {
 
 pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
     match cmd {
-        LabCmd::Up { sel, tenants } => {
+        LabCmd::Up {
+            sel,
+            tenants,
+            nic_capacity,
+        } => {
             let lab = Lab::new(&sel.prefix)?;
-            lab.up(&UpOptions { tenants })?;
+            lab.up(&UpOptions {
+                tenants,
+                nic_capacity,
+            })?;
             println!(
                 "lab {} is up: {} ({}) → {} (EMULATED NIC) → {} ({}){}",
                 lab.prefix(),
