@@ -153,8 +153,8 @@ pub struct FairnessReport {
     pub program_cost_ratio: f64,
     /// Options used.
     pub opts: FairnessOpts,
-    /// Date (UTC, seconds since the epoch).
-    pub unix_time: u64,
+    /// Where and when it ran.
+    pub machine: rampart_lab::report::Machine,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -463,10 +463,7 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
         program_ns,
         program_cost_ratio: if lo > 0.0 { hi / lo } else { 0.0 },
         opts: opts.clone(),
-        unix_time: std::time::SystemTime::now()
-            .duration_since(std::time::SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
+        machine: rampart_lab::report::Machine::collect(),
     })
 }
 
