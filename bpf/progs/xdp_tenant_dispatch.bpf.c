@@ -32,12 +32,12 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u64 now = bpf_ktime_get_ns();
 	struct tenant_acct_cpu *a = tenant_acct();
 	struct tenant_global *g;
 	struct tenant_stats *s;
 	struct tenant_cfg *cfg;
 	struct pkt_info pi;
+	__u64 now = 0;
 	__u32 zero = 0, tid, action;
 	int pstatus, malformed;
 
@@ -46,6 +46,9 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	g = bpf_map_lookup_elem(&rampart_t_glob, &zero);
 	if (!g)
 		return XDP_ABORTED;
+	/* One clock read per packet, at entry: parsing belongs to this packet. */
+	if (g->account)
+		now = bpf_ktime_get_ns();
 	pstatus = parse_packet(data, data_end, &pi);
 	tid = tenant_demux(data, data_end, ctx->ingress_ifindex, pstatus, &pi, g->vxlan_port, &malformed);
 	cfg = bpf_map_lookup_elem(&rampart_t_cfg, &tid);
@@ -56,8 +59,12 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	 * (the driver's work on the previous packet) — or to this packet when
 	 * the slice was opened by the NAPI thread waking up for it.
 	 */
-	tenant_slice_close(a, now, a->owner == TENANT_PENDING ? tid : a->owner);
-	tenant_slice_open(a, now, tid, 0);
+	if (g->account) {
+		tenant_slice_close(a, now, a->owner == TENANT_PENDING ? tid : a->owner);
+		tenant_slice_open(a, now, tid, 0);
+	} else {
+		a->owner = tid;
+	}
 
 	s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
 	if (s) {

@@ -69,8 +69,11 @@ struct tenant_global {
 	__u32 default_action;
 	/* UDP destination port that marks VXLAN (host order, 4789). */
 	__u32 vxlan_port;
-	/* 1: after XDP_PASS/XDP_TX, re-demultiplex and drop packets a tenant rewrote into another tenant's space. */
+	/* 1: after XDP_PASS, re-demultiplex and drop packets a tenant rewrote into another tenant's space. */
 	__u32 recheck;
+	/* 1: charge CPU time per packet (the dispatcher's slices); 0: no clock reads at all. */
+	__u32 account;
+	__u32 _pad;
 };
 
 /* Why the infrastructure dropped a packet (tenant programs' own XDP_DROP is a verdict, not a reason). */

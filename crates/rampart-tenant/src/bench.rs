@@ -367,7 +367,10 @@ pub fn fairness(opts: &FairnessOpts, cancel: &AtomicBool) -> Result<FairnessRepo
         )));
     }
     let lab = Lab::new(&opts.prefix)?;
-    lab.up(&UpOptions { tenants: 3, ..UpOptions::default() })?;
+    lab.up(&UpOptions {
+        tenants: 3,
+        ..UpOptions::default()
+    })?;
     let res = run_in_lab(&lab, opts, cancel);
     let _ = hostcpu::unthreaded_napi(&lab.host_ns(), HOST_IF);
     let down = lab.down();

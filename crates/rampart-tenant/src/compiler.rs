@@ -406,7 +406,8 @@ mod tests {
     #[test]
     fn the_wrapper_has_no_writable_data_a_tenant_could_address() {
         use object::{Object, ObjectSection};
-        let f = object::File::parse(WRAPPER_OBJ).unwrap();
+        let buf = crate::confine::aligned(WRAPPER_OBJ);
+        let f = object::File::parse(&*buf).unwrap();
         for s in f.sections() {
             let n = s.name().unwrap();
             assert!(

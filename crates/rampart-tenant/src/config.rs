@@ -119,7 +119,8 @@ pub struct InfraConfig {
     /// Re-demultiplex after XDP_PASS (drop packets a tenant rewrote into another's space).
     #[serde(default = "yes")]
     pub recheck: bool,
-    /// Attach the accounting tracepoints (the kernel path after XDP).
+    /// CPU accounting: the dispatcher's per-packet time slices and the
+    /// tracepoints that follow the kernel path after XDP. Fairness needs it.
     #[serde(default = "yes")]
     pub accounting: bool,
 }
@@ -340,6 +341,11 @@ impl Config {
             ));
         }
         self.fairness.tokens().validate()?;
+        if self.fairness.enabled && !self.infra.accounting {
+            return Err(Error::Invalid(
+                "fairness.enabled needs infra.accounting = true (buckets drain by the CPU time charged)".into(),
+            ));
+        }
         if self.limits.max_insns == 0 || self.limits.max_insns > 1_000_000 {
             return Err(Error::Invalid(
                 "limits.max_insns must be within 1..=1000000".into(),
@@ -502,6 +508,10 @@ mod tests {
                 "out of range",
             ),
             (OK.replace("[infra]", "[infra]\nbogus = 1"), "unknown field"),
+            (
+                OK.replace("[infra]", "[infra]\naccounting = false"),
+                "needs infra.accounting",
+            ),
         ] {
             let e = Config::parse(&patch).unwrap_err().to_string();
             assert!(e.contains(why), "want {why:?}, got {e}");

@@ -167,6 +167,34 @@ fn section_allowed(name: &str) -> bool {
         || name.starts_with(".rel")
 }
 
+/// A copy of `bytes` in 8-byte aligned memory (the ELF parser reads
+/// headers in place and needs their natural alignment).
+pub(crate) fn aligned(bytes: &[u8]) -> AlignedBytes {
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    // SAFETY: `words` holds at least `bytes.len()` bytes; u64 has no invalid bit patterns.
+    let dst =
+        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), bytes.len()) };
+    dst.copy_from_slice(bytes);
+    AlignedBytes {
+        words,
+        len: bytes.len(),
+    }
+}
+
+/// Bytes stored 8-byte aligned.
+pub(crate) struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl std::ops::Deref for AlignedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `words` owns at least `len` initialised bytes.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
 /// Check a tenant object against the confinement rules (ELF level:
 /// sections, symbols, instructions). Map declarations are checked by
 /// [`check_maps`], which needs libbpf to read BTF-defined maps.
@@ -174,7 +202,8 @@ fn section_allowed(name: &str) -> bool {
 /// # Errors
 /// [`Error::Refused`] with the first rule broken.
 pub fn check_elf(obj: &[u8], policy: &Policy) -> Result<CheckReport> {
-    let file = object::File::parse(obj).map_err(|e| refuse(format!("not an ELF object: {e}")))?;
+    let buf = aligned(obj);
+    let file = object::File::parse(&*buf).map_err(|e| refuse(format!("not an ELF object: {e}")))?;
     if file.architecture() != object::Architecture::Bpf {
         return Err(refuse(format!(
             "object is for {:?}, not BPF: compile with clang -target bpf",

@@ -411,6 +411,8 @@ impl HostAgent {
             },
             vxlan_port: u32::from(self.cfg.infra.vxlan_port),
             recheck: u32::from(self.cfg.infra.recheck),
+            account: u32::from(self.cfg.infra.accounting),
+            _pad: 0,
         };
         rampart_dataplane::maps::update_raw(
             self.shared_fd("rampart_t_glob"),
@@ -424,9 +426,28 @@ impl HostAgent {
     /// Turn the fairness check on or off at run time (accounting continues).
     ///
     /// # Errors
-    /// Map update failure.
+    /// [`Error::Invalid`] to turn fairness on without accounting; map update failure.
     pub fn set_fairness(&mut self, on: bool) -> Result<()> {
+        if on && !self.cfg.infra.accounting {
+            return Err(Error::Invalid(
+                "fairness needs accounting (infra.accounting = true)".into(),
+            ));
+        }
         self.cfg.fairness.enabled = on;
+        self.set_global()
+    }
+
+    /// Turn the per-packet CPU accounting in the dispatcher on or off at
+    /// run time (for measuring its cost). The kernel-path tracepoints are
+    /// attached at start only when the configuration had accounting on.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] to turn it off while fairness is on; map update failure.
+    pub fn set_accounting(&mut self, on: bool) -> Result<()> {
+        if !on && self.cfg.fairness.enabled {
+            return Err(Error::Invalid("turn fairness off before accounting".into()));
+        }
+        self.cfg.infra.accounting = on;
         self.set_global()
     }
 

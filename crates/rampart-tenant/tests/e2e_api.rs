@@ -23,7 +23,6 @@ fn server() -> Server {
         name = "{name}"
         interfaces = ["lo"]
         attach = false
-        accounting = false
         [[tenant]]
         name = "a"
         token = "token-aaaaaaaa"

@@ -225,3 +225,33 @@ fn redirects_reach_only_the_tenants_own_ports() {
     assert_eq!(stats(&a, "a").verdicts["redirect"], 1);
     assert_eq!(stats(&a, "b").drops["bad_redirect"], 1);
 }
+
+#[test]
+fn cpu_time_is_charged_per_packet_and_can_be_switched_off() {
+    let mut a = agent("", false);
+    // A slice is charged when the next boundary closes it: run pairs.
+    for _ in 0..4 {
+        run(&a, &udp4([10, 20, 1, 2], 9));
+    }
+    let charged = stats(&a, "a").cpu_ns;
+    assert!(charged > 0, "no CPU time charged");
+    assert_eq!(stats(&a, "b").cpu_ns, 0);
+    a.set_accounting(false).unwrap();
+    run(&a, &udp4([10, 20, 1, 2], 9)); // closes the last slice opened while on
+    let base = stats(&a, "a").cpu_ns;
+    for _ in 0..4 {
+        run(&a, &udp4([10, 20, 1, 2], 9));
+    }
+    assert_eq!(
+        stats(&a, "a").cpu_ns,
+        base,
+        "accounting off: no clock, no charge"
+    );
+    assert_eq!(stats(&a, "a").packets, 9);
+    // Fairness cannot run without it.
+    assert!(a
+        .set_fairness(true)
+        .unwrap_err()
+        .to_string()
+        .contains("accounting"));
+}

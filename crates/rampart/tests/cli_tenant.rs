@@ -70,7 +70,6 @@ listen = "127.0.0.1:{port}"
 name = "{name}"
 interfaces = ["lo"]
 attach = false
-accounting = false
 [[tenant]]
 name = "acme"
 token = "acme-secret-token"

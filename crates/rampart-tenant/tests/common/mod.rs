@@ -26,7 +26,6 @@ pub fn agent(extra_infra: &str, fairness: bool) -> HostAgent {
         name = "{name}"
         interfaces = ["lo"]
         attach = false
-        accounting = false
         {extra_infra}
         [fairness]
         enabled = {fairness}
