@@ -424,6 +424,8 @@ impl HostAgent {
     }
 
     /// Turn the fairness check on or off at run time (accounting continues).
+    /// Switching it on starts every tenant with a full bucket: the CPU they
+    /// used beyond their share while nothing limited them is not a debt.
     ///
     /// # Errors
     /// [`Error::Invalid`] to turn fairness on without accounting; map update failure.
@@ -432,6 +434,9 @@ impl HostAgent {
             return Err(Error::Invalid(
                 "fairness needs accounting (infra.accounting = true)".into(),
             ));
+        }
+        if on && !self.cfg.fairness.enabled {
+            self.tokens.refill_all()?;
         }
         self.cfg.fairness.enabled = on;
         self.set_global()

@@ -269,6 +269,30 @@ impl TokenGenerator {
         Ok(())
     }
 
+    /// Fill every bucket (granted = used + cap), forgiving any debt. Called
+    /// when enforcement is switched on: while it was off, tenants were
+    /// charged without being limited, and the debt they ran up then is not
+    /// something the fair phase should make them repay.
+    ///
+    /// # Errors
+    /// Map access failure.
+    pub fn refill_all(&self) -> Result<()> {
+        let mut sh = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let tids: Vec<u32> = sh.weights.keys().copied().collect();
+        for tid in tids {
+            let used = read_u64(&self.used_fd, tid)?;
+            let g = used + self.cfg.cap_ns;
+            write_u64(&self.grant_fd, tid, g)?;
+            sh.granted.insert(tid, g);
+            sh.levels
+                .insert(tid, i64::try_from(self.cfg.cap_ns).unwrap_or(i64::MAX));
+        }
+        Ok(())
+    }
+
     /// Stop generating for a tenant.
     pub fn remove_tenant(&self, tid: u32) {
         let mut sh = self

@@ -131,6 +131,11 @@ fn an_empty_bucket_rejects_before_the_program_runs() {
     a.set_fairness(false).unwrap();
     assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
     assert_eq!(map_u64(&a, "a", "counts", 0), 2);
+    // Switching fairness back on starts from full buckets: what a tenant
+    // used while nothing limited it is not a debt.
+    a.set_fairness(true).unwrap();
+    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
+    assert_eq!(map_u64(&a, "a", "counts", 0), 3);
 }
 
 #[test]

@@ -245,7 +245,7 @@ pub struct FairnessArgs {
     #[arg(long, default_value = "tfair")]
     pub prefix: String,
     /// Hash rounds of the three tenants' programs (their cost), comma-separated.
-    #[arg(long, default_value = "300,1000,4000", value_delimiter = ',')]
+    #[arg(long, default_value = "1500,5000,20000", value_delimiter = ',')]
     pub rounds: Vec<u32>,
     /// Measured seconds per phase.
     #[arg(long, default_value_t = 4.0)]
@@ -263,7 +263,7 @@ pub struct FairnessArgs {
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
     /// Offered load over all tenants, frames/s (0: as fast as the generator goes).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 600_000.0)]
     pub pps: f64,
     /// Print one JSON object.
     #[arg(long)]
