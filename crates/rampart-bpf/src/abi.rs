@@ -29,3 +29,28 @@ const _: () = assert!(size_of::<SinkSrcKey>() == 20);
 const _: () = assert!(size_of::<NicRuleKey>() == 20);
 const _: () = assert!(size_of::<NicRuleStats>() == 16);
 const _: () = assert!(size_of::<NicState>() == 16);
+
+// --- rampart stream (bpf/shared/stream.h) ---------------------------------
+
+/// The packet tuple of rampart stream (`struct stream_tuple`).
+pub use crate::xdp_stream_probe::types::stream_tuple as StreamTuple;
+
+/// `enum stream_tuple_flag` bits of [`StreamTuple::flags`].
+pub const ST_F_IPV6: u8 = 1 << 0;
+/// First fragment.
+pub const ST_F_FRAG_FIRST: u8 = 1 << 1;
+/// Non-first fragment (no ports).
+pub const ST_F_FRAG_LATER: u8 = 1 << 2;
+/// Direction-independent key swapped the addresses.
+pub const ST_F_IP_REV: u8 = 1 << 3;
+/// Direction-independent key swapped the ports.
+pub const ST_F_PORT_REV: u8 = 1 << 4;
+/// Timestamp from the NIC.
+pub const ST_F_TS_HW: u8 = 1 << 5;
+/// `flags >> ST_KEY_MODE_SHIFT` is the `enum stream_key_mode`.
+pub const ST_KEY_MODE_SHIFT: u8 = 6;
+/// Seed of the FlowID jhash.
+pub const ST_FLOWID_SEED: u32 = 0x7261;
+
+const _: () = assert!(size_of::<StreamTuple>() == 56);
+const _: () = assert!(std::mem::align_of::<StreamTuple>() == 8);

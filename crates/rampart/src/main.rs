@@ -23,12 +23,24 @@ enum Cmd {
     Lab(cli::lab::LabCmd),
     /// Run the main demo in a lab of its own and print a report.
     Demo(cli::demo::DemoArgs),
+    /// Stream analytics: flowmeter, portscan, synflood on pcap, synthetic or AF_XDP sources.
+    #[command(subcommand)]
+    Stream(cli::stream::StreamCmd),
     /// Tenant offload: serve the API, or act as a tenant (submit, stats, …).
     #[command(subcommand)]
     Tenant(cli::tenant::TenantCmd),
     /// Benchmarks.
     #[command(subcommand)]
-    Bench(cli::tenant::TenantBench),
+    Bench(BenchCmd),
+}
+
+/// `rampart bench <name>`: each application's benchmarks, one group.
+#[derive(Debug, Subcommand)]
+enum BenchCmd {
+    #[command(flatten)]
+    Stream(cli::stream::BenchCmd),
+    #[command(flatten)]
+    Tenant(cli::tenant::TenantBench),
 }
 
 /// clap renders errors over several lines (usage, hints); rampart's CLI
@@ -89,8 +101,10 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
+        Cmd::Stream(c) => cli::stream::run(c, &cancel),
         Cmd::Tenant(c) => cli::tenant::run(c, &cancel),
-        Cmd::Bench(b) => cli::tenant::run_bench(b, &cancel),
+        Cmd::Bench(BenchCmd::Stream(c)) => cli::stream::run_bench(c),
+        Cmd::Bench(BenchCmd::Tenant(b)) => cli::tenant::run_bench(b, &cancel),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,5 +2,6 @@
 
 pub mod demo;
 pub mod lab;
+pub mod stream;
 pub mod tenant;
 pub mod util;

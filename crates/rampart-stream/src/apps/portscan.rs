@@ -1,0 +1,369 @@
+//! Port-scan detection with Threshold Random Walk (Jung, Paxson, Berger,
+//! Balakrishnan, "Fast Portscan Detection Using Sequential Hypothesis
+//! Testing", IEEE S&P 2004).
+//!
+//! Graph: Source → Filter (TCP SYN, SYN-ACK, RST-ACK) → Map (attempt key:
+//! ⟨initiator, responder, port⟩ — the SYN key ⟨src, dst, dport⟩, the
+//! answer's ⟨dst, src, sport⟩) → Keyed Window (session per attempt, gap =
+//! response timeout: its outcome is *success* if the responder answered
+//! SYN-ACK, *failure* on RST-ACK or silence) → FlatMap keyed by initiator
+//! (the walk) → Sink.
+//!
+//! The walk, per remote host (initiator): every *first contact* (a
+//! responder — or, with [`FirstContact::Service`], a responder:port — the
+//! host had not tried before) multiplies the likelihood ratio Λ by
+//! θ1/θ0 on success and (1−θ1)/(1−θ0) on failure. Λ ≥ η1 = β/α declares a
+//! scanner (one alert); Λ ≤ η0 = (1−β)/(1−α) declares the host benign and
+//! the walk restarts (its contacts are remembered). Paper defaults:
+//! θ0 = 0.8, θ1 = 0.2, α = 0.01, β = 0.99 — four failed first contacts
+//! in a row flag a scanner.
+
+use std::time::Duration;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use super::{Addr, EngineOpts};
+use crate::engine::{
+    agg, Filter, FlatMap, KeyedWindow, Map, Pipeline, Shipper, Sink, WindowInfo, WindowSpec,
+};
+use crate::export::json::{epoch_secs, iso8601, Alert, AlertInfo};
+use crate::flowid::jhash2;
+use crate::source::{self, PacketSource};
+use crate::tuple::{tcp, StreamTuple, TupleExt, ST_FLOWID_SEED};
+
+/// What counts as a first contact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FirstContact {
+    /// A responder address not contacted before (the paper).
+    Host,
+    /// A responder address and port not contacted before (also catches
+    /// vertical scans of one host).
+    Service,
+}
+
+/// Settings (names as in the paper).
+#[derive(Debug, Clone, Serialize)]
+pub struct PortscanConfig {
+    /// Pr[success | benign].
+    pub theta0: f64,
+    /// Pr[success | scanner].
+    pub theta1: f64,
+    /// Target false-positive probability.
+    pub alpha: f64,
+    /// Target detection probability.
+    pub beta: f64,
+    /// An attempt unanswered for this long failed (default 3 s).
+    pub response_timeout: Duration,
+    /// First-contact definition.
+    pub first_contact: FirstContact,
+    /// Engine settings.
+    pub engine: EngineOpts,
+}
+
+impl Default for PortscanConfig {
+    fn default() -> Self {
+        Self {
+            theta0: 0.8,
+            theta1: 0.2,
+            alpha: 0.01,
+            beta: 0.99,
+            response_timeout: Duration::from_secs(3),
+            first_contact: FirstContact::Host,
+            engine: EngineOpts::default(),
+        }
+    }
+}
+
+impl PortscanConfig {
+    /// Check the parameters as the paper requires (θ1 < θ0, α < β).
+    ///
+    /// # Errors
+    /// Which parameter is wrong.
+    pub fn validate(&self) -> crate::Result<()> {
+        let p = |x: f64| x > 0.0 && x < 1.0;
+        if !(p(self.theta0) && p(self.theta1) && p(self.alpha) && p(self.beta)) {
+            return Err(crate::Error::Invalid(
+                "portscan: θ0, θ1, α, β must each be in (0, 1)".into(),
+            ));
+        }
+        if self.theta1 >= self.theta0 {
+            return Err(crate::Error::Invalid(format!(
+                "portscan: θ1 ({}) must be below θ0 ({}): scanners succeed less often than benign hosts",
+                self.theta1, self.theta0
+            )));
+        }
+        if self.alpha >= self.beta {
+            return Err(crate::Error::Invalid(format!(
+                "portscan: α ({}) must be below β ({})",
+                self.alpha, self.beta
+            )));
+        }
+        if self.response_timeout.is_zero() {
+            return Err(crate::Error::Invalid(
+                "portscan: --response-timeout must be > 0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct AttemptKey {
+    initiator: Addr,
+    responder: Addr,
+    port: u16,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Syn,
+    SynAck,
+    RstAck,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Ev {
+    key: AttemptKey,
+    kind: Kind,
+    ts: u64,
+}
+
+/// Outcome of one connection attempt.
+#[derive(Debug, Clone, Copy)]
+struct Outcome {
+    key: AttemptKey,
+    first_syn: u64,
+    success: bool,
+    valid: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct AttemptAcc {
+    syn: Option<u64>,
+    synack: bool,
+}
+
+/// A scanner alert's details.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ScanDetails {
+    /// First contacts evaluated before the decision.
+    pub first_contacts: u64,
+    /// Of which failed.
+    pub failures: u64,
+    /// Of which succeeded.
+    pub successes: u64,
+    /// ln Λ at the decision.
+    pub log_likelihood_ratio: f64,
+    /// ln η1.
+    pub log_eta1: f64,
+    /// Some of the responders contacted (up to 16), `addr:port`.
+    pub contacted: Vec<String>,
+    /// Time of the first SYN of the deciding attempt.
+    pub attempt_ts: String,
+}
+
+/// A host declared a scanner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScanAlert {
+    /// Decision time (event time of the deciding outcome), ns.
+    pub ts_ns: u64,
+    /// The scanner.
+    pub src: Addr,
+    /// Details.
+    pub details: ScanDetails,
+}
+
+impl ScanAlert {
+    /// The alert as a JSON event.
+    pub fn event(&self) -> Alert<ScanDetails> {
+        let fid = jhash2(
+            &[self.src.w[0], self.src.w[1], self.src.w[2], self.src.w[3]],
+            ST_FLOWID_SEED,
+        );
+        Alert {
+            timestamp: iso8601(self.ts_ns),
+            ts: epoch_secs(self.ts_ns),
+            event_type: "alert",
+            flow_id: u64::from(fid),
+            src_ip: Some(self.src.to_string()),
+            src_port: None,
+            dest_ip: None,
+            dest_port: None,
+            proto: "TCP".into(),
+            note: "Scan::TRW_Scanner",
+            msg: format!(
+                "{} is a scanner: {} of {} first contacts failed (TRW)",
+                self.src, self.details.failures, self.details.first_contacts
+            ),
+            alert: AlertInfo {
+                action: "allowed",
+                gid: 1,
+                signature_id: 9_000_001,
+                rev: 1,
+                signature: "RAMPART SCAN Threshold Random Walk scanner".into(),
+                category: "Attempted Information Leak",
+                severity: 2,
+            },
+            app: "portscan",
+            details: self.details.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone)]
+struct Walk {
+    llr: f64,
+    contacted: FxHashSet<(Addr, u16)>,
+    order: Vec<String>,
+    n: u64,
+    fail: u64,
+    ok: u64,
+    scanner: bool,
+}
+
+/// Build the graph; `out` gets every alert, then `None` at the end.
+///
+/// # Errors
+/// Invalid parameters.
+pub fn build<S: PacketSource>(
+    src: S,
+    cfg: &PortscanConfig,
+    out: impl FnMut(Option<ScanAlert>) + Clone + Send + 'static,
+) -> crate::Result<Pipeline> {
+    cfg.validate()?;
+    let e = &cfg.engine;
+    let g = e.graph("portscan")?;
+    let p = src.parallelism();
+    let gap = cfg.response_timeout;
+    let (up, down) = (
+        (cfg.theta1 / cfg.theta0).ln(),
+        ((1.0 - cfg.theta1) / (1.0 - cfg.theta0)).ln(),
+    );
+    let (eta1, eta0) = (
+        (cfg.beta / cfg.alpha).ln(),
+        ((1.0 - cfg.beta) / (1.0 - cfg.alpha)).ln(),
+    );
+    let service = cfg.first_contact == FirstContact::Service;
+    let mut hosts: FxHashMap<Addr, Walk> = FxHashMap::default();
+    let walk = move |o: Outcome, sh: &mut Shipper<'_, ScanAlert>| {
+        let h = hosts.entry(o.key.initiator).or_default();
+        if h.scanner {
+            return;
+        }
+        let contact = (o.key.responder, if service { o.key.port } else { 0 });
+        if !h.contacted.insert(contact) {
+            return;
+        }
+        if h.order.len() < 16 {
+            h.order.push(format!("{}:{}", o.key.responder, o.key.port));
+        }
+        h.n += 1;
+        if o.success {
+            h.ok += 1;
+            h.llr += up;
+        } else {
+            h.fail += 1;
+            h.llr += down;
+        }
+        if h.llr >= eta1 {
+            h.scanner = true;
+            sh.ship(ScanAlert {
+                ts_ns: o.first_syn,
+                src: o.key.initiator,
+                details: ScanDetails {
+                    first_contacts: h.n,
+                    failures: h.fail,
+                    successes: h.ok,
+                    log_likelihood_ratio: h.llr,
+                    log_eta1: eta1,
+                    contacted: h.order.clone(),
+                    attempt_ts: iso8601(o.first_syn),
+                },
+            });
+        } else if h.llr <= eta0 {
+            // Benign: the walk restarts (contacts stay remembered).
+            h.llr = 0.0;
+        }
+    };
+    Ok(g.source(source::operator(src, e.batch))?
+        .add(
+            Filter::new("handshake", |t: &StreamTuple| {
+                t.tcp_has(tcp::SYN) || t.tcp_has(tcp::RST | tcp::ACK)
+            })
+            .with_parallelism(p)
+            .with_output_batch(e.batch),
+        )?
+        .add(
+            Map::new("attempt", |t: StreamTuple| {
+                let (s, d) = (Addr::src(&t), Addr::dst(&t));
+                let answer = t.tcp_has(tcp::SYN | tcp::ACK) || t.tcp_has(tcp::RST | tcp::ACK);
+                // A SYN opens ⟨src, dst, dport⟩; an answer comes back ⟨dst, src, sport⟩.
+                let key = if answer {
+                    AttemptKey {
+                        initiator: d,
+                        responder: s,
+                        port: t.sport,
+                    }
+                } else {
+                    AttemptKey {
+                        initiator: s,
+                        responder: d,
+                        port: t.dport,
+                    }
+                };
+                let kind = if t.tcp_has(tcp::SYN | tcp::ACK) {
+                    Kind::SynAck
+                } else if t.tcp_flags & tcp::RST != 0 {
+                    Kind::RstAck
+                } else {
+                    Kind::Syn
+                };
+                Ev {
+                    key,
+                    kind,
+                    ts: t.ts_ns,
+                }
+            })
+            .with_parallelism(p)
+            .with_output_batch(e.batch),
+        )?
+        .add(
+            KeyedWindow::new(
+                "attempts",
+                |e: &Ev| e.key,
+                WindowSpec::session(gap, gap * 20),
+                agg(
+                    AttemptAcc::default,
+                    |a: &mut AttemptAcc, e: &Ev| match e.kind {
+                        Kind::Syn => {
+                            a.syn.get_or_insert(e.ts);
+                        }
+                        Kind::SynAck => a.synack = true,
+                        Kind::RstAck => {}
+                    },
+                    |k: &AttemptKey, a: AttemptAcc, _: &WindowInfo| Outcome {
+                        key: *k,
+                        first_syn: a.syn.unwrap_or(0),
+                        success: a.synack,
+                        valid: a.syn.is_some(),
+                    },
+                ),
+            )
+            .with_parallelism(e.workers)
+            .with_output_batch(e.batch),
+        )?
+        .add(
+            Filter::new("initiated", |o: &Outcome| o.valid)
+                .with_parallelism(e.workers)
+                .with_output_batch(e.batch),
+        )?
+        .add(
+            FlatMap::new("trw", walk)
+                .with_key_by(|o: &Outcome| o.key.initiator)
+                .with_parallelism(e.workers)
+                .with_output_batch(e.batch),
+        )?
+        .sink(Sink::new("alerts", out))?)
+}

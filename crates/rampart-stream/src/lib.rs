@@ -1,0 +1,16 @@
+//! rampart stream (DESIGN §4): a WindFlow-style stream processing engine
+//! ([`engine`]), the packet tuple shared with XDP ([`tuple`], [`parse`],
+//! [`flowid`]), packet sources ([`source`]) and network analytics apps
+//! ([`apps`]) with standard outputs ([`export`]).
+
+pub mod apps;
+pub mod bench;
+pub mod engine;
+pub mod error;
+pub mod export;
+pub mod flowid;
+pub mod parse;
+pub mod source;
+pub mod tuple;
+
+pub use error::{Error, Result};

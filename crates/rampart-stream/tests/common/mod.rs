@@ -1,0 +1,128 @@
+//! Test traffic: frames built with etherparse, written as pcap or pcapng.
+#![allow(dead_code)]
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use etherparse::PacketBuilder;
+
+pub const T0_NS: u64 = 1_704_067_200_000_000_000; // 2024-01-01T00:00:00Z, a multiple of 10 s
+pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L4 {
+    Tcp(u8),
+    Udp,
+    Icmp,
+}
+
+/// One frame: IP addresses of one family.
+pub fn frame(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, l4: L4, payload: usize) -> Vec<u8> {
+    let eth = PacketBuilder::ethernet2(MAC_A, MAC_B);
+    let ip = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => eth.ipv4(s.octets(), d.octets(), 64),
+        (IpAddr::V6(s), IpAddr::V6(d)) => eth.ipv6(s.octets(), d.octets(), 64),
+        _ => panic!("mixed families"),
+    };
+    let body = vec![0x5au8; payload];
+    let mut v = Vec::new();
+    match l4 {
+        L4::Udp => ip.udp(sport, dport).write(&mut v, &body).unwrap(),
+        L4::Icmp => {
+            if src.is_ipv6() {
+                ip.icmpv6_echo_request(1, 1).write(&mut v, &body).unwrap()
+            } else {
+                ip.icmpv4_echo_request(1, 1).write(&mut v, &body).unwrap()
+            }
+        }
+        L4::Tcp(flags) => {
+            ip.tcp(sport, dport, 1000, 65535)
+                .write(&mut v, &body)
+                .unwrap();
+            let off = 14 + if src.is_ipv6() { 40 } else { 20 } + 13;
+            v[off] = flags;
+        }
+    }
+    v
+}
+
+/// IP total length of a frame built by [`frame`].
+pub fn ip_len(f: &[u8]) -> u64 {
+    (f.len() - 14) as u64
+}
+
+/// A unique file path under the temp dir.
+pub fn tmp(name: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("rampart-stream-{}-{n}-{name}", std::process::id()))
+}
+
+/// Removes the file on drop.
+pub struct TmpFile(pub PathBuf);
+impl Drop for TmpFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+impl TmpFile {
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+/// Write (ts_ns, frame) records as classic pcap (µs timestamps).
+pub fn write_pcap(name: &str, pkts: &[(u64, Vec<u8>)]) -> TmpFile {
+    let p = tmp(name);
+    let f = std::fs::File::create(&p).unwrap();
+    let mut w = pcap_file::pcap::PcapWriter::new(f).unwrap();
+    for (ts, fr) in pkts {
+        let pkt = pcap_file::pcap::PcapPacket::new(Duration::from_nanos(*ts), fr.len() as u32, fr);
+        w.write_packet(&pkt).unwrap();
+    }
+    TmpFile(p)
+}
+
+/// Write (ts_ns, frame) records as pcapng (ns timestamps, if_tsresol = 9).
+pub fn write_pcapng(name: &str, pkts: &[(u64, Vec<u8>)]) -> TmpFile {
+    use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+    use pcap_file::pcapng::blocks::interface_description::{
+        InterfaceDescriptionBlock, InterfaceDescriptionOption,
+    };
+    let p = tmp(name);
+    let f = std::fs::File::create(&p).unwrap();
+    let mut w = pcap_file::pcapng::PcapNgWriter::new(f).unwrap();
+    let idb = InterfaceDescriptionBlock {
+        linktype: pcap_file::DataLink::ETHERNET,
+        snaplen: 65535,
+        options: vec![InterfaceDescriptionOption::IfTsResol(9)],
+    };
+    w.write_pcapng_block(idb).unwrap();
+    for (ts, fr) in pkts {
+        let epb = EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: Duration::from_nanos(*ts),
+            original_len: fr.len() as u32,
+            data: std::borrow::Cow::Borrowed(fr),
+            options: vec![],
+        };
+        w.write_pcapng_block(epb).unwrap();
+    }
+    TmpFile(p)
+}
+
+/// xorshift, deterministic.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

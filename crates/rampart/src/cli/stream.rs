@@ -1,0 +1,467 @@
+//! `rampart stream run APP --source ...` and the engine benchmark
+//! (`rampart bench stream-engine`, wired through [`BenchCmd`] here until
+//! the `bench` group is unified).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use rampart_stream::apps::{flowmeter, portscan, synflood, EngineOpts};
+use rampart_stream::bench::{self, BenchResult};
+use rampart_stream::engine::{Pipeline, RunStats};
+use rampart_stream::export::ipfix::Exporter;
+use rampart_stream::source::{self, PacketSource, SourceReport};
+
+use super::util::{print_json, si};
+
+#[derive(Debug, Subcommand)]
+pub enum StreamCmd {
+    /// Run an analytics app on a packet source until the source ends (or Ctrl-C).
+    Run(RunArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum App {
+    /// Flow records (EVE flow JSON lines, IPFIX).
+    Flowmeter,
+    /// Threshold Random Walk scanner detection.
+    Portscan,
+    /// Incomplete TCP handshakes per destination per window.
+    Synflood,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Contact {
+    /// A new responder address (the paper).
+    Host,
+    /// A new responder address and port.
+    Service,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The app.
+    #[arg(value_enum)]
+    pub app: App,
+    /// pcap:FILE[,replicas=N][,pace=SPEED] | synthetic:flows=N,tuples=M[,replicas=R] |
+    /// afxdp:[NETNS/]IFACE[,queues=Q][,seconds=S][,packets=P]
+    #[arg(long)]
+    pub source: String,
+    /// JSON lines on stdout (EVE/Zeek field names), then one stats object.
+    #[arg(long)]
+    pub json: bool,
+    /// flowmeter: also export IPFIX to this UDP collector (HOST:PORT).
+    #[arg(long)]
+    pub ipfix: Option<SocketAddr>,
+    /// Replicas of the keyed operators.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Output batch size (1 = no batching).
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Do not fuse operators into one thread.
+    #[arg(long)]
+    pub no_chaining: bool,
+    /// flowmeter: idle timeout, seconds.
+    #[arg(long, default_value_t = 15.0)]
+    pub idle_timeout: f64,
+    /// flowmeter: active timeout, seconds.
+    #[arg(long, default_value_t = 1800.0)]
+    pub active_timeout: f64,
+    /// portscan: θ0 = Pr[success | benign].
+    #[arg(long, default_value_t = 0.8)]
+    pub theta0: f64,
+    /// portscan: θ1 = Pr[success | scanner].
+    #[arg(long, default_value_t = 0.2)]
+    pub theta1: f64,
+    /// portscan: α, the false-positive bound.
+    #[arg(long, default_value_t = 0.01)]
+    pub alpha: f64,
+    /// portscan: β, the detection probability.
+    #[arg(long, default_value_t = 0.99)]
+    pub beta: f64,
+    /// portscan: seconds without an answer after which an attempt failed.
+    #[arg(long, default_value_t = 3.0)]
+    pub response_timeout: f64,
+    /// portscan: what counts as a first contact.
+    #[arg(long, value_enum, default_value = "host")]
+    pub first_contact: Contact,
+    /// synflood: window, seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub window: f64,
+    /// synflood: incomplete handshakes per destination per window that alert.
+    #[arg(long, default_value_t = 200)]
+    pub threshold: u64,
+}
+
+fn secs(name: &str, v: f64) -> Result<Duration> {
+    if !(v.is_finite() && v > 0.0 && v < 1e9) {
+        bail!("--{name} {v}: use a number of seconds > 0");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Everything a run prints at the end.
+#[derive(Debug, serde::Serialize)]
+struct Stats<S: serde::Serialize> {
+    event_type: &'static str,
+    app: &'static str,
+    source: SourceReport,
+    engine: RunStats,
+    #[serde(flatten)]
+    app_stats: S,
+}
+
+fn run_pipeline(p: Pipeline, cancel: &AtomicBool) -> Result<RunStats> {
+    let flag = p.cancel_flag();
+    let done = Arc::new(AtomicBool::new(false));
+    let d2 = Arc::clone(&done);
+    // Forward Ctrl-C to the graph's sources.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !d2.load(Ordering::Relaxed) {
+                if cancel.load(Ordering::Relaxed) {
+                    flag.store(true, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let r = p.run();
+        done.store(true, Ordering::Relaxed);
+        r
+    })
+    .context("stream engine")
+}
+
+fn out_line(s: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{s}");
+}
+
+pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
+    let StreamCmd::Run(a) = cmd;
+    let src = source::parse_spec(&a.source)?;
+    let engine = EngineOpts {
+        workers: a.workers,
+        batch: a.batch,
+        chaining: !a.no_chaining,
+    };
+    let stats = src.stats();
+    let json = a.json;
+    match a.app {
+        App::Flowmeter => {
+            let cfg = flowmeter::FlowmeterConfig {
+                idle: secs("idle-timeout", a.idle_timeout)?,
+                active: secs("active-timeout", a.active_timeout)?,
+                engine,
+            };
+            let ipfix = match a.ipfix {
+                Some(c) => Some(Arc::new(Mutex::new(Exporter::connect(c, 1)?))),
+                None => None,
+            };
+            let err: Arc<Mutex<Option<String>>> = Arc::default();
+            let summary = Arc::new(Mutex::new(flowmeter::Summary::default()));
+            let (ip2, e2, s2) = (ipfix.clone(), Arc::clone(&err), Arc::clone(&summary));
+            let p = flowmeter::build(src, &cfg, move |r: Option<flowmeter::FlowRecord>| {
+                let Some(r) = r else {
+                    if let Some(x) = &ip2 {
+                        if let Err(e) = x.lock().map(|mut x| x.flush()).unwrap_or(Ok(())) {
+                            e2.lock()
+                                .map(|mut v| v.get_or_insert(e.to_string()).clone())
+                                .ok();
+                        }
+                    }
+                    return;
+                };
+                if let Ok(mut s) = s2.lock() {
+                    s.add(&r);
+                }
+                if json {
+                    out_line(&serde_json::to_string(&r.event()).unwrap_or_default());
+                } else {
+                    let ev = r.event();
+                    out_line(&format!(
+                        "{:<9} {}:{} -> {}:{}  {} pkts {} B  {} .. {}  ({})",
+                        ev.proto,
+                        ev.src_ip,
+                        ev.src_port,
+                        ev.dest_ip,
+                        ev.dest_port,
+                        r.packets,
+                        r.bytes,
+                        ev.flow.start,
+                        ev.flow.end,
+                        ev.flow.reason
+                    ));
+                }
+                if let Some(x) = &ip2 {
+                    if let Err(e) = x.lock().map(|mut x| x.export(r)).unwrap_or(Ok(())) {
+                        e2.lock()
+                            .map(|mut v| v.get_or_insert(e.to_string()).clone())
+                            .ok();
+                    }
+                }
+            })?;
+            let st = run_pipeline(p, cancel)?;
+            if let Some(e) = err.lock().ok().and_then(|e| e.clone()) {
+                bail!("IPFIX export: {e}");
+            }
+            let sum = summary.lock().map(|s| s.clone()).unwrap_or_default();
+            if json {
+                #[derive(serde::Serialize)]
+                struct F {
+                    flows: flowmeter::Summary,
+                    ipfix_messages: Option<u64>,
+                }
+                let m = ipfix
+                    .as_ref()
+                    .and_then(|x| x.lock().ok().map(|x| x.messages));
+                print_json(&Stats {
+                    event_type: "stats",
+                    app: "flowmeter",
+                    source: stats.snapshot(),
+                    engine: st,
+                    app_stats: F {
+                        flows: sum,
+                        ipfix_messages: m,
+                    },
+                })?;
+            } else {
+                let s = stats.snapshot();
+                println!(
+                    "{} flows, {} packets, {} bytes from {} frames ({} without a tuple) in {:.2} s ({}tuples/s)",
+                    sum.flows,
+                    sum.packets,
+                    sum.bytes,
+                    s.frames,
+                    s.frames - s.tuples,
+                    st.seconds,
+                    si(st.source_tuples as f64 / st.seconds)
+                );
+                for (p, c) in &sum.protocols {
+                    println!(
+                        "  {p:<9} {} flows, {} packets, {} bytes",
+                        c.flows, c.packets, c.bytes
+                    );
+                }
+            }
+        }
+        App::Portscan => {
+            let cfg = portscan::PortscanConfig {
+                theta0: a.theta0,
+                theta1: a.theta1,
+                alpha: a.alpha,
+                beta: a.beta,
+                response_timeout: secs("response-timeout", a.response_timeout)?,
+                first_contact: match a.first_contact {
+                    Contact::Host => portscan::FirstContact::Host,
+                    Contact::Service => portscan::FirstContact::Service,
+                },
+                engine,
+            };
+            let n = Arc::new(Mutex::new(0u64));
+            let n2 = Arc::clone(&n);
+            let p = portscan::build(src, &cfg, move |x: Option<portscan::ScanAlert>| {
+                if let Some(x) = x {
+                    *n2.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                    let ev = x.event();
+                    if json {
+                        out_line(&serde_json::to_string(&ev).unwrap_or_default());
+                    } else {
+                        out_line(&format!("{} {} {}", ev.timestamp, ev.note, ev.msg));
+                    }
+                }
+            })?;
+            let st = run_pipeline(p, cancel)?;
+            let alerts = *n.lock().unwrap_or_else(|e| e.into_inner());
+            report(json, "portscan", &stats.snapshot(), st, alerts)?;
+        }
+        App::Synflood => {
+            let cfg = synflood::SynfloodConfig {
+                window: secs("window", a.window)?,
+                threshold: a.threshold,
+                engine,
+            };
+            let n = Arc::new(Mutex::new(0u64));
+            let n2 = Arc::clone(&n);
+            let p = synflood::build(src, &cfg, move |x: Option<synflood::FloodAlert>| {
+                if let Some(x) = x {
+                    *n2.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                    let ev = x.event();
+                    if json {
+                        out_line(&serde_json::to_string(&ev).unwrap_or_default());
+                    } else {
+                        out_line(&format!("{} {} {}", ev.timestamp, ev.note, ev.msg));
+                    }
+                }
+            })?;
+            let st = run_pipeline(p, cancel)?;
+            let alerts = *n.lock().unwrap_or_else(|e| e.into_inner());
+            report(json, "synflood", &stats.snapshot(), st, alerts)?;
+        }
+    }
+    Ok(())
+}
+
+fn report(
+    json: bool,
+    app: &'static str,
+    s: &SourceReport,
+    st: RunStats,
+    alerts: u64,
+) -> Result<()> {
+    if json {
+        #[derive(serde::Serialize)]
+        struct A {
+            alerts: u64,
+        }
+        return print_json(&Stats {
+            event_type: "stats",
+            app,
+            source: *s,
+            engine: st,
+            app_stats: A { alerts },
+        });
+    }
+    println!(
+        "{alerts} alert(s); {} frames, {} tuples in {:.2} s ({}tuples/s)",
+        s.frames,
+        s.tuples,
+        st.seconds,
+        si(st.source_tuples as f64 / st.seconds)
+    );
+    Ok(())
+}
+
+// ------------------------------------------------------------------ bench
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCmd {
+    /// The stream engine benchmark (issue #9 item 5): full and empty pipelines.
+    StreamEngine(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// One JSON object per configuration (medians, raw runs included).
+    #[arg(long)]
+    pub json: bool,
+    /// Flow counts to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "65536")]
+    pub flows: Vec<u32>,
+    /// Seconds each run's source generates.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Repetitions (configurations alternate within each repetition).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Output batch size when batching is on.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    /// Tuple: 32 (the issue's 32-byte packet tuple) or 56 (the shared
+    /// `struct stream_tuple` the apps use).
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["32", "56"]), |s: String| s.parse::<usize>().unwrap_or(32)))]
+    pub tuple_bytes: usize,
+}
+
+pub fn run_bench(cmd: BenchCmd) -> Result<()> {
+    match cmd {
+        BenchCmd::StreamEngine(a) => bench_stream_engine(&a),
+    }
+}
+
+/// `rampart bench stream-engine`.
+pub fn bench_stream_engine(a: &BenchArgs) -> Result<()> {
+    if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 600.0) {
+        bail!("--seconds {}: use 0 < seconds <= 600", a.seconds);
+    }
+    if a.repeat == 0 || a.repeat > 100 {
+        bail!("--repeat {}: use 1..=100", a.repeat);
+    }
+    if a.flows.iter().any(|f| *f == 0 || *f > 1 << 24) {
+        bail!("--flows: each flow count must be in 1..=16777216");
+    }
+    let mut configs = Vec::new();
+    for &f in &a.flows {
+        configs.extend(bench::standard_configs(
+            f,
+            a.batch,
+            a.seconds,
+            a.tuple_bytes,
+        ));
+    }
+    let mut runs: Vec<Vec<BenchResult>> = vec![Vec::new(); configs.len()];
+    for rep in 0..a.repeat {
+        for (i, c) in configs.iter().enumerate() {
+            let r = bench::run(c)?;
+            if !a.json {
+                eprintln!(
+                    "rep {rep} {:<5} flows {:>7} par {:<9} batching {:<5} chaining {:<5} {:>10}tuples/s",
+                    format!("{:?}", r.pipeline).to_lowercase(),
+                    r.flows,
+                    r.parallelism,
+                    r.batching,
+                    r.chaining,
+                    si(r.tuples_per_s)
+                );
+            }
+            runs[i].push(r);
+        }
+    }
+    #[derive(serde::Serialize)]
+    struct Row {
+        #[serde(flatten)]
+        median: BenchResult,
+        repeat: usize,
+        runs_tuples_per_s: Vec<f64>,
+        runs_tuples_per_cpu_s: Vec<f64>,
+        median_tuples_per_cpu_s: f64,
+        cpus: usize,
+    }
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    for rs in runs {
+        let mut v: Vec<f64> = rs.iter().map(|r| r.tuples_per_s).collect();
+        let raw = v.clone();
+        let mut c: Vec<f64> = rs.iter().map(|r| r.tuples_per_cpu_s).collect();
+        let raw_cpu = c.clone();
+        c.sort_by(f64::total_cmp);
+        let med_cpu = c[c.len() / 2];
+        v.sort_by(f64::total_cmp);
+        let med = v[v.len() / 2];
+        let mut m = rs
+            .iter()
+            .find(|r| r.tuples_per_s == med)
+            .cloned()
+            .unwrap_or_else(|| rs[0].clone());
+        m.tuples_per_s = med;
+        if a.json {
+            print_json(&Row {
+                median: m,
+                repeat: rs.len(),
+                runs_tuples_per_s: raw,
+                runs_tuples_per_cpu_s: raw_cpu,
+                median_tuples_per_cpu_s: med_cpu,
+                cpus,
+            })?;
+        } else {
+            println!(
+                "{:<5} flows {:>7} parallelism {:<9} batching {:<5} chaining {:<5} median {:>10}tuples/s, {:>10}tuples per CPU-s ({} threads)",
+                format!("{:?}", m.pipeline).to_lowercase(),
+                m.flows,
+                m.parallelism,
+                m.batching,
+                m.chaining,
+                si(m.tuples_per_s),
+                si(med_cpu),
+                m.threads
+            );
+        }
+    }
+    Ok(())
+}
