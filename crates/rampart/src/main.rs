@@ -29,6 +29,9 @@ enum Cmd {
     /// DDoS data plane: XDP source blacklist and feature extraction (state pinned).
     #[command(subcommand)]
     Ddos(cli::ddos::DdosCmd),
+    /// Tenant offload: serve the API, or act as a tenant (submit, stats, …).
+    #[command(subcommand)]
+    Tenant(cli::tenant::TenantCmd),
     /// Benchmarks: `rampart bench <name>`.
     #[command(subcommand)]
     Bench(cli::bench::BenchCmd),
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
         Cmd::Stream(c) => cli::stream::run(c, &cancel),
         Cmd::Ddos(c) => cli::ddos::run(c, &cancel),
+        Cmd::Tenant(c) => cli::tenant::run(c, &cancel),
         Cmd::Bench(c) => cli::bench::run(c, &cancel),
     };
     match res {

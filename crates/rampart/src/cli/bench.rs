@@ -23,6 +23,9 @@ pub enum BenchCmd {
     /// rampart stream's benchmarks (cli/stream.rs).
     #[command(flatten)]
     Stream(super::stream::BenchCmd),
+    /// rampart tenant's benchmarks (cli/tenant.rs).
+    #[command(flatten)]
+    Tenant(super::tenant::TenantBench),
 }
 
 #[derive(Debug, Args)]
@@ -161,6 +164,7 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
             Ok(())
         }
         BenchCmd::Stream(c) => super::stream::run_bench(c),
+        BenchCmd::Tenant(b) => super::tenant::run_bench(b, cancel),
         BenchCmd::FilterUpdate(a) => {
             let spec = rampart_ddos::bench::update::UpdateSpec {
                 entries: a.entries,

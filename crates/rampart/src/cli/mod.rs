@@ -5,4 +5,5 @@ pub mod ddos;
 pub mod demo;
 pub mod lab;
 pub mod stream;
+pub mod tenant;
 pub mod util;
