@@ -149,25 +149,57 @@ static __always_inline int expired(const struct ddos_counter *c)
 	return exp && bpf_ktime_get_boot_ns() >= exp;
 }
 
-/*
- * Exact IPv4 lookup in the active compact table. Returns the slot's
- * element index and position through *elem / *pos.
- */
-static __always_inline int bl4_find(const struct ddos_filter_ctl *ctl, __u32 key, __u32 *elem, __u32 *pos)
+/* Where a key sits: slot index and the table's first element. */
+struct bl4_pos {
+	__u32 slot;
+	__u32 base;
+	__u32 narrow;
+};
+
+/* Exact IPv4 lookup in the active compact table (wide or narrow, see ddos.h). */
+static __always_inline int bl4_find(const struct ddos_filter_ctl *ctl, __u32 key, struct bl4_pos *p)
 {
 	const struct ddos_bl4_table *t = &ctl->tab[ctl->active & 1];
-	__u32 mask = t->mask, max_dist = t->max_dist, base = t->base;
-	__u32 h = key * t->mult;
+	__u32 mask = t->mask, max_dist = t->max_dist, base = t->base, shift = t->shift;
+	__u32 h = key * t->mult, home;
 	int i;
 
 	if (!t->count)
 		return 0;
 	h ^= h >> 16;
 	h *= DDOS_BL4_MIX;
-	h >>= t->shift & 31;
+	home = h >> (shift & 31);
+	p->base = base;
+	if (shift & DDOS_BL4_NARROW) {
+		__u32 want = DDOS_BL4_N_USED | (h & ((1u << (shift & 31)) - 1));
+
+		p->narrow = 1;
+#pragma unroll
+		for (i = 0; i < DDOS_BL4_MAX_PROBES; i++) {
+			__u32 s = (home + i) & mask;
+			__u32 e = base + s / DDOS_BL4_N_SLOTS_PER_BUCKET;
+			struct ddos_bl4_bucket *b;
+			__u16 v;
+
+			if (i > max_dist)
+				return 0;
+			b = bpf_map_lookup_elem(&ddos_bl4_keys, &e);
+			if (!b)
+				return 0;
+			v = ((__u16 *)b->slot)[s & (DDOS_BL4_N_SLOTS_PER_BUCKET - 1)];
+			if (v == (want | ((__u32)i << 11))) {
+				p->slot = s;
+				return 1;
+			}
+			if (v == DDOS_BL4_N_EMPTY)
+				return 0;
+		}
+		return 0;
+	}
+	p->narrow = 0;
 #pragma unroll
 	for (i = 0; i < DDOS_BL4_MAX_PROBES; i++) {
-		__u32 s = (h + i) & mask;
+		__u32 s = (home + i) & mask;
 		__u32 e = base + (s / DDOS_BL4_SLOTS_PER_BUCKET);
 		struct ddos_bl4_bucket *b;
 		__u32 k;
@@ -179,8 +211,7 @@ static __always_inline int bl4_find(const struct ddos_filter_ctl *ctl, __u32 key
 			return 0;
 		k = b->slot[s & (DDOS_BL4_SLOTS_PER_BUCKET - 1)];
 		if (k == key) {
-			*elem = e;
-			*pos = s & (DDOS_BL4_SLOTS_PER_BUCKET - 1);
+			p->slot = s;
 			return 1;
 		}
 		if (k == DDOS_BL4_EMPTY)
@@ -189,32 +220,51 @@ static __always_inline int bl4_find(const struct ddos_filter_ctl *ctl, __u32 key
 	return 0;
 }
 
+/* Retire the slot at p in place: later packets from its source miss it. */
+static __always_inline void bl4_retire(const struct bl4_pos *p)
+{
+	struct ddos_bl4_bucket *keys;
+	__u32 e;
+
+	if (p->narrow) {
+		e = p->base + p->slot / DDOS_BL4_N_SLOTS_PER_BUCKET;
+		keys = bpf_map_lookup_elem(&ddos_bl4_keys, &e);
+		if (keys)
+			((__u16 *)keys->slot)[p->slot & (DDOS_BL4_N_SLOTS_PER_BUCKET - 1)] = DDOS_BL4_N_TOMBSTONE;
+		return;
+	}
+	e = p->base + p->slot / DDOS_BL4_SLOTS_PER_BUCKET;
+	keys = bpf_map_lookup_elem(&ddos_bl4_keys, &e);
+	if (keys)
+		keys->slot[p->slot & (DDOS_BL4_SLOTS_PER_BUCKET - 1)] = DDOS_BL4_TOMBSTONE;
+}
+
 static __always_inline int match_v4(const struct ddos_filter_ctl *ctl, struct ddos_filter_stats *st, __u32 saddr,
 				    __u64 len)
 {
-	__u32 elem, pos, *id;
+	struct bl4_pos p;
+	__u32 *id;
 
-	if (saddr != DDOS_BL4_EMPTY && saddr != DDOS_BL4_TOMBSTONE && bl4_find(ctl, saddr, &elem, &pos)) {
-		struct ddos_bl4_bucket *ids, *keys;
+	if (saddr != DDOS_BL4_EMPTY && saddr != DDOS_BL4_TOMBSTONE && bl4_find(ctl, saddr, &p)) {
+		struct ddos_bl4_bucket *ids;
 		struct ddos_counter *c;
+		__u32 elem;
 
 		if (!sample(st))
 			return MATCH_EXACT;
 		st->sampled++;
+		elem = p.base + p.slot / DDOS_BL4_SLOTS_PER_BUCKET;
 		ids = bpf_map_lookup_elem(&ddos_bl4_ids, &elem);
 		if (!ids)
 			return MATCH_EXACT;
-		c = bpf_map_lookup_elem(&ddos_counters, &ids->slot[pos & (DDOS_BL4_SLOTS_PER_BUCKET - 1)]);
+		c = bpf_map_lookup_elem(&ddos_counters, &ids->slot[p.slot & (DDOS_BL4_SLOTS_PER_BUCKET - 1)]);
 		if (!c)
 			return MATCH_EXACT;
 		if (!expired(c)) {
 			count_entry(c, len);
 			return MATCH_EXACT;
 		}
-		/* Retire the slot in place: later packets from this source miss it. */
-		keys = bpf_map_lookup_elem(&ddos_bl4_keys, &elem);
-		if (keys)
-			keys->slot[pos & (DDOS_BL4_SLOTS_PER_BUCKET - 1)] = DDOS_BL4_TOMBSTONE;
+		bl4_retire(&p);
 		st->expired++;
 	}
 	if (ctl->n_prefix4) {

@@ -95,6 +95,24 @@ struct ddos_filter_config {
 #define DDOS_BL4_MAX_PROBES 16
 /* Home slot of key k: h = k * mult; h ^= h >> 16; h *= DDOS_BL4_MIX; h >> shift. */
 #define DDOS_BL4_MIX 0x85ebca6bu
+/*
+ * Narrow tables. The home hash is a bijection of the key (two odd
+ * multiplications and a xor-shift), so a key is known from its home slot
+ * (h >> shift) and its remainder (h & (2^shift - 1)). Tables of 2^21 slots
+ * or more (shift <= DDOS_BL4_NARROW_MAX_SHIFT) therefore store 16-bit slots,
+ *   DDOS_BL4_N_USED | distance from home << 11 | remainder,
+ * 32 per array element: half the memory (4 MB instead of 8 MB at 1M
+ * entries), so random lookups miss the caches and the TLB less often. Such
+ * a table has DDOS_BL4_NARROW set in its `shift` field. The ids keep one
+ * 4-byte slot each (ddos_bl4_ids, 16 per element), at the same slot index.
+ */
+#define DDOS_BL4_NARROW 0x100u
+#define DDOS_BL4_NARROW_MAX_SHIFT 11
+#define DDOS_BL4_N_SLOTS_PER_BUCKET 32
+#define DDOS_BL4_N_EMPTY 0x0000u
+#define DDOS_BL4_N_USED 0x8000u
+/* A retired narrow slot: never equal to a lookup's value (no USED bit), not empty. */
+#define DDOS_BL4_N_TOMBSTONE 0x7fffu
 /* Entry ids index ddos_counters and ddos_meta. */
 #define DDOS_ID_NONE 0xffffffffu
 
@@ -106,6 +124,7 @@ struct ddos_bl4_bucket {
 struct ddos_bl4_table {
 	/* Hash parameters (see DDOS_BL4_MIX); mult is odd and chosen per build. */
 	__u32 mult;
+	/* 32 - log2(slots) in the low 5 bits; | DDOS_BL4_NARROW for 16-bit slots. */
 	__u32 shift;
 	/* Slots in use minus one (a power of two minus one). */
 	__u32 mask;

@@ -33,8 +33,9 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::abi::ddos::{
-    Bl4Bucket, Bl4Table, Counter, EntryMeta, FilterCtl, FilterStats as RawStats,
-    BL4_SLOTS_PER_BUCKET, DROP_REASONS, META_USED, PASS_REASONS,
+    Bl4Bucket, Bl4Table, Counter, EntryMeta, FilterCtl, FilterStats as RawStats, BL4_NARROW,
+    BL4_N_EMPTY, BL4_N_SLOTS_PER_BUCKET, BL4_SLOTS_PER_BUCKET, DROP_REASONS, META_USED,
+    PASS_REASONS,
 };
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
@@ -885,8 +886,24 @@ impl Filter {
             return false;
         }
         let h = table::home(k, t.mult, t.shift);
+        let narrow = t.shift & BL4_NARROW != 0;
         for i in 0..=t.max_dist {
             let s = h.wrapping_add(i) & t.mask;
+            if narrow {
+                let b = self
+                    .keys
+                    .get((t.base + s / BL4_N_SLOTS_PER_BUCKET as u32) as usize);
+                let j = s as usize % BL4_N_SLOTS_PER_BUCKET;
+                let [b0, b1, b2, b3] = b.slot[j / 2].to_ne_bytes();
+                let v = u16::from_ne_bytes(if j % 2 == 0 { [b0, b1] } else { [b2, b3] });
+                if v == table::narrow_word(k, t.mult, t.shift, i) {
+                    return true;
+                }
+                if v == BL4_N_EMPTY {
+                    return false;
+                }
+                continue;
+            }
             let b = self
                 .keys
                 .get((t.base + s / BL4_SLOTS_PER_BUCKET as u32) as usize);
@@ -1257,18 +1274,35 @@ impl Filter {
         let idle = (ctl.active & 1) ^ 1;
         let base = if idle == 0 { 0 } else { ctl.cap_buckets };
         for i in 0..b.buckets() {
-            let mut kb = Bl4Bucket::default();
             let mut ib = Bl4Bucket::default();
-            kb.slot
-                .copy_from_slice(&b.keys[i * BL4_SLOTS_PER_BUCKET..(i + 1) * BL4_SLOTS_PER_BUCKET]);
             ib.slot
                 .copy_from_slice(&b.ids[i * BL4_SLOTS_PER_BUCKET..(i + 1) * BL4_SLOTS_PER_BUCKET]);
-            self.keys.set(base as usize + i, kb);
             self.ids.set(base as usize + i, ib);
+        }
+        if b.is_narrow() {
+            // 32 16-bit slots per element, in memory order.
+            let w = b.narrow_words();
+            for (i, chunk) in w.chunks_exact(BL4_N_SLOTS_PER_BUCKET).enumerate() {
+                let mut kb = Bl4Bucket::default();
+                for (j, pair) in chunk.chunks_exact(2).enumerate() {
+                    let [a0, a1] = pair[0].to_ne_bytes();
+                    let [b0, b1] = pair[1].to_ne_bytes();
+                    kb.slot[j] = u32::from_ne_bytes([a0, a1, b0, b1]);
+                }
+                self.keys.set(base as usize + i, kb);
+            }
+        } else {
+            for i in 0..b.buckets() {
+                let mut kb = Bl4Bucket::default();
+                kb.slot.copy_from_slice(
+                    &b.keys[i * BL4_SLOTS_PER_BUCKET..(i + 1) * BL4_SLOTS_PER_BUCKET],
+                );
+                self.keys.set(base as usize + i, kb);
+            }
         }
         let desc = Bl4Table {
             mult: b.mult,
-            shift: b.shift,
+            shift: b.shift_word(),
             mask: b.mask(),
             max_dist: b.max_dist,
             base,

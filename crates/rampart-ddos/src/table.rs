@@ -12,20 +12,45 @@
 //! lookup makes at most that many probes and usually touches one cache
 //! line. A build that would break the bound retries with another
 //! multiplier, then doubles the slots.
+//!
+//! Tables of 2^21 slots or more are *narrow* in the data path: the hash is
+//! a bijection of the key, so a slot only needs the key's remainder below
+//! its home slot and its distance from home, 16 bits ([`Built::narrow_words`],
+//! `bpf/shared/ddos.h`). That halves the memory a random lookup walks.
 
 use rampart_bpf::abi::ddos::{
-    BL4_EMPTY, BL4_MAX_PROBES, BL4_MIX, BL4_SLOTS_PER_BUCKET, BL4_TOMBSTONE,
+    BL4_EMPTY, BL4_MAX_PROBES, BL4_MIX, BL4_NARROW, BL4_NARROW_MAX_SHIFT, BL4_N_EMPTY,
+    BL4_N_SLOTS_PER_BUCKET, BL4_N_USED, BL4_SLOTS_PER_BUCKET, BL4_TOMBSTONE,
 };
 
 use crate::error::{Error, Result};
 
+/// The table hash of `key`: a bijection of the 32-bit key (odd
+/// multipliers and a xor-shift are invertible).
+#[inline]
+pub fn hash(key: u32, mult: u32) -> u32 {
+    let mut h = key.wrapping_mul(mult);
+    h ^= h >> 16;
+    h.wrapping_mul(BL4_MIX)
+}
+
 /// Home slot of `key` for a table of `2^(32 - shift)` slots.
 #[inline]
 pub fn home(key: u32, mult: u32, shift: u32) -> u32 {
-    let mut h = key.wrapping_mul(mult);
-    h ^= h >> 16;
-    h = h.wrapping_mul(BL4_MIX);
-    h >> (shift & 31)
+    hash(key, mult) >> (shift & 31)
+}
+
+/// Is a table with this `shift` stored narrow (16-bit slots)?
+#[inline]
+pub fn is_narrow_shift(shift: u32) -> bool {
+    (shift & 31) <= BL4_NARROW_MAX_SHIFT
+}
+
+/// The 16-bit slot of `key` at `dist` slots from its home in a narrow table.
+#[inline]
+pub fn narrow_word(key: u32, mult: u32, shift: u32, dist: u32) -> u16 {
+    let rem = hash(key, mult) & ((1u32 << (shift & 31)) - 1);
+    BL4_N_USED | (dist << 11) as u16 | rem as u16
 }
 
 /// A built table, ready to be copied into one half of `ddos_bl4_keys` /
@@ -62,6 +87,46 @@ impl Built {
     /// `slots - 1`.
     pub fn mask(&self) -> u32 {
         (self.keys.len() - 1) as u32
+    }
+
+    /// Stored with 16-bit slots in the data path (2^21 slots or more)?
+    pub fn is_narrow(&self) -> bool {
+        is_narrow_shift(self.shift)
+    }
+
+    /// The `shift` word of the table's descriptor (with `DDOS_BL4_NARROW`).
+    pub fn shift_word(&self) -> u32 {
+        if self.is_narrow() {
+            self.shift | BL4_NARROW
+        } else {
+            self.shift
+        }
+    }
+
+    /// The 16-bit slots of the narrow form, slot by slot (`BL4_N_EMPTY` when free).
+    pub fn narrow_words(&self) -> Vec<u16> {
+        let mask = self.mask();
+        self.keys
+            .iter()
+            .enumerate()
+            .map(|(s, &k)| {
+                if k == BL4_EMPTY {
+                    BL4_N_EMPTY
+                } else {
+                    let d = (s as u32).wrapping_sub(home(k, self.mult, self.shift)) & mask;
+                    narrow_word(k, self.mult, self.shift, d)
+                }
+            })
+            .collect()
+    }
+
+    /// Array elements of `ddos_bl4_keys` the table takes (narrow: half).
+    pub fn key_buckets(&self) -> usize {
+        if self.is_narrow() {
+            self.keys.len() / BL4_N_SLOTS_PER_BUCKET
+        } else {
+            self.buckets()
+        }
     }
 
     /// Mean distance from home over the stored keys.
@@ -254,6 +319,65 @@ mod tests {
         assert_eq!(b.slots(), 16);
         assert_eq!(b.ids[b.find(42).unwrap()], 9);
         assert_eq!(b.find(43), None);
+    }
+
+    /// The narrow lookup `xdp_filter` does, over [`Built::narrow_words`].
+    fn find_narrow(b: &Built, w: &[u16], key: u32) -> Option<usize> {
+        let h = hash(key, b.mult);
+        let home = h >> b.shift;
+        let want = BL4_N_USED | (h & ((1 << b.shift) - 1)) as u16;
+        for i in 0..=b.max_dist {
+            let s = (home.wrapping_add(i) & b.mask()) as usize;
+            if w[s] == want | (i << 11) as u16 {
+                return Some(s);
+            }
+            if w[s] == BL4_N_EMPTY {
+                return None;
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn hash_is_a_bijection_on_a_sample() {
+        // Odd multipliers and x ^ x >> 16 are invertible: no two keys share a hash.
+        let mut seen = std::collections::HashSet::new();
+        for k in (0..1u32 << 20).map(|i| i.wrapping_mul(4099)) {
+            assert!(seen.insert(hash(k, 0x9e37_79b1)));
+        }
+    }
+
+    #[test]
+    fn narrow_tables_find_members_and_only_members() {
+        // 600,000 keys → 2^21 slots: the first narrow size.
+        let n = 600_000u32;
+        let e: Vec<(u32, u32)> = (0..n)
+            .map(|i| (u32::from_ne_bytes((0xac10_0000u32 + i).to_be_bytes()), i))
+            .collect();
+        let b = build(&e, 1 << 22, &mut rng()).unwrap();
+        assert_eq!(b.slots(), 1 << 21);
+        assert!(b.is_narrow() && b.shift_word() == 11 | BL4_NARROW);
+        assert_eq!(b.key_buckets() * BL4_N_SLOTS_PER_BUCKET, 1 << 21);
+        let w = b.narrow_words();
+        for &(k, id) in &e {
+            let s = find_narrow(&b, &w, k).unwrap_or_else(|| panic!("{k:#x} not found"));
+            assert_eq!((b.keys[s], b.ids[s]), (k, id));
+        }
+        // Keys next to members (same high bits, same remainder bits in
+        // turn) are not found: the remainder and distance identify a key.
+        let mut r = rand::rngs::StdRng::seed_from_u64(3);
+        for _ in 0..200_000 {
+            let k: u32 = rand::Rng::random(&mut r);
+            let member = b.find(k).is_some();
+            assert_eq!(find_narrow(&b, &w, k).is_some(), member, "{k:#x}");
+        }
+        for i in n..n + 100_000 {
+            let k = u32::from_ne_bytes((0xac10_0000u32 + i).to_be_bytes());
+            assert_eq!(find_narrow(&b, &w, k), None);
+        }
+        // Small tables stay wide.
+        let small = build(&e[..1000], 1 << 22, &mut rng()).unwrap();
+        assert!(!small.is_narrow() && small.shift_word() == small.shift);
     }
 
     proptest! {

@@ -509,3 +509,486 @@ fn ipv6_malformed_and_fragments() {
     assert_eq!(s.passed("clean"), 2);
     assert_eq!(entry(&f, "2001:db8::66/128").0, 2);
 }
+
+/// IPv6 frame from `src`: extension headers `exts` (type, body without its
+/// next-header byte, which is filled in) then `l4` (protocol, bytes).
+fn v6_chain(src: &str, exts: &[(u8, Vec<u8>)], l4: (u8, &[u8])) -> Vec<u8> {
+    let s: std::net::Ipv6Addr = src.parse().unwrap();
+    let d: std::net::Ipv6Addr = "2001:db8::ff".parse().unwrap();
+    let mut payload = Vec::new();
+    for (i, (_, body)) in exts.iter().enumerate() {
+        let next = exts.get(i + 1).map(|e| e.0).unwrap_or(l4.0);
+        payload.push(next);
+        payload.extend_from_slice(body);
+    }
+    payload.extend_from_slice(l4.1);
+    let first = exts.first().map(|e| e.0).unwrap_or(l4.0);
+    let mut v = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
+    v.extend_from_slice(&[0x60, 0, 0, 0]);
+    v.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+    v.extend_from_slice(&[first, 64]);
+    v.extend_from_slice(&s.octets());
+    v.extend_from_slice(&d.octets());
+    v.extend_from_slice(&payload);
+    v
+}
+
+/// IPv4 frame with `opt` bytes of options (a multiple of 4) inserted.
+fn v4_options(frame: &[u8], opt: usize) -> Vec<u8> {
+    let mut v = frame[..34].to_vec();
+    v.extend(std::iter::repeat_n(1u8, opt)); // NOPs
+    v.extend_from_slice(&frame[34..]);
+    v[14] = 0x45 + (opt / 4) as u8;
+    let tot = u16::from_be_bytes([v[16], v[17]]) + opt as u16;
+    v[16..18].copy_from_slice(&tot.to_be_bytes());
+    v
+}
+
+/// IPv4 frame cut to `l4` bytes after the IP header, fragment field `frag`.
+fn v4_frag(frame: &[u8], l4: usize, frag: u16) -> Vec<u8> {
+    let mut v = frame[..34 + l4].to_vec();
+    v[16..18].copy_from_slice(&((20 + l4) as u16).to_be_bytes());
+    v[20..22].copy_from_slice(&frag.to_be_bytes());
+    v
+}
+
+/// Which counter one run of `pkt` advanced: ("drop"|"pass", reason).
+fn verdict_reason(f: &Installed, prog: &std::os::fd::OwnedFd, pkt: &[u8]) -> (u32, String) {
+    let before = f.filter.stats().unwrap();
+    let v = run(prog, pkt, 1);
+    let after = f.filter.stats().unwrap();
+    let mut moved = Vec::new();
+    for (kind, b, a) in [
+        ("drop", &before.drops, &after.drops),
+        ("pass", &before.passes, &after.passes),
+    ] {
+        for ((n, x), (_, y)) in b.iter().zip(a.iter()) {
+            if y.packets != x.packets {
+                assert_eq!(y.packets - x.packets, 1, "{kind}.{n}");
+                assert_eq!(y.bytes - x.bytes, pkt.len() as u64, "{kind}.{n} bytes");
+                moved.push(format!("{kind}.{n}"));
+            }
+        }
+    }
+    assert_eq!(moved.len(), 1, "exactly one reason counted, got {moved:?}");
+    (v, moved.pop().unwrap())
+}
+
+/// Every parse path of bpf/lib/parse.h and every malformed frame, through
+/// the filter: the verdict and the one reason counted. Clean source
+/// 192.0.2.1 / 2001:db8::1, blacklisted 192.0.2.66 / 2001:db8::66.
+#[test]
+fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
+    let mut f = Installed::new("pf", &exact_cfg());
+    f.block(&["192.0.2.66", "2001:db8::66"]);
+    let prog = f.prog();
+    let (c4, b4, d4) = ("192.0.2.1", "192.0.2.66", "198.51.100.1");
+    let (c6, b6, d6) = ("2001:db8::1", "2001:db8::66", "2001:db8::ff");
+    let udp4 = udp(c4, d4, 53, 10);
+    let tcp4 = tcp(c4, d4, 80, "S");
+    let icmp = icmp4(c4, d4);
+    let udp_l4: &[u8] = &[0x9c, 0x40, 0, 53, 0, 8, 0, 0];
+    let mut tcp_l4 = vec![
+        0x9c, 0x40, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff,
+    ];
+    tcp_l4.extend_from_slice(&[0, 0, 0, 0]);
+    let icmp6_l4: &[u8] = &[128, 0, 0, 0, 0, 1, 0, 1];
+    let hop = (0u8, vec![0, 1, 4, 0, 0, 0, 0]);
+    let routing = (43u8, vec![0, 0, 0, 0, 0, 0, 0]);
+    let dst = (60u8, vec![0, 1, 4, 0, 0, 0, 0]);
+    let ah = (51u8, vec![1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
+    let frag_first = (44u8, vec![0, 0x00, 0x01, 0, 0, 0, 7]);
+    let frag_later = (44u8, vec![0, 0x02, 0x00, 0, 0, 0, 7]);
+    let mut qinq = vlan(&udp4, 2);
+    qinq[12..14].copy_from_slice(&0x88a8u16.to_be_bytes());
+    let mut lldp = arp();
+    lldp[12..14].copy_from_slice(&0x88ccu16.to_be_bytes());
+    let mut bad_ver4 = udp4.clone();
+    bad_ver4[14] = 0x55;
+    let mut short_tot = udp4.clone();
+    short_tot[16..18].copy_from_slice(&19u16.to_be_bytes());
+    let mut tcp_doff = tcp4.clone();
+    tcp_doff[14 + 20 + 12] = 0x40;
+    let mut bad_ver6 = udp(c6, d6, 53, 4);
+    bad_ver6[14] = 0x40;
+    let mut ihl15 = udp4.clone();
+    ihl15[14] = 0x4f; // 60-byte header announced, frame holds 28 + 10 after it
+    let mut tcp6_doff = v6_chain(c6, &[], (6, &tcp_l4));
+    tcp6_doff[14 + 40 + 12] = 0x40;
+    // A later IPv6 fragment whose fragmentable part starts with what its
+    // fragment header calls a destination-options header: those bytes are
+    // fragment payload, never walked (here they would announce 2 KB).
+    let frag_later_dst = (44u8, vec![0, 0x02, 0x00, 0, 0, 0, 7]);
+    let later6_payload: &[u8] = &[43, 255, 0, 0, 0, 0, 0, 0];
+
+    let cases: Vec<(&str, Vec<u8>, u32, &str)> = vec![
+        // Parse paths, clean source: the feature stage gets them.
+        ("ipv4 udp", udp4.clone(), XDP_PASS, "pass.clean"),
+        ("ipv4 tcp", tcp4.clone(), XDP_PASS, "pass.clean"),
+        ("ipv4 icmp", icmp.clone(), XDP_PASS, "pass.clean"),
+        ("ipv4 options", v4_options(&udp4, 8), XDP_PASS, "pass.clean"),
+        (
+            "ipv4 options max (40 B)",
+            v4_options(&tcp4, 40),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        ("802.1Q", vlan(&udp4, 1), XDP_PASS, "pass.clean"),
+        ("802.1ad + 802.1Q", qinq.clone(), XDP_PASS, "pass.clean"),
+        (
+            "ipv4 first fragment",
+            v4_frag(&udp4, 18, 0x2000),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        // 3 bytes after the header: as TCP it would be truncated; as a later fragment it has no L4 header.
+        (
+            "ipv4 later fragment",
+            v4_frag(&tcp4, 3, 0x0010),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        (
+            "ipv4 not-a-fragment, same bytes",
+            v4_frag(&tcp4, 3, 0),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv6 udp",
+            v6_chain(c6, &[], (17, udp_l4)),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        (
+            "ipv6 tcp",
+            v6_chain(c6, &[], (6, &tcp_l4)),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        (
+            "ipv6 icmpv6",
+            v6_chain(c6, &[], (58, icmp6_l4)),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        (
+            "ipv6 hop+routing+dst+ah+frag(first) udp",
+            v6_chain(
+                c6,
+                &[
+                    hop.clone(),
+                    routing.clone(),
+                    dst.clone(),
+                    ah.clone(),
+                    frag_first.clone(),
+                ],
+                (17, udp_l4),
+            ),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        (
+            "ipv6 later fragment",
+            v6_chain(c6, &[frag_later.clone()], (6, &[1, 2, 3])),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        (
+            "ipv6 later fragment, payload looks like a header",
+            v6_chain(c6, &[frag_later_dst.clone()], (60, later6_payload)),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        (
+            "ipv6 esp (no L4 read)",
+            v6_chain(c6, &[], (50, &[0, 0, 0, 1])),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        ("arp", arp(), XDP_PASS, "pass.not_ip"),
+        ("lldp", lldp, XDP_PASS, "pass.not_ip"),
+        // Malformed, clean source.
+        // (A frame shorter than its Ethernet header never reaches XDP: BPF_PROG_RUN refuses it too.)
+        (
+            "vlan tag cut",
+            vlan(&udp4, 1)[..16].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv4 header cut",
+            udp4[..14 + 12].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv4 options beyond the frame",
+            ihl15,
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        ("ipv4 version 5", bad_ver4, XDP_DROP, "drop.bad_header"),
+        (
+            "ipv4 total length < header",
+            short_tot,
+            XDP_DROP,
+            "drop.bad_header",
+        ),
+        (
+            "tcp cut",
+            tcp4[..14 + 20 + 10].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        ("tcp data offset 4", tcp_doff, XDP_DROP, "drop.bad_header"),
+        (
+            "udp cut",
+            udp4[..14 + 20 + 6].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "icmp cut",
+            icmp[..14 + 20 + 2].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        ("three vlan tags", vlan(&udp4, 3), XDP_DROP, "drop.too_deep"),
+        (
+            "ipv6 header cut",
+            bad_ver6[..14 + 30].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        ("ipv6 version 4", bad_ver6, XDP_DROP, "drop.bad_header"),
+        (
+            "ipv6 tcp data offset 4",
+            tcp6_doff,
+            XDP_DROP,
+            "drop.bad_header",
+        ),
+        (
+            "ipv6 icmpv6 cut",
+            v6_chain(c6, &[], (58, &icmp6_l4[..3])),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv6 ext header cut",
+            v6_chain(c6, &[hop.clone()], (17, udp_l4))[..14 + 40 + 1].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv6 ah cut",
+            v6_chain(c6, &[ah.clone()], (17, &[]))[..14 + 40 + 8].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv6 fragment header cut",
+            v6_chain(c6, &[frag_first.clone()], (17, &[]))[..14 + 40 + 6].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv6 seven extension headers",
+            v6_chain(
+                c6,
+                &[
+                    hop.clone(),
+                    dst.clone(),
+                    dst.clone(),
+                    dst.clone(),
+                    dst.clone(),
+                    dst.clone(),
+                    dst.clone(),
+                ],
+                (17, udp_l4),
+            ),
+            XDP_DROP,
+            "drop.too_deep",
+        ),
+        // Blacklisted sources: dropped as blacklisted whatever the path or the rest of the frame.
+        (
+            "bl ipv4 udp",
+            udp(b4, d4, 53, 10),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl ipv4 options",
+            v4_options(&udp(b4, d4, 53, 10), 12),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl 802.1ad + 802.1Q",
+            {
+                let mut q = vlan(&udp(b4, d4, 53, 10), 2);
+                q[12..14].copy_from_slice(&0x88a8u16.to_be_bytes());
+                q
+            },
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl ipv4 later fragment",
+            v4_frag(&tcp(b4, d4, 80, "S"), 3, 0x0010),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl tcp cut",
+            tcp(b4, d4, 80, "S")[..14 + 20 + 10].to_vec(),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl ipv6 tcp",
+            v6_chain(b6, &[], (6, &tcp_l4)),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl ipv6 behind ext headers",
+            v6_chain(
+                b6,
+                &[hop.clone(), routing.clone(), ah.clone()],
+                (17, udp_l4),
+            ),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl ipv6 later fragment",
+            v6_chain(b6, &[frag_later.clone()], (6, &[1, 2, 3])),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        // The source of a header that is itself cut is not trusted: a malformed frame, not a match.
+        (
+            "bl ipv4 header cut after saddr",
+            udp(b4, d4, 53, 10)[..14 + 16].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "bl ipv6 header cut after saddr",
+            v6_chain(b6, &[], (17, udp_l4))[..14 + 38].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
+    ];
+    for (name, pkt, verdict, reason) in &cases {
+        let (v, r) = verdict_reason(&f, &prog, pkt);
+        assert_eq!((v, r.as_str()), (*verdict, *reason), "{name}");
+    }
+    let bl = cases.iter().filter(|c| c.3 == "drop.blacklist").count() as u64;
+    assert_eq!(
+        entry(&f, "192.0.2.66/32").0 + entry(&f, "2001:db8::66/128").0,
+        bl
+    );
+}
+
+/// 600,000 exact entries: 2^21 slots, the size from which the data path
+/// stores the table narrow (16-bit slots, see bpf/shared/ddos.h). Members
+/// drop and count, their neighbours pass, a TTL retires a narrow slot in
+/// place, an update republishes it.
+#[test]
+fn narrow_table_finds_members_counts_and_retires() {
+    use std::net::{IpAddr, Ipv4Addr};
+    let n = 600_000u32;
+    let cfg = FilterConfig {
+        max_entries: n,
+        ..exact_cfg()
+    };
+    let mut f = Installed::new("pf", &cfg);
+    let addr = |i: u32| Ipv4Addr::from(0x0a00_0000 + i * 5).to_string();
+    let mut entries: Vec<BlockEntry> = (0..n)
+        .map(|i| BlockEntry {
+            prefix: Prefix::host(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i * 5))),
+            ttl: None,
+        })
+        .collect();
+    // Long enough for the load and the probes below on a busy machine.
+    let ttl = Duration::from_secs(6);
+    entries[7].ttl = Some(ttl);
+    let t0 = std::time::Instant::now();
+    let t = f.filter.block(&entries).unwrap().table.unwrap();
+    assert_eq!((t.entries, t.slots), (n, 1 << 21));
+    let prog = f.prog();
+    let probe: Vec<u32> = (0..n).step_by(4999).chain([7, n - 1]).collect();
+    for &i in &probe {
+        let m = addr(i);
+        assert_eq!(
+            run(&prog, &udp(&m, "203.0.113.1", 53, 4), 2),
+            XDP_DROP,
+            "{m}"
+        );
+        for d in 1..5 {
+            let o = Ipv4Addr::from(0x0a00_0000 + i * 5 + d).to_string();
+            assert_eq!(
+                run(&prog, &udp(&o, "203.0.113.1", 53, 4), 1),
+                XDP_PASS,
+                "{o}"
+            );
+        }
+    }
+    let counts: std::collections::HashMap<Prefix, u64> = f
+        .filter
+        .entries()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.prefix, e.packets))
+        .collect();
+    for &i in &probe {
+        assert_eq!(counts[&Prefix::parse(&addr(i)).unwrap()], 2, "{}", addr(i));
+    }
+    assert_eq!(counts.values().sum::<u64>(), 2 * probe.len() as u64);
+
+    // The TTL entry expires: its narrow slot is retired by the data path.
+    std::thread::sleep(
+        (t0 + ttl + Duration::from_millis(100))
+            .saturating_duration_since(std::time::Instant::now()),
+    );
+    assert_eq!(
+        run(&prog, &udp(&addr(7), "203.0.113.1", 53, 4), 1),
+        XDP_PASS
+    );
+    assert_eq!(
+        run(&prog, &udp(&addr(7), "203.0.113.1", 53, 4), 1),
+        XDP_PASS
+    );
+    assert_eq!(f.filter.stats().unwrap().expired, 1);
+    assert_eq!(
+        run(&prog, &udp(&addr(8), "203.0.113.1", 53, 4), 1),
+        XDP_DROP
+    );
+
+    // An update republishes the narrow table without the removed entries.
+    f.filter
+        .unblock(&[
+            Prefix::parse(&addr(0)).unwrap(),
+            Prefix::parse(&addr(n - 1)).unwrap(),
+        ])
+        .unwrap();
+    assert_eq!(
+        run(&prog, &udp(&addr(0), "203.0.113.1", 53, 4), 1),
+        XDP_PASS
+    );
+    assert_eq!(
+        run(&prog, &udp(&addr(n - 1), "203.0.113.1", 53, 4), 1),
+        XDP_PASS
+    );
+    assert_eq!(
+        run(&prog, &udp(&addr(4999), "203.0.113.1", 53, 4), 1),
+        XDP_DROP
+    );
+    let s = f.filter.stats().unwrap();
+    assert_eq!(
+        (s.entries.exact4, s.table.slots),
+        ((n - 3) as usize, 1 << 21)
+    );
+}

@@ -161,8 +161,68 @@ fn cli_attach_block_exit_filtering_stays_list_stats_detach() {
     assert_eq!(by["172.16.0.0/26"]["packets"], 63 * 1024);
     assert_eq!(by["172.16.0.1/32"]["packets"], 1024);
     assert_eq!(by["172.16.0.1/32"]["tier"], "xdp");
+    assert_eq!(
+        by["172.16.0.1/32"]["bytes"],
+        1024 * spec.size as u64,
+        "bytes: the frames as XDP sees them"
+    );
+    assert_eq!(by["172.16.0.0/26"]["bytes"], 63 * 1024 * spec.size as u64);
+    assert!(
+        by["172.16.0.1/32"]["rate_pps"].is_null(),
+        "--window 0: no rate"
+    );
     assert!(by["2001:db8::7/128"]["expires_in_s"].as_f64().unwrap() > 3500.0);
     assert!(by["198.51.100.9/32"]["age_s"].as_f64().unwrap() < 600.0);
+    // The current rate: two readings --window apart while traffic flows.
+    drop(gen); // one generator at a time (it holds the lab's gen-anchor)
+    let flow = GenSpec {
+        sources: 64,
+        limit: Limit::Seconds(30.0),
+        pps: Some(20_000.0),
+        ..GenSpec::default()
+    };
+    let gen2 = Generator::new(&lab, &flow).unwrap();
+    let stop = AtomicBool::new(false);
+    let rated = std::thread::scope(|s| {
+        let g = s.spawn(|| gen2.run(&stop));
+        let dropped = |st: &serde_json::Value| {
+            st["drops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d[1]["packets"].as_u64().unwrap())
+                .sum::<u64>()
+        };
+        let before = dropped(&json(&ok(&[
+            "ddos", "stats", "--json", w[0], w[1], w[2], w[3],
+        ])));
+        // Traffic is flowing before the window opens.
+        while dropped(&json(&ok(&[
+            "ddos", "stats", "--json", w[0], w[1], w[2], w[3],
+        ]))) < before + 1000
+        {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let l = json(&ok(&[
+            "ddos", "list", "--json", "--window", "0.5", w[0], w[1], w[2], w[3],
+        ]));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        g.join().unwrap().unwrap();
+        l
+    });
+    assert_eq!(rated["window_s"], 0.5);
+    for e in rated["entries"].as_array().unwrap() {
+        let (p, pps, bps) = (
+            e["prefix"].as_str().unwrap(),
+            e["rate_pps"].as_f64().unwrap(),
+            e["rate_bps"].as_f64().unwrap(),
+        );
+        if p.starts_with("172.16.") {
+            assert!(pps > 0.0 && bps > 0.0, "{p} is being hit: {e}");
+        } else {
+            assert_eq!((pps, bps), (0.0, 0.0), "{p} sees no traffic: {e}");
+        }
+    }
     let human = ok(&["ddos", "list", "--window", "0.2", w[0], w[1], w[2], w[3]]);
     assert!(
         human.contains("172.16.0.0/26") && human.contains("RATE(pps)"),

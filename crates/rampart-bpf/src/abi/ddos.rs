@@ -25,6 +25,18 @@ pub const BL4_TOMBSTONE: u32 = 0xffff_ffff;
 pub const BL4_MAX_PROBES: u32 = 16;
 /// `DDOS_BL4_MIX`.
 pub const BL4_MIX: u32 = 0x85eb_ca6b;
+/// `DDOS_BL4_NARROW` (flag in `Bl4Table::shift`).
+pub const BL4_NARROW: u32 = 0x100;
+/// `DDOS_BL4_NARROW_MAX_SHIFT`: tables of 2^21 slots or more are narrow.
+pub const BL4_NARROW_MAX_SHIFT: u32 = 11;
+/// `DDOS_BL4_N_SLOTS_PER_BUCKET`.
+pub const BL4_N_SLOTS_PER_BUCKET: usize = 32;
+/// `DDOS_BL4_N_EMPTY`.
+pub const BL4_N_EMPTY: u16 = 0;
+/// `DDOS_BL4_N_USED`.
+pub const BL4_N_USED: u16 = 0x8000;
+/// `DDOS_BL4_N_TOMBSTONE`.
+pub const BL4_N_TOMBSTONE: u16 = 0x7fff;
 /// `DDOS_ID_NONE`.
 pub const ID_NONE: u32 = 0xffff_ffff;
 /// `DDOS_META_USED`.
@@ -43,6 +55,9 @@ pub const PASS_REASONS: usize = PassReason::DDOS_PASS_REASON_MAX.0 as usize;
 pub const FEAT_SKIPS: usize = FeatSkip::DDOS_FEAT_SKIP_MAX.0 as usize;
 
 const _: () = assert!(size_of::<Bl4Bucket>() == 4 * BL4_SLOTS_PER_BUCKET);
+const _: () = assert!(size_of::<Bl4Bucket>() == 2 * BL4_N_SLOTS_PER_BUCKET);
+// A narrow slot holds USED | dist (4 bits, < BL4_MAX_PROBES) << 11 | remainder (≤ 11 bits).
+const _: () = assert!(BL4_MAX_PROBES <= 16 && BL4_NARROW_MAX_SHIFT <= 11);
 const _: () = assert!(size_of::<Bl4Table>() == 24);
 const _: () = assert!(size_of::<FilterCtl>() == 16 + 2 * 24 + 8 + 24);
 const _: () = assert!(size_of::<Counter>() == 32);
