@@ -895,7 +895,11 @@ impl Filter {
                     .get((t.base + s / BL4_N_SLOTS_PER_BUCKET as u32) as usize);
                 let j = s as usize % BL4_N_SLOTS_PER_BUCKET;
                 let [b0, b1, b2, b3] = b.slot[j / 2].to_ne_bytes();
-                let v = u16::from_ne_bytes(if j % 2 == 0 { [b0, b1] } else { [b2, b3] });
+                let v = u16::from_ne_bytes(if j.is_multiple_of(2) {
+                    [b0, b1]
+                } else {
+                    [b2, b3]
+                });
                 if v == table::narrow_word(k, t.mult, t.shift, i) {
                     return true;
                 }
