@@ -87,26 +87,39 @@ pub fn exact_cfg() -> FilterConfig {
 }
 
 /// Run the program `repeat` times on `pkt`; return the verdict.
+///
+/// One BPF_PROG_RUN call per run: with a kernel-side repeat > 1 a pending
+/// signal aborts the loop part-way with EINTR after some runs already
+/// changed the maps (a retry would count them twice); a single run always
+/// completes.
 pub fn run(prog: &OwnedFd, pkt: &[u8], repeat: u32) -> u32 {
     let mut out = vec![0u8; pkt.len() + 256];
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: pkt.as_ptr().cast(),
-        data_size_in: pkt.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        repeat: repeat as i32,
-        ..Default::default()
-    };
-    // SAFETY: buffers outlive the call and are sized as stated.
-    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
-    assert_eq!(
-        rc,
-        0,
-        "BPF_PROG_RUN: {}",
-        std::io::Error::from_raw_os_error(-rc)
-    );
-    opts.retval
+    let mut verdict = None;
+    for _ in 0..repeat {
+        let mut opts = libbpf_sys::bpf_test_run_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+            data_in: pkt.as_ptr().cast(),
+            data_size_in: pkt.len() as u32,
+            data_out: out.as_mut_ptr().cast(),
+            data_size_out: out.len() as u32,
+            repeat: 1,
+            ..Default::default()
+        };
+        // SAFETY: buffers outlive the call and are sized as stated.
+        let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+        assert_eq!(
+            rc,
+            0,
+            "BPF_PROG_RUN: {}",
+            std::io::Error::from_raw_os_error(-rc)
+        );
+        assert!(
+            verdict.is_none_or(|v| v == opts.retval),
+            "the verdict changed between runs"
+        );
+        verdict = Some(opts.retval);
+    }
+    verdict.expect("repeat >= 1")
 }
 
 pub fn udp(src: &str, dst: &str, dport: u16, payload: usize) -> Vec<u8> {
