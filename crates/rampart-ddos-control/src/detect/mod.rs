@@ -1,0 +1,268 @@
+//! Detection: the [`Detector`] trait, the built-in detectors and
+//! [`Detection`], which runs the enabled ones, applies the whitelist and
+//! merges their decisions.
+
+mod entropy;
+mod rate;
+mod signature;
+
+use std::collections::HashMap;
+
+use ipnet::IpNet;
+
+pub use entropy::{EntropyDetector, EntropyStatus};
+pub use rate::{RateDetector, RateStatus};
+pub use signature::{AmplificationDetector, IcmpFloodDetector, SynFloodDetector};
+
+use crate::config::DetectConfig;
+use crate::error::ConfigError;
+use crate::sources::Sources;
+use crate::{BlockDecision, Interval, Prefix};
+
+/// A pluggable detector.
+pub trait Detector: Send {
+    /// Short name, the `detector` of its decisions (e.g. `"rate"`).
+    fn name(&self) -> &'static str;
+
+    /// Observe one interval; return the sources to block.
+    fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision>;
+
+    /// True while this detector considers an attack in progress: it
+    /// flagged something in the last interval it observed.
+    fn under_attack(&self) -> bool;
+
+    /// Observe one interval whose per-source sums are already computed
+    /// (what [`Detection`] calls, so that the records are summed once for
+    /// all detectors). The default ignores `sources` and calls
+    /// [`Detector::observe`]; the built-in detectors implement this and
+    /// make `observe` compute the sums.
+    fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
+        let _ = sources;
+        self.observe(iv)
+    }
+
+    /// Was the last interval normal for this detector's learning? Only
+    /// intervals that every detector calls normal count for
+    /// [`Detection::normal_peak_pps`]. Default: `!under_attack()`.
+    fn normal(&self) -> bool {
+        !self.under_attack()
+    }
+}
+
+/// Parse whitelist entries (addresses or CIDR prefixes, host bits zero).
+///
+/// # Errors
+/// [`ConfigError::BadWhitelist`] for the first bad entry.
+pub fn parse_whitelist(entries: &[String]) -> Result<Vec<Prefix>, ConfigError> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, e)| {
+            Prefix::parse(e).map_err(|err| ConfigError::BadWhitelist {
+                index,
+                value: e.clone(),
+                reason: match err {
+                    rampart_ddos::Error::BadPrefix { reason, .. } => reason,
+                    other => other.to_string(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// Do two prefixes share any address?
+fn overlaps(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
+
+/// All enabled detectors + the whitelist (never blocked).
+pub struct Detection {
+    detectors: Vec<Box<dyn Detector>>,
+    whitelist: Vec<Prefix>,
+    attack_end_intervals: u32,
+    max_blocks: usize,
+    /// Intervals since some detector last flagged something (None: never).
+    since_flag: Option<u32>,
+    normal_peak_pps: f64,
+    normal_intervals: u64,
+    last_sources: usize,
+}
+
+impl std::fmt::Debug for Detection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Detection")
+            .field(
+                "detectors",
+                &self.detectors.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            )
+            .field("whitelist", &self.whitelist)
+            .field("normal_peak_pps", &self.normal_peak_pps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Detection {
+    /// Build the enabled detectors, in decision-priority order: the
+    /// signatures (most specific reason) first — `udp_amplification`,
+    /// `syn_flood`, `icmp_flood` — then `rate`, then `entropy`.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the first bad key.
+    pub fn new(cfg: &DetectConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let whitelist = parse_whitelist(&cfg.whitelist)?;
+        let s = &cfg.signatures;
+        let mut detectors: Vec<Box<dyn Detector>> = Vec::new();
+        if s.udp_amplification.enabled {
+            detectors.push(Box::new(AmplificationDetector::new(&s.udp_amplification)));
+        }
+        if s.syn_flood.enabled {
+            detectors.push(Box::new(SynFloodDetector::new(&s.syn_flood)));
+        }
+        if s.icmp_flood.enabled {
+            detectors.push(Box::new(IcmpFloodDetector::new(&s.icmp_flood)));
+        }
+        if cfg.rate.enabled {
+            detectors.push(Box::new(RateDetector::new(&cfg.rate)));
+        }
+        if cfg.entropy.enabled {
+            detectors.push(Box::new(EntropyDetector::new(&cfg.entropy)));
+        }
+        Ok(Self {
+            detectors,
+            whitelist,
+            attack_end_intervals: cfg.attack_end_intervals,
+            max_blocks: cfg.max_blocks_per_interval,
+            since_flag: None,
+            normal_peak_pps: 0.0,
+            normal_intervals: 0,
+            last_sources: 0,
+        })
+    }
+
+    /// Add a detector of your own (runs after the built-in ones).
+    pub fn push(&mut self, d: Box<dyn Detector>) {
+        self.detectors.push(d);
+    }
+
+    /// Names of the detectors that run, in priority order.
+    pub fn detector_names(&self) -> Vec<&'static str> {
+        self.detectors.iter().map(|d| d.name()).collect()
+    }
+
+    /// Runs every enabled detector, drops whitelisted sources, one decision
+    /// per prefix (the first detector in priority order keeps it; the
+    /// others' reasons are appended after `"; also "`), at most
+    /// `max_blocks_per_interval`, highest pps first, ties by prefix.
+    pub fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
+        let sources = Sources::from_interval(iv);
+        self.last_sources = sources.len();
+        let mut merged: Vec<BlockDecision> = Vec::new();
+        let mut at: HashMap<Prefix, usize> = HashMap::new();
+        let mut flagged = false;
+        for d in &mut self.detectors {
+            let out = d.observe_sources(iv, &sources);
+            flagged |= d.under_attack() || !out.is_empty();
+            for dec in out {
+                if let Some(&i) = at.get(&dec.prefix) {
+                    let m = &mut merged[i];
+                    m.reason.push_str("; also ");
+                    m.reason.push_str(dec.detector);
+                    m.reason.push_str(": ");
+                    m.reason.push_str(&dec.reason);
+                } else {
+                    at.insert(dec.prefix, merged.len());
+                    merged.push(dec);
+                }
+            }
+        }
+        merged.retain(|d| !self.is_whitelisted(&d.prefix));
+        merged.sort_by(|a, b| b.pps.total_cmp(&a.pps).then(a.prefix.cmp(&b.prefix)));
+        merged.truncate(self.max_blocks);
+
+        if flagged {
+            self.since_flag = Some(0);
+        } else if let Some(n) = self.since_flag.as_mut() {
+            *n = n.saturating_add(1);
+        }
+        let normal = !flagged && self.detectors.iter().all(|d| d.normal());
+        if normal && !self.under_attack() {
+            self.normal_intervals += 1;
+            self.normal_peak_pps = self.normal_peak_pps.max(sources.max_pps());
+        }
+        merged
+    }
+
+    /// True from the first flagged interval until `attack_end_intervals`
+    /// consecutive intervals pass with no detector flagging anything.
+    pub fn under_attack(&self) -> bool {
+        matches!(self.since_flag, Some(n) if n < self.attack_end_intervals)
+    }
+
+    /// Highest single-source pps seen in intervals judged normal (no
+    /// detector flagged anything and no attack in progress): the rate
+    /// monitor's unban level. 0 until a normal interval is seen.
+    pub fn normal_peak_pps(&self) -> f64 {
+        self.normal_peak_pps
+    }
+
+    /// Intervals judged normal so far.
+    pub fn normal_intervals(&self) -> u64 {
+        self.normal_intervals
+    }
+
+    /// Sources in the last interval observed.
+    pub fn last_sources(&self) -> usize {
+        self.last_sources
+    }
+
+    /// Set the normal peak (e.g. restored after a restart).
+    pub fn set_normal_peak_pps(&mut self, pps: f64) {
+        if pps.is_finite() && pps >= 0.0 {
+            self.normal_peak_pps = pps;
+        }
+    }
+
+    /// The whitelist.
+    pub fn whitelist(&self) -> &[Prefix] {
+        &self.whitelist
+    }
+
+    /// Is any address of `p` whitelisted?
+    pub fn is_whitelisted(&self, p: &Prefix) -> bool {
+        let n = p.net();
+        self.whitelist.iter().any(|w| overlaps(&w.net(), &n))
+    }
+
+    /// Add a prefix to the whitelist; false if it was there already.
+    pub fn add_whitelist(&mut self, p: Prefix) -> bool {
+        if self.whitelist.contains(&p) {
+            return false;
+        }
+        self.whitelist.push(p);
+        true
+    }
+
+    /// Remove a prefix from the whitelist; false if it was not there.
+    pub fn remove_whitelist(&mut self, p: &Prefix) -> bool {
+        let before = self.whitelist.len();
+        self.whitelist.retain(|w| w != p);
+        self.whitelist.len() != before
+    }
+}
+
+/// Format a rate with a unit prefix, for reasons: `12.3k`, `4.56M`.
+pub(crate) fn si(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1e9 {
+        format!("{:.3}G", x / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.3}M", x / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1}k", x / 1e3)
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
