@@ -5,7 +5,16 @@
 //! detectors, rate monitor, offload planner — come from
 //! `rampart-ddos-control`.
 
+pub mod alerts;
+pub mod api;
+pub mod config;
+pub mod daemon;
 pub mod error;
+pub mod metrics;
+pub mod mode;
 pub mod tier;
 
+pub use config::Config;
+pub use daemon::{Command, Daemon, Handle, View};
 pub use error::{Error, Result};
+pub use mode::Mode;
