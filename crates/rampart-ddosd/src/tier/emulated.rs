@@ -10,6 +10,9 @@
 
 use std::time::Duration;
 
+use std::net::IpAddr;
+
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use rampart_ddos::Prefix;
 use rampart_lab::nic::NicTable;
 use rampart_lab::Lab;
@@ -21,11 +24,33 @@ use crate::error::Result;
 pub const DEFAULT_UPDATE_DELAY: Duration = Duration::from_millis(2);
 
 /// The EMULATED NIC tier of one lab.
+///
+/// Reads go through [`NicTable`]; inserts and removals write the same
+/// pinned maps directly, one map operation per rule and one rule-count
+/// update per batch (the lab handle recounts the table on every insert,
+/// which would cost more than the emulated card's own delay).
 #[derive(Debug)]
 pub struct EmulatedNic {
     table: NicTable,
+    rules: MapHandle,
+    state: MapHandle,
     lab: String,
     delay: Duration,
+}
+
+fn key(a: IpAddr) -> [u8; 20] {
+    let mut k = [0u8; 20];
+    match a {
+        IpAddr::V4(v) => {
+            k[..4].copy_from_slice(&v.octets());
+            k[16..].copy_from_slice(&4u32.to_ne_bytes());
+        }
+        IpAddr::V6(v) => {
+            k[..16].copy_from_slice(&v.octets());
+            k[16..].copy_from_slice(&6u32.to_ne_bytes());
+        }
+    }
+    k
 }
 
 impl EmulatedNic {
@@ -35,8 +60,20 @@ impl EmulatedNic {
     /// The lab or its NIC pins are missing.
     pub fn open(lab_prefix: &str, delay: Duration) -> Result<Self> {
         let lab = Lab::new(lab_prefix)?;
+        let table = NicTable::open(&lab)?;
+        let dir = lab.pin_dir().join("nic");
+        let open = |n: &str| {
+            MapHandle::from_pinned_path(dir.join(n)).map_err(|e| {
+                crate::Error::Dataplane(rampart_dataplane::Error::Bpf {
+                    context: format!("opening {}/{n}", dir.display()),
+                    source: e,
+                })
+            })
+        };
         Ok(Self {
-            table: NicTable::open(&lab)?,
+            rules: open("rules")?,
+            state: open("state")?,
+            table,
             lab: lab_prefix.to_string(),
             delay,
         })
@@ -46,6 +83,29 @@ impl EmulatedNic {
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }
+    }
+
+    fn count(&self) -> usize {
+        self.rules.keys().count()
+    }
+
+    /// Publish the rule count the program checks before looking anything up.
+    fn set_count(&self, n: usize) -> Result<()> {
+        let mut v = self
+            .state
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| vec![0u8; 16]);
+        v[..4].copy_from_slice(&(n as u32).to_ne_bytes());
+        self.state
+            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .map_err(|e| {
+                crate::Error::io(
+                    "writing the EMULATED NIC state",
+                    std::io::Error::other(e.to_string()),
+                )
+            })
     }
 }
 
@@ -66,34 +126,55 @@ impl Tier for EmulatedNic {
         for p in add {
             require_host("emulated", p)?;
         }
-        let have: std::collections::HashSet<std::net::IpAddr> =
-            self.table.rules()?.into_iter().map(|(a, _)| a).collect();
+        let cap = self.table.capacity() as usize;
+        let mut have = self.count();
         let mut n = 0;
+        // Raise the count first so the program looks rules up as soon as one is live.
+        if !add.is_empty() {
+            self.set_count(have + add.len())?;
+        }
+        let mut res = Ok(());
         for p in add {
-            let a = p.net().addr();
-            if have.contains(&a) {
-                continue;
-            }
-            if have.len() + n >= self.table.capacity() as usize {
-                return Err(crate::Error::Full {
+            if have >= cap {
+                res = Err(crate::Error::Full {
                     tier: "emulated",
-                    capacity: self.table.capacity() as usize,
+                    capacity: cap,
                 });
+                break;
             }
             self.pause();
-            self.table.insert(a)?;
-            n += 1;
+            match self
+                .rules
+                .update(&key(p.net().addr()), &[0u8; 16], MapFlags::NO_EXIST)
+            {
+                Ok(()) => {
+                    have += 1;
+                    n += 1;
+                }
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => {}
+                Err(e) => {
+                    res = Err(crate::Error::io(
+                        format!("installing EMULATED NIC rule for {p}"),
+                        std::io::Error::other(e.to_string()),
+                    ));
+                    break;
+                }
+            }
         }
-        Ok(n)
+        self.set_count(self.count())?;
+        res.map(|()| n)
     }
 
     fn remove(&mut self, remove: &[Prefix]) -> Result<usize> {
         let mut n = 0;
         for p in remove {
             self.pause();
-            if self.table.remove(p.net().addr())?.is_some() {
+            if self.rules.delete(&key(p.net().addr())).is_ok() {
                 n += 1;
             }
+        }
+        if n > 0 {
+            self.set_count(self.count())?;
         }
         Ok(n)
     }

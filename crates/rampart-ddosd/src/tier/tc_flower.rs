@@ -421,7 +421,7 @@ mod tests {
             TC_ACT_SHOT
         );
         // nested attributes carry NLA_F_NESTED
-        let raw_ty = u16::from_ne_bytes([attrs[12], attrs[13]]);
+        let raw_ty = u16::from_ne_bytes([attrs[14], attrs[15]]);
         assert_eq!(raw_ty, TCA_OPTIONS | netlink::NLA_F_NESTED);
     }
 

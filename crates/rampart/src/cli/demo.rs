@@ -176,7 +176,11 @@ fn start_nginx(lab: &Lab, dir: &Path) -> Result<Child> {
             d = dir.display()
         ),
     )?;
-    let nginx = if Path::new("/usr/sbin/nginx").exists() { "/usr/sbin/nginx" } else { "nginx" };
+    let nginx = if Path::new("/usr/sbin/nginx").exists() {
+        "/usr/sbin/nginx"
+    } else {
+        "nginx"
+    };
     let child = Command::new("ip")
         .args(["netns", "exec", &lab.host_ns(), nginx, "-c"])
         .arg(&conf)
@@ -200,7 +204,20 @@ fn wait_http(lab: &Lab, child: &mut Child) -> Result<()> {
             bail!("nginx exited ({st}): {}", e.trim());
         }
         let out = Command::new("ip")
-            .args(["netns", "exec", &lab.wan_ns(), "curl", "-s", "-m", "1", "-o", "/dev/null", "-w", "%{http_code}", "http://10.10.0.2/"])
+            .args([
+                "netns",
+                "exec",
+                &lab.wan_ns(),
+                "curl",
+                "-s",
+                "-m",
+                "1",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "http://10.10.0.2/",
+            ])
             .output();
         if let Ok(o) = out {
             if o.stdout == b"200" {
@@ -239,16 +256,31 @@ fn finish_wrk(c: Child) -> Result<Wrk> {
         .find(|l| l.contains(" requests in "))
         .with_context(|| format!("unexpected wrk output: {text}"))?;
     let f: Vec<&str> = line.split_whitespace().collect();
-    let requests: u64 = f.first().and_then(|s| s.parse().ok()).context("wrk request count")?;
+    let requests: u64 = f
+        .first()
+        .and_then(|s| s.parse().ok())
+        .context("wrk request count")?;
     let seconds: f64 = f
         .get(3)
         .map(|s| s.trim_end_matches(','))
-        .and_then(|s| s.strip_suffix('s').and_then(|x| x.parse().ok()).or_else(|| s.strip_suffix("ms").and_then(|x| x.parse::<f64>().ok()).map(|x| x / 1000.0)))
+        .and_then(|s| {
+            s.strip_suffix('s')
+                .and_then(|x| x.parse().ok())
+                .or_else(|| {
+                    s.strip_suffix("ms")
+                        .and_then(|x| x.parse::<f64>().ok())
+                        .map(|x| x / 1000.0)
+                })
+        })
         .context("wrk duration")?;
     let mut errors = 0;
     if let Some(l) = text.lines().find(|l| l.contains("Socket errors:")) {
         for part in l.split(',') {
-            if let Some(n) = part.split_whitespace().last().and_then(|x| x.parse::<u64>().ok()) {
+            if let Some(n) = part
+                .split_whitespace()
+                .last()
+                .and_then(|x| x.parse::<u64>().ok())
+            {
                 errors += n;
             }
         }
@@ -263,13 +295,22 @@ fn finish_wrk(c: Child) -> Result<Wrk> {
 /// iptables counters of the attack range and the legitimate client, in the host's raw PREROUTING.
 fn ipt_setup(lab: &Lab) -> Result<()> {
     for src in ["172.16.0.0/12", "10.10.0.1/32"] {
-        rampart_lab::cmd::in_ns(&lab.host_ns(), "iptables", &["-t", "raw", "-A", "PREROUTING", "-s", src])?;
+        rampart_lab::cmd::in_ns(
+            &lab.host_ns(),
+            "iptables",
+            &["-t", "raw", "-A", "PREROUTING", "-s", src],
+        )?;
     }
     Ok(())
 }
 
 fn ipt_leaked(lab: &Lab) -> u64 {
-    let out = rampart_lab::cmd::in_ns(&lab.host_ns(), "iptables", &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"]).unwrap_or_default();
+    let out = rampart_lab::cmd::in_ns(
+        &lab.host_ns(),
+        "iptables",
+        &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
+    )
+    .unwrap_or_default();
     out.lines()
         .find(|l| l.contains("172.16.0.0/12"))
         .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
@@ -286,7 +327,13 @@ struct Sample {
 }
 
 /// Every 50 ms: NIC rule counters (accumulated over rule removals), XDP blacklist drops, leaks.
-fn sampler(lab: &Lab, scope: &str, t0: Instant, stop: &AtomicBool, out: &Mutex<Vec<Sample>>) -> Result<()> {
+fn sampler(
+    lab: &Lab,
+    scope: &str,
+    t0: Instant,
+    stop: &AtomicBool,
+    out: &Mutex<Vec<Sample>>,
+) -> Result<()> {
     let nic = NicTable::open(lab)?;
     let filter = Filter::open(scope)?;
     let mut last: HashMap<IpAddr, u64> = HashMap::new();
@@ -297,19 +344,25 @@ fn sampler(lab: &Lab, scope: &str, t0: Instant, stop: &AtomicBool, out: &Mutex<V
         for (a, s) in &rules {
             let prev = last.insert(*a, s.packets).unwrap_or(0);
             // A rule removed and re-added starts again from zero.
-            nic_acc += if s.packets >= prev { s.packets - prev } else { s.packets };
+            nic_acc += if s.packets >= prev {
+                s.packets - prev
+            } else {
+                s.packets
+            };
         }
         let live: std::collections::HashSet<IpAddr> = rules.iter().map(|(a, _)| *a).collect();
         last.retain(|a, _| live.contains(a));
         let xdp = filter.stats()?.dropped("blacklist") - xdp0;
         let leaked = ipt_leaked(lab);
-        out.lock().map_err(|_| anyhow::anyhow!("sampler lock"))?.push(Sample {
-            t: t0.elapsed().as_secs_f64(),
-            nic: nic_acc,
-            xdp,
-            leaked,
-            nic_rules: rules.len(),
-        });
+        out.lock()
+            .map_err(|_| anyhow::anyhow!("sampler lock"))?
+            .push(Sample {
+                t: t0.elapsed().as_secs_f64(),
+                nic: nic_acc,
+                xdp,
+                leaked,
+                nic_rules: rules.len(),
+            });
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
@@ -372,7 +425,10 @@ fn oracle_share(args: &DemoArgs, sent_udp: u64, sent_syn: u64) -> f64 {
     let ss = Dist::Zipf { s: args.zipf }.shares(args.syn_sources);
     let n = args.udp_sources.max(args.syn_sources) as usize;
     let mut per: Vec<f64> = (0..n)
-        .map(|i| su.get(i).copied().unwrap_or(0.0) * sent_udp as f64 + ss.get(i).copied().unwrap_or(0.0) * sent_syn as f64)
+        .map(|i| {
+            su.get(i).copied().unwrap_or(0.0) * sent_udp as f64
+                + ss.get(i).copied().unwrap_or(0.0) * sent_syn as f64
+        })
         .collect();
     per.sort_by(|a, b| b.total_cmp(a));
     let top: f64 = per.iter().take(args.nic_capacity as usize).sum();
@@ -381,7 +437,10 @@ fn oracle_share(args: &DemoArgs, sent_udp: u64, sent_syn: u64) -> f64 {
 
 pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     if args.which != "ddos" {
-        bail!("unknown demo {:?}: the demo is `ddos` (rampart demo, or rampart demo ddos)", args.which);
+        bail!(
+            "unknown demo {:?}: the demo is `ddos` (rampart demo, or rampart demo ddos)",
+            args.which
+        );
     }
     if !(args.attack_seconds >= 2.0 && args.baseline_seconds >= 3.0) {
         bail!("--attack-seconds must be ≥ 2 and --baseline-seconds ≥ 3");
@@ -396,7 +455,11 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
             println!("{s}");
         }
     };
-    say(format!("lab {}: wan (wrk, attackers) → EMULATED NIC (K = {}) → host (nginx, rampart)", lab.prefix(), args.nic_capacity));
+    say(format!(
+        "lab {}: wan (wrk, attackers) → EMULATED NIC (K = {}) → host (nginx, rampart)",
+        lab.prefix(),
+        args.nic_capacity
+    ));
     lab.up(&UpOptions {
         nic_capacity: Some(args.nic_capacity),
         ..Default::default()
@@ -419,7 +482,10 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     ipt_setup(&lab)?;
 
     // 1. Reference: wrk without attack; the daemon starts once wrk runs and learns it as normal.
-    say(format!("no attack: wrk -c{} for {:.0} s against nginx; rampart starts and learns normal traffic", args.connections, args.baseline_seconds));
+    say(format!(
+        "no attack: wrk -c{} for {:.0} s against nginx; rampart starts and learns normal traffic",
+        args.connections, args.baseline_seconds
+    ));
     let w = spawn_wrk(&lab, args.baseline_seconds, args.connections)?;
     std::thread::sleep(Duration::from_millis(700));
     let cfg = demo_config(&lab, &args, &dir)?;
@@ -480,11 +546,16 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     sres??;
     let under = finish_wrk(w)?;
     let rps1 = under.requests as f64 / under.seconds;
-    let samples = samples.into_inner().map_err(|_| anyhow::anyhow!("sampler lock"))?;
+    let samples = samples
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("sampler lock"))?;
     let last = samples.last().copied().unwrap_or_default();
     if std::env::var_os("RAMPART_DEMO_TRACE").is_some() {
         for s in &samples {
-            eprintln!("trace t={:.3} nic={} xdp={} leaked={} rules={}", s.t, s.nic, s.xdp, s.leaked, s.nic_rules);
+            eprintln!(
+                "trace t={:.3} nic={} xdp={} leaked={} rules={}",
+                s.t, s.nic, s.xdp, s.leaked, s.nic_rules
+            );
         }
     }
     let attack_packets = ru.sent_packets + rs.sent_packets;
@@ -509,7 +580,8 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     // 3. The attack is over: wait for the rate monitor to unban everything.
     say("attack stopped; waiting for the rate monitor to unban the sources".into());
     let mut unbanned_after = None;
-    while attack_end.elapsed().as_secs_f64() < args.unban_timeout && !cancel.load(Ordering::Relaxed) {
+    while attack_end.elapsed().as_secs_f64() < args.unban_timeout && !cancel.load(Ordering::Relaxed)
+    {
         let v = daemon.view();
         if v.blocked.is_empty() && v.blocked_total > 0 {
             unbanned_after = Some(attack_end.elapsed().as_secs_f64());
@@ -525,15 +597,24 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     let mut blocked_set = std::collections::HashSet::new();
     let mut by_det: HashMap<String, usize> = HashMap::new();
     let mut false_bans = 0;
-    for line in std::fs::read_to_string(dir.join("alerts.jsonl")).unwrap_or_default().lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+    for line in std::fs::read_to_string(dir.join("alerts.jsonl"))
+        .unwrap_or_default()
+        .lines()
+    {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if v["event"] != "block" {
             continue;
         }
         let p = v["prefix"].as_str().unwrap_or_default().to_string();
-        let inside = Prefix::parse(&p).map(|x| attack_net.contains(&x.net().addr())).unwrap_or(false);
+        let inside = Prefix::parse(&p)
+            .map(|x| attack_net.contains(&x.net().addr()))
+            .unwrap_or(false);
         if blocked_set.insert(p.clone()) {
-            *by_det.entry(v["detector"].as_str().unwrap_or("?").to_string()).or_default() += 1;
+            *by_det
+                .entry(v["detector"].as_str().unwrap_or("?").to_string())
+                .or_default() += 1;
             if !inside {
                 false_bans += 1;
             }
@@ -573,13 +654,24 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     if args.json {
         return print_json(&r);
     }
-    let ttm_s = r.time_to_mitigate_s.map(|t| format!("{t:.2} s")).unwrap_or_else(|| "never".into());
-    println!("  {} requests/s under attack ({:.1}% of no attack), {} socket errors", si(rps1), r.legit_ok_pct, r.wrk_errors_attack);
+    let ttm_s = r
+        .time_to_mitigate_s
+        .map(|t| format!("{t:.2} s"))
+        .unwrap_or_else(|| "never".into());
+    println!(
+        "  {} requests/s under attack ({:.1}% of no attack), {} socket errors",
+        si(rps1),
+        r.legit_ok_pct,
+        r.wrk_errors_attack
+    );
     println!(
         "  {} attack packets: {:.2}% dropped (NIC {}, XDP {}), {} reached the host stack",
         r.attack_packets, r.attack_dropped_pct, r.nic_dropped, r.xdp_dropped, r.leaked
     );
-    println!("  time to mitigate (≥ 99% of attack packets dropped): {ttm_s}; after that {:.3}% dropped", r.attack_dropped_after_mitigation_pct);
+    println!(
+        "  time to mitigate (≥ 99% of attack packets dropped): {ttm_s}; after that {:.3}% dropped",
+        r.attack_dropped_after_mitigation_pct
+    );
     println!(
         "  {} sources blocked {:?}, {} false bans; up to {} EMULATED NIC rules",
         r.sources_blocked, r.blocks_by_detector, r.false_bans, r.nic_rules_max
@@ -589,8 +681,15 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         r.nic_share_pct, args.nic_capacity, r.oracle_nic_share_pct, r.nic_share_of_oracle_pct
     );
     match r.unbanned_all_after_s {
-        Some(s) => println!("  all {} sources unbanned {s:.1} s after the attack stopped", r.sources_unbanned),
-        None => println!("  {} sources still blocked after {:.0} s", view.blocked.len(), args.unban_timeout),
+        Some(s) => println!(
+            "  all {} sources unbanned {s:.1} s after the attack stopped",
+            r.sources_unbanned
+        ),
+        None => println!(
+            "  {} sources still blocked after {:.0} s",
+            view.blocked.len(),
+            args.unban_timeout
+        ),
     }
     println!("lab {} removed", lab.prefix());
     Ok(())
