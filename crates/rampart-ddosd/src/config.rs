@@ -223,6 +223,13 @@ mod tests {
     }
 
     #[test]
+    fn shipped_example_parses() {
+        let c = Config::parse(include_str!("../../../dist/rampart-ddos.toml")).unwrap();
+        assert_eq!(c.daemon.mode, Mode::HwXdpHost);
+        assert_eq!(c.hw.backend, "emulated");
+    }
+
+    #[test]
     fn sections_parse() {
         let c = Config::parse(
             "[daemon]\nmode = \"xdp-host\"\nnetns = \"rp-host\"\ninterval_s = 0.2\n\

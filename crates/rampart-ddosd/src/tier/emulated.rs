@@ -135,6 +135,10 @@ impl Tier for EmulatedNic {
         }
         let mut res = Ok(());
         for p in add {
+            let k = key(p.net().addr());
+            if matches!(self.rules.lookup(&k, MapFlags::ANY), Ok(Some(_))) {
+                continue; // present: counters kept
+            }
             if have >= cap {
                 res = Err(crate::Error::Full {
                     tier: "emulated",
