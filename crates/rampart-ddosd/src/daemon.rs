@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::alerts::{now_unix, Alert, Alerts};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::hw::HwWorker;
 use crate::metrics::Metrics;
 use crate::mode::Mode;
 use crate::tier::emulated::EmulatedNic;
@@ -187,7 +188,8 @@ pub struct Daemon {
     /// The host filter when it is not the host tier (xdp-nic, iptables): for stats.
     host_filter: Option<Filter>,
     host: HostTier,
-    hw: Option<Box<dyn Tier>>,
+    hw: Option<HwWorker>,
+    moving_to_hw: HashSet<Prefix>,
     exclusive: bool,
     detection: Detection,
     monitor: RateMonitor,
@@ -198,7 +200,7 @@ pub struct Daemon {
     prev_stats: HashMap<(&'static str, String), u64>,
     last_snap: Instant,
     records: Vec<FeatureRecord>,
-    alerts: Alerts,
+    alerts: Arc<Alerts>,
     metrics: Metrics,
     view: Arc<RwLock<View>>,
     was_attack: bool,
@@ -364,8 +366,14 @@ impl Daemon {
             features_capacity: cfg.filter.features_capacity,
         };
         let mode = d.mode;
+        let alerts = Arc::new(Alerts::open(&d.alerts)?);
         let hw = if mode.has_hw() {
-            Some(open_hw(&cfg)?)
+            let c = cfg.clone();
+            Some(HwWorker::spawn(
+                move || open_hw(&c),
+                metrics.clone(),
+                alerts.clone(),
+            )?)
         } else {
             None
         };
@@ -412,7 +420,6 @@ impl Daemon {
             pcfg.capacity = 0;
         }
         let planner = Planner::new(&pcfg);
-        let alerts = Alerts::open(&d.alerts)?;
         let state_path = d.state_dir.join(format!("{}.json", scope.name()));
         let saved: SavedState = match std::fs::read_to_string(&state_path) {
             Ok(t) => serde_json::from_str(&t).map_err(|e| Error::State {
@@ -438,6 +445,7 @@ impl Daemon {
             host_filter,
             host,
             hw,
+            moving_to_hw: HashSet::new(),
             detection,
             monitor,
             planner,
@@ -474,7 +482,7 @@ impl Daemon {
             .collect();
         if me.exclusive {
             if let Some(h) = &me.hw {
-                held.extend(h.rules()?.into_iter().map(|(p, _)| p));
+                held.extend(h.rules().into_iter().map(|(p, _)| p));
             }
         }
         resumed |= !held.is_empty();
@@ -536,7 +544,7 @@ impl Daemon {
             vec![(0, self.host.tier_ref().rules()?, self.host_name())];
         if let Some(h) = &self.hw {
             if h.info().counters != CounterKind::None {
-                tiers.push((1, h.rules()?, h.info().name));
+                tiers.push((1, h.rules(), h.info().name));
             }
         }
         for (t, rules, name) in tiers {
@@ -680,13 +688,11 @@ impl Daemon {
         reasons: &[String],
     ) -> Result<()> {
         // Hardware first, then the blacklist: the source is meant to pass now.
-        if let Some(h) = &mut self.hw {
-            let n = h.remove(prefixes)?;
-            let name = h.info().name;
-            self.metrics
-                .rule_updates
-                .with_label_values(&[name, "remove"])
-                .inc_by(n as u64);
+        if let Some(h) = &self.hw {
+            h.submit(prefixes.to_vec(), Vec::new());
+        }
+        for p in prefixes {
+            self.moving_to_hw.remove(p);
         }
         let n = self.host.tier().remove(prefixes)?;
         let host = self.host_name();
@@ -709,11 +715,37 @@ impl Daemon {
         Ok(())
     }
 
-    /// Apply the planner's moves, make-before-break.
+    /// Apply the planner's moves, make-before-break (the hardware worker
+    /// applies them; planning waits while it is busy).
     fn offload(&mut self, rates: &HashMap<Prefix, (f64, f64)>) -> Result<()> {
-        let Some(hw) = &mut self.hw else {
+        let Some(hw) = &self.hw else {
             return Ok(());
         };
+        let live: HashSet<Prefix> = hw.rules().into_iter().map(|(p, _)| p).collect();
+        let host = self.host_name();
+        if self.exclusive {
+            // break: a source leaves the nic-hop filter only once its rule is live
+            let done: Vec<Prefix> = self
+                .moving_to_hw
+                .iter()
+                .filter(|p| live.contains(p) && self.blocked.contains_key(p))
+                .copied()
+                .collect();
+            if !done.is_empty() {
+                let n = self.host.tier().remove(&done)?;
+                self.metrics
+                    .rule_updates
+                    .with_label_values(&[host, "remove"])
+                    .inc_by(n as u64);
+            }
+            for p in &done {
+                self.moving_to_hw.remove(p);
+            }
+        }
+        let hw = self.hw.as_ref().expect("checked");
+        if hw.busy() {
+            return Ok(());
+        }
         let full = |p: &Prefix| p.len() == if p.family() == 4 { 32 } else { 128 };
         let list: Vec<(Prefix, f64)> = self
             .blocked
@@ -721,65 +753,24 @@ impl Daemon {
             .filter(|p| full(p))
             .map(|p| (*p, rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0)))
             .collect();
-        let in_hw: HashSet<Prefix> = hw.rules()?.into_iter().map(|(p, _)| p).collect();
-        let plan = self.planner.plan(&list, &in_hw);
+        let plan = self.planner.plan(&list, &live);
         self.metrics.threshold.set(self.planner.threshold());
-        let name = hw.info().name;
-        let host = match &self.host {
-            HostTier::Xdp(_) => "xdp",
-            HostTier::Ipt(_) => "iptables",
-        };
-        if !plan.from_hw.is_empty() {
-            if self.exclusive {
-                // make: the host tier drops them again before the rule goes
-                let n = self.host.tier().install(&plan.from_hw)?;
-                self.metrics
-                    .rule_updates
-                    .with_label_values(&[host, "add"])
-                    .inc_by(n as u64);
-            }
-            let hw = self.hw.as_mut().expect("checked");
-            let n = hw.remove(&plan.from_hw)?;
+        if self.exclusive && !plan.from_hw.is_empty() {
+            // make: the nic-hop filter drops them again before their rules go
+            let n = self.host.tier().install(&plan.from_hw)?;
             self.metrics
                 .rule_updates
-                .with_label_values(&[name, "remove"])
+                .with_label_values(&[host, "add"])
                 .inc_by(n as u64);
-            for p in &plan.from_hw {
-                self.alerts.emit(Alert {
-                    event: "hw_remove",
-                    prefix: Some(p.to_string()),
-                    tier: Some(name.into()),
-                    pps: rates.get(p).map(|r| r.0 + r.1),
-                    ..Default::default()
-                });
-            }
         }
-        if !plan.to_hw.is_empty() {
-            let hw = self.hw.as_mut().expect("checked");
-            // The host tier already holds every candidate (they are blocked).
-            let n = hw.install(&plan.to_hw)?;
-            self.metrics
-                .rule_updates
-                .with_label_values(&[name, "add"])
-                .inc_by(n as u64);
-            if self.exclusive {
-                // break: only once the hardware rule is live
-                let n = self.host.tier().remove(&plan.to_hw)?;
-                self.metrics
-                    .rule_updates
-                    .with_label_values(&[host, "remove"])
-                    .inc_by(n as u64);
-            }
-            for p in &plan.to_hw {
-                self.alerts.emit(Alert {
-                    event: "hw_add",
-                    prefix: Some(p.to_string()),
-                    tier: Some(name.into()),
-                    pps: rates.get(p).map(|r| r.0 + r.1),
-                    ..Default::default()
-                });
-            }
+        if self.exclusive {
+            self.moving_to_hw.extend(plan.to_hw.iter().copied());
         }
+        // Inclusive tiers: the XDP blacklist already holds every candidate.
+        self.hw
+            .as_ref()
+            .expect("checked")
+            .submit(plan.from_hw, plan.to_hw);
         Ok(())
     }
 
@@ -842,7 +833,7 @@ impl Daemon {
         self.offload(&rates)?;
         self.drop_stats();
         let in_hw: HashSet<Prefix> = match &self.hw {
-            Some(h) => h.rules()?.into_iter().map(|(p, _)| p).collect(),
+            Some(h) => h.rules().into_iter().map(|(p, _)| p).collect(),
             None => HashSet::new(),
         };
         let mut rv: Vec<RateView> = self
@@ -902,9 +893,9 @@ impl Daemon {
     /// Update the shared view.
     fn publish(&mut self) {
         let mut tiers = Vec::new();
-        let mut push = |t: &dyn Tier, blocked: &crate::metrics::Metrics| {
-            let rules = t.rules().unwrap_or_default();
-            let info = t.info();
+        let mut push = |info: TierInfo,
+                        rules: Vec<(Prefix, crate::tier::Counts)>,
+                        blocked: &crate::metrics::Metrics| {
             blocked
                 .blocked
                 .with_label_values(&[info.name])
@@ -916,9 +907,10 @@ impl Daemon {
             });
         };
         if let Some(h) = &self.hw {
-            push(h.as_ref(), &self.metrics);
+            push(h.info(), h.rules(), &self.metrics);
         }
-        push(self.host.tier_ref(), &self.metrics);
+        let t = self.host.tier_ref();
+        push(t.info(), t.rules().unwrap_or_default(), &self.metrics);
         let mut wl: Vec<String> = self
             .detection
             .whitelist()

@@ -10,6 +10,7 @@ pub mod api;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod hw;
 pub mod metrics;
 pub mod mode;
 pub mod tier;
