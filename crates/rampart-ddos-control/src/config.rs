@@ -171,10 +171,13 @@ impl RateConfig {
 /// crowd, at ordinary per-source rates, are never drivers.
 ///
 /// The destination-port distribution is not recorded exactly (the data
-/// plane keeps a distinct-port sketch per (source, destination)): its
-/// entropy is estimated as the packet-weighted mean of log2(distinct ports)
-/// per record plus the entropy of the records' packet shares, i.e. as if
-/// each record spread its packets evenly over its ports.
+/// plane keeps a distinct-port sketch per (source, destination), no
+/// per-port counts): its entropy is estimated as Σ_d p_d · log2(n̂_d) over
+/// destinations d, p_d the destination's packet share and n̂_d its distinct
+/// ports (OR of its records' sketches), i.e. the port entropy at each
+/// destination if its packets were spread evenly over its ports. A random
+/// port flood raises it, a flash crowd to one service leaves it alone.
+/// Per-destination-port packet counts would make it exact.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EntropyConfig {

@@ -114,7 +114,7 @@ impl RateMonitor {
     /// Tracked prefixes, sorted.
     pub fn tracked(&self) -> Vec<&Tracked> {
         let mut v: Vec<&Tracked> = self.tracked.values().collect();
-        v.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        v.sort_by_key(|t| t.prefix);
         v
     }
 
@@ -205,7 +205,7 @@ impl RateMonitor {
                 });
             }
         }
-        out.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        out.sort_by_key(|u| u.prefix);
         for u in &out {
             self.tracked.remove(&u.prefix);
         }

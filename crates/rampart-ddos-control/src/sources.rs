@@ -132,7 +132,7 @@ impl Sources {
             s.pps = s.packets as f64 / secs;
             s.bps = s.bytes as f64 * 8.0 / secs;
         }
-        list.sort_by(|a, b| a.src.cmp(&b.src));
+        list.sort_by_key(|s| s.src);
         Self {
             secs,
             list,

@@ -1,7 +1,7 @@
 //! Signature detectors: UDP amplification (by size and UDP share), SYN
 //! flood (SYNs without completion), ICMP flood.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::IpAddr;
 
 use super::{si, Detector};
@@ -247,10 +247,9 @@ impl Detector for IcmpFloodDetector {
         let vic = victims(iv, secs, self.cfg.victim_icmp_pps, icmp);
         let tow = toward(iv, secs, &vic, icmp);
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
         for s in &sources.list {
             let share = s.share(s.icmp);
-            if s.icmp == 0 || share < self.cfg.min_icmp_share || !seen.insert(s.src) {
+            if s.icmp == 0 || share < self.cfg.min_icmp_share {
                 continue;
             }
             let rate = s.icmp as f64 / secs;
