@@ -80,9 +80,11 @@ impl DetectConfig {
 /// detector flagged nothing): each such interval gives the `quantile` of
 /// the per-source rates (pps and bps separately), and the baseline is the
 /// exponentially weighted moving average of these samples (weight `alpha`).
-/// A sample is capped at the threshold in force, so a slow ramp cannot
-/// drag the baseline up faster than `alpha × (multiplier − 1)` per
-/// interval. Until `warmup_intervals` normal intervals are learned the
+/// The baseline rises by at most `max_growth` (a fraction of itself) per
+/// learned interval, so sources ramping up faster than that cannot drag
+/// the threshold along with them (a ramp slower than `max_growth` per
+/// interval is learned as normal growth: that is the limit of any learned
+/// baseline). Until `warmup_intervals` normal intervals are learned the
 /// threshold is `max(floor, warmup_pps)` / `max(floor, warmup_bps)`.
 ///
 /// A flash crowd (many new sources, each at a normal rate) leaves the
@@ -99,6 +101,9 @@ pub struct RateConfig {
     pub alpha: f64,
     /// Threshold = multiplier × baseline. Default 8; 1 < x <= 10000.
     pub multiplier: f64,
+    /// Largest rise of the baseline per learned interval, as a fraction of
+    /// itself. Default 0.02; 0 <= x <= 10.
+    pub max_growth: f64,
     /// Packet-rate floor: never block below this (pps). Default 1000;
     /// 0 <= x <= 1e12.
     pub min_pps: f64,
@@ -120,6 +125,7 @@ impl Default for RateConfig {
             quantile: 0.99,
             alpha: 0.05,
             multiplier: 8.0,
+            max_growth: 0.02,
             min_pps: 1000.0,
             min_bps: 200e6,
             warmup_intervals: 5,
@@ -144,6 +150,7 @@ impl RateConfig {
                 allowed: "1 < x <= 10000".into(),
             });
         }
+        check_f64("detect.rate.max_growth", self.max_growth, 0.0, 10.0)?;
         check_f64("detect.rate.min_pps", self.min_pps, 0.0, 1e12)?;
         check_f64("detect.rate.min_bps", self.min_bps, 0.0, 1e15)?;
         check_u64(
@@ -165,7 +172,10 @@ impl RateConfig {
 /// the sources that drive it are blocked: sources ranked by their
 /// contribution p·log2(p/q) to the divergence of the current source
 /// distribution p from the last normal one q, taken in that order until
-/// they cover `driver_share` of the positive divergence, keeping only those
+/// they cover `driver_share` of the positive divergence (and then every
+/// further source contributing at least half as much as the one that
+/// completed the cover, so near-equal attackers are not split by the
+/// cut), keeping only those
 /// whose rate is at least `max(min_pps, driver_rate_factor × median
 /// per-source pps of the last normal interval)`: the new clients of a flash
 /// crowd, at ordinary per-source rates, are never drivers.

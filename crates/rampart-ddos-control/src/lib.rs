@@ -29,6 +29,8 @@ pub mod error;
 pub mod monitor;
 pub mod planner;
 pub mod sources;
+#[cfg(test)]
+mod testutil;
 
 pub use config::{
     AmplificationConfig, DetectConfig, EntropyConfig, IcmpFloodConfig, MonitorConfig,

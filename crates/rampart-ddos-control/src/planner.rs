@@ -196,6 +196,16 @@ impl Planner {
             .collect();
         victims.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)));
 
+        // A hardware tier holding more than K (capacity lowered): shed the
+        // lightest entries outside the top-K.
+        let mut victims = victims.into_iter().peekable();
+        while occupied > self.cfg.capacity && budget > 0 {
+            let Some((v, _)) = victims.next() else { break };
+            plan.from_hw.push(v);
+            budget -= 1;
+            occupied -= 1;
+        }
+
         // 3. Fill free slots.
         while occupied < self.cfg.capacity && budget > 0 {
             let Some((c, _)) = cands.next() else { break };
@@ -205,7 +215,6 @@ impl Planner {
         }
 
         // 4. Swaps.
-        let mut victims = victims.into_iter();
         while budget > 0 {
             let Some(&(c, rc)) = cands.peek() else { break };
             let Some((v, rv)) = victims.next() else { break };

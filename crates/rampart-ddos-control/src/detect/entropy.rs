@@ -188,12 +188,19 @@ impl EntropyDetector {
             .min_pps
             .max(self.cfg.driver_rate_factor * r.median_pps);
         let mut covered = 0.0;
+        // Contribution of the source that completed the cover: sources
+        // within a factor 2 of it are drivers too (otherwise near-equal
+        // attackers would straddle the cut and take many intervals).
+        let mut cut: Option<f64> = None;
         let mut out = Vec::new();
         for (c, i) in contrib {
-            if covered >= self.cfg.driver_share * positive {
+            if matches!(cut, Some(k) if c < k / 2.0) {
                 break;
             }
             covered += c;
+            if cut.is_none() && covered >= self.cfg.driver_share * positive {
+                cut = Some(c);
+            }
             let s = &sources.list[i];
             if s.pps < min_pps {
                 continue;
@@ -325,5 +332,18 @@ impl Detector for EntropyDetector {
 
     fn normal(&self) -> bool {
         self.anomaly == 0
+    }
+
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        let st = self.status;
+        vec![
+            ("h_src", st.h_src),
+            ("h_dst", st.h_dst),
+            ("h_dport", st.h_dport),
+            ("mean_delta_src", st.mean_delta[0]),
+            ("mean_delta_dst", st.mean_delta[1]),
+            ("mean_delta_dport", st.mean_delta[2]),
+            ("anomaly", f64::from(u8::from(st.anomaly))),
+        ]
     }
 }

@@ -14,6 +14,9 @@ pub use entropy::{EntropyDetector, EntropyStatus};
 pub use rate::{RateDetector, RateStatus};
 pub use signature::{AmplificationDetector, IcmpFloodDetector, SynFloodDetector};
 
+#[cfg(test)]
+mod tests;
+
 use crate::config::DetectConfig;
 use crate::error::ConfigError;
 use crate::sources::Sources;
@@ -46,6 +49,12 @@ pub trait Detector: Send {
     /// [`Detection::normal_peak_pps`]. Default: `!under_attack()`.
     fn normal(&self) -> bool {
         !self.under_attack()
+    }
+
+    /// Named numbers describing what the detector learned (thresholds,
+    /// baselines, entropies), for metrics. Default: none.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
     }
 }
 
@@ -221,6 +230,28 @@ impl Detection {
         if pps.is_finite() && pps >= 0.0 {
             self.normal_peak_pps = pps;
         }
+    }
+
+    /// Every detector's gauges, named `<detector>.<gauge>` (e.g.
+    /// `rate.threshold_pps`, `entropy.h_src`), plus
+    /// `detection.normal_peak_pps` and `detection.under_attack` (0/1).
+    pub fn gauges(&self) -> Vec<(String, f64)> {
+        let mut g: Vec<(String, f64)> = self
+            .detectors
+            .iter()
+            .flat_map(|d| {
+                let n = d.name();
+                d.gauges()
+                    .into_iter()
+                    .map(move |(k, v)| (format!("{n}.{k}"), v))
+            })
+            .collect();
+        g.push(("detection.normal_peak_pps".into(), self.normal_peak_pps));
+        g.push((
+            "detection.under_attack".into(),
+            f64::from(u8::from(self.under_attack())),
+        ));
+        g
     }
 
     /// The whitelist.
