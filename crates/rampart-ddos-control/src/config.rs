@@ -668,3 +668,153 @@ impl PlannerConfig {
         check_f64("offload.min_pps", self.min_pps, 0.0, 1e12)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The daemon's sections, as the runtime reads them.
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        #[serde(default)]
+        detect: DetectConfig,
+        #[serde(default)]
+        monitor: MonitorConfig,
+        #[serde(default)]
+        offload: PlannerConfig,
+    }
+
+    fn parse(s: &str) -> Result<File, String> {
+        toml::from_str::<File>(s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_valid_and_an_empty_file_gives_them() {
+        let f = parse("").unwrap();
+        assert_eq!(f.detect, DetectConfig::default());
+        assert_eq!(f.monitor, MonitorConfig::default());
+        assert_eq!(f.offload, PlannerConfig::default());
+        f.detect.validate().unwrap();
+        f.monitor.validate().unwrap();
+        f.offload.validate().unwrap();
+    }
+
+    #[test]
+    fn defaults_round_trip_through_toml() {
+        let f = File {
+            detect: DetectConfig::default(),
+            monitor: MonitorConfig {
+                ttl_s: Some(600.0),
+                ..MonitorConfig::default()
+            },
+            offload: PlannerConfig::default(),
+        };
+        let text = toml::to_string(&f).unwrap();
+        assert_eq!(parse(&text).unwrap(), f, "{text}");
+        assert!(text.contains("[detect.signatures.syn_flood]"), "{text}");
+    }
+
+    #[test]
+    fn partial_sections_keep_the_other_defaults() {
+        let f = parse(
+            r#"
+            [detect]
+            whitelist = ["10.0.0.0/8", "2001:db8::/32"]
+            [detect.rate]
+            multiplier = 5
+            [detect.signatures.udp_amplification]
+            enabled = false
+            [monitor]
+            ttl_s = 3600
+            [offload]
+            capacity = 1024
+            "#,
+        )
+        .unwrap();
+        assert_eq!(f.detect.rate.multiplier, 5.0);
+        assert_eq!(f.detect.rate.quantile, 0.99);
+        assert!(!f.detect.signatures.udp_amplification.enabled);
+        assert!(f.detect.signatures.syn_flood.enabled);
+        assert_eq!(f.monitor.ttl_s, Some(3600.0));
+        assert_eq!(f.offload.capacity, 1024);
+        assert_eq!(f.offload.max_updates, 64);
+        f.detect.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let e = parse("[detect.rate]\nmultiplyer = 5\n").unwrap_err();
+        assert!(e.contains("unknown field `multiplyer`"), "{e}");
+        let e = parse("[offload]\ncapcity = 5\n").unwrap_err();
+        assert!(e.contains("unknown field `capcity`"), "{e}");
+    }
+
+    fn detect_err(f: impl FnOnce(&mut DetectConfig)) -> String {
+        let mut c = DetectConfig::default();
+        f(&mut c);
+        c.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_the_allowed_range() {
+        let cases: Vec<(String, &str)> = vec![
+            (detect_err(|c| c.rate.multiplier = 0.5), "detect.rate.multiplier = 0.5: out of range, allowed 1 < x <= 10000"),
+            (detect_err(|c| c.rate.quantile = 0.0), "detect.rate.quantile = 0: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.rate.alpha = f64::NAN), "detect.rate.alpha = NaN: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.rate.min_pps = -1.0), "detect.rate.min_pps = -1: out of range, allowed 0 <= x <= 1000000000000"),
+            (detect_err(|c| c.entropy.sensitivity = 0.5), "detect.entropy.sensitivity = 0.5: out of range, allowed 1 <= x <= 1000"),
+            (detect_err(|c| c.entropy.driver_share = 1.5), "detect.entropy.driver_share = 1.5: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.entropy.warmup_intervals = 0), "detect.entropy.warmup_intervals = 0: out of range, allowed 1 <= x <= 100000"),
+            (detect_err(|c| c.signatures.syn_flood.min_syn_share = 0.0), "detect.signatures.syn_flood.min_syn_share = 0: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.signatures.icmp_flood.victim_icmp_pps = 0.0), "detect.signatures.icmp_flood.victim_icmp_pps = 0: out of range, allowed 0 < x <= 1000000000000"),
+            (detect_err(|c| c.signatures.udp_amplification.vectors[2].min_mean_bytes = 10), "detect.signatures.udp_amplification.vectors[2].min_mean_bytes = 10: out of range, allowed 64 <= x <= 65535"),
+            (detect_err(|c| c.attack_end_intervals = 0), "detect.attack_end_intervals = 0: out of range, allowed 1 <= x <= 100000"),
+            (detect_err(|c| c.whitelist = vec!["::/0".into()]), "detect.whitelist[0] = \"::/0\": a /0 prefix would drop every packet of its family: refused"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+        let e = detect_err(|c| c.signatures.udp_amplification.vectors.clear());
+        assert!(
+            e.starts_with(
+                "detect.signatures.udp_amplification.vectors: empty while the detector is enabled"
+            ),
+            "{e}"
+        );
+        let mut c = DetectConfig::default();
+        c.signatures.udp_amplification.enabled = false;
+        c.signatures.udp_amplification.vectors.clear();
+        c.validate().unwrap();
+        let e = MonitorConfig {
+            hold_s: -5.0,
+            ..MonitorConfig::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "monitor.hold_s = -5: out of range, allowed 0 <= x <= 31536000"
+        );
+        let e = PlannerConfig {
+            host_capacity_pps: 0.0,
+            ..PlannerConfig::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "offload.host_capacity_pps = 0: out of range, allowed 0 < x <= 1000000000000"
+        );
+    }
+
+    #[test]
+    fn toml_type_errors_name_the_key() {
+        let e = parse("[offload]\ncapacity = -3\n").unwrap_err();
+        assert!(e.contains("capacity"), "{e}");
+        let e = parse("[detect]\nwhitelist = \"10.0.0.0/8\"\n").unwrap_err();
+        assert!(e.contains("whitelist"), "{e}");
+    }
+}

@@ -2,6 +2,8 @@
 //! blocked source's packets are dropped before the feature stage, so they
 //! vanish from the following intervals.
 
+#![allow(clippy::field_reassign_with_default)]
+
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
@@ -686,4 +688,89 @@ fn bad_whitelist_entry_is_a_clear_error() {
         e.contains("detect.whitelist[0]") && e.contains("not an IPv4 or IPv6 address"),
         "{e}"
     );
+}
+
+/// The whole loop on synthetic traffic: detect → block (monitor tracks,
+/// planner offloads the top-K) → the attack stops → unban on measured
+/// rates; legitimate clients are never touched.
+#[test]
+fn pipeline_detect_block_offload_then_unban_when_the_attack_stops() {
+    use std::time::{Duration, Instant};
+
+    use crate::{MonitorConfig, Planner, PlannerConfig, RateMonitor};
+
+    let mut sim = Sim::new(&DetectConfig::default());
+    let mut mon = RateMonitor::new(&MonitorConfig {
+        hold_s: 10.0,
+        quiet_intervals: 3,
+        ..MonitorConfig::default()
+    });
+    let mut planner = Planner::new(&PlannerConfig {
+        capacity: 64,
+        max_updates: 32,
+        host_capacity_pps: 2e6,
+        ..PlannerConfig::default()
+    });
+    let mut hw: HashSet<Prefix> = HashSet::new();
+    let mut rng = Rng::new(13);
+    let t0 = Instant::now();
+    warm(&mut sim, &mut rng, 200, 10);
+    let n = 1000;
+    let rate = |i: u32| zipf(i, 100_000.0, 0.7);
+    let mut unbanned: Vec<Prefix> = Vec::new();
+    for t in 0..60u32 {
+        let now = t0 + Duration::from_secs(u64::from(t));
+        let attacking = t < 20;
+        let mut v = legit(&mut rng, 200, SECS);
+        if attacking {
+            v.extend(
+                (0..n).map(|i| rec(attacker(i), server(), SECS, rate(i), 64, Kind::Udp, [53])),
+            );
+        }
+        for d in sim.step(v) {
+            mon.blocked(&d, now);
+        }
+        // Measured rates of the blocked sources (the filter's counters).
+        let measured: Vec<(Prefix, f64)> = sim
+            .blocked
+            .keys()
+            .map(|p| {
+                let IpAddr::V4(a) = p.net().addr() else {
+                    unreachable!()
+                };
+                let i = u32::from(a) - 0xac10_0000;
+                (*p, if attacking { rate(i) } else { 0.0 })
+            })
+            .collect();
+        let plan = planner.plan(&measured, &hw);
+        for p in &plan.from_hw {
+            hw.remove(p);
+        }
+        hw.extend(plan.to_hw.iter().copied());
+        if attacking && t >= 3 {
+            // The heaviest 64 sit in hardware.
+            let s = planner.last_stats();
+            assert!(s.hw_pps >= 0.999 * s.oracle_pps, "t={t}: {s:?}");
+        }
+        for u in mon.observe(&measured, sim.det.normal_peak_pps(), now) {
+            assert!(u
+                .reason
+                .contains("highest single-source rate under normal activity"));
+            sim.blocked.remove(&u.prefix);
+            unbanned.push(u.prefix);
+        }
+        if attacking {
+            assert!(unbanned.is_empty(), "unbanned during the attack at t={t}");
+        }
+    }
+    assert_eq!(
+        unbanned.len(),
+        n as usize,
+        "all attackers unbanned after the attack"
+    );
+    assert!(sim.blocked.is_empty() && mon.is_empty());
+    assert!(sim.false_bans().is_empty());
+    // Once nothing is blocked the planner empties the hardware tier.
+    let plan = planner.plan(&[], &hw);
+    assert_eq!(plan.from_hw.len(), hw.len().min(32));
 }
