@@ -7,7 +7,7 @@
 //! reached under normal activity, the source behaves like a normal one and
 //! is unbanned; if it was wrong, the detectors block it again.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -71,7 +71,7 @@ impl RateMonitor {
         }
         Self {
             cfg: c,
-            tracked: HashMap::new(),
+            tracked: HashMap::default(),
             level: 0.0,
         }
     }

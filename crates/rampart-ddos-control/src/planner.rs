@@ -24,7 +24,9 @@
 //! `to_hw` and removes `from_hw`; the XDP tier keeps every blocked source,
 //! so no order of these changes lets a packet through.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use serde::Serialize;
 
@@ -258,7 +260,8 @@ impl Planner {
 
 /// Rates by prefix (duplicates summed, bad values as 0).
 fn merge(rates: &[(Prefix, f64)]) -> HashMap<Prefix, f64> {
-    let mut m: HashMap<Prefix, f64> = HashMap::with_capacity(rates.len());
+    let mut m: HashMap<Prefix, f64> =
+        HashMap::with_capacity_and_hasher(rates.len(), Default::default());
     for &(p, r) in rates {
         let r = if r.is_finite() && r > 0.0 { r } else { 0.0 };
         *m.entry(p).or_default() += r;

@@ -2,7 +2,7 @@
 //! destination-port entropy between consecutive intervals (see
 //! [`EntropyConfig`]).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use rampart_ddos::features::linear_count;
@@ -76,7 +76,7 @@ fn entropy(counts: impl Iterator<Item = u64>, total: u64) -> f64 {
 fn entropies(iv: &Interval<'_>, sources: &Sources) -> [f64; 3] {
     let total = sources.packets;
     let h_src = entropy(sources.list.iter().map(|s| s.packets), total);
-    let mut per_dst: HashMap<IpAddr, (u64, [u64; 2])> = HashMap::new();
+    let mut per_dst: HashMap<IpAddr, (u64, [u64; 2])> = HashMap::default();
     for r in iv.records.iter().filter(|r| r.packets > 0) {
         let e = per_dst.entry(r.dst).or_insert((0, [0, 0]));
         e.0 += r.packets;

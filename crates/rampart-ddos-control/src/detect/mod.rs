@@ -6,7 +6,7 @@ mod entropy;
 mod rate;
 mod signature;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use ipnet::IpNet;
 
@@ -167,7 +167,7 @@ impl Detection {
         let sources = Sources::from_interval(iv);
         self.last_sources = sources.len();
         let mut merged: Vec<BlockDecision> = Vec::new();
-        let mut at: HashMap<Prefix, usize> = HashMap::new();
+        let mut at: HashMap<Prefix, usize> = HashMap::default();
         let mut flagged = false;
         for d in &mut self.detectors {
             let out = d.observe_sources(iv, &sources);

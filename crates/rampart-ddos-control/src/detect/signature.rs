@@ -1,7 +1,7 @@
 //! Signature detectors: UDP amplification (by size and UDP share), SYN
 //! flood (SYNs without completion), ICMP flood.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use super::{si, Detector};
@@ -93,7 +93,7 @@ fn victims(
     pps: f64,
     count: impl Fn(&crate::FeatureRecord) -> u64,
 ) -> HashMap<IpAddr, f64> {
-    let mut per: HashMap<IpAddr, u64> = HashMap::new();
+    let mut per: HashMap<IpAddr, u64> = HashMap::default();
     for r in iv.records {
         let c = count(r);
         if c > 0 {
@@ -113,9 +113,9 @@ fn toward(
     victims: &HashMap<IpAddr, f64>,
     count: impl Fn(&crate::FeatureRecord) -> u64,
 ) -> HashMap<IpAddr, (f64, IpAddr)> {
-    let mut per: HashMap<IpAddr, (u64, IpAddr)> = HashMap::new();
+    let mut per: HashMap<IpAddr, (u64, IpAddr)> = HashMap::default();
     if victims.is_empty() {
-        return HashMap::new();
+        return HashMap::default();
     }
     for r in iv.records {
         if victims.contains_key(&r.dst) {

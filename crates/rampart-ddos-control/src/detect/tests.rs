@@ -774,3 +774,160 @@ fn pipeline_detect_block_offload_then_unban_when_the_attack_stops() {
     let plan = planner.plan(&[], &hw);
     assert_eq!(plan.from_hw.len(), hw.len().min(32));
 }
+
+#[test]
+fn random_port_flood_shows_in_port_entropy_and_its_sources_are_drivers() {
+    let mut cfg = DetectConfig::default();
+    cfg.rate.enabled = false;
+    let mut sim = Sim::new(&cfg);
+    let mut rng = Rng::new(14);
+    warm(&mut sim, &mut rng, 200, 8);
+    // 5 sources at 800 pps each (below the rate threshold of ~1200 pps),
+    // UDP to 2000 different ports each.
+    let mut v = legit(&mut rng, 200, SECS);
+    v.extend((0..5).map(|i| {
+        rec(
+            attacker(i),
+            server(),
+            SECS,
+            800.0,
+            64,
+            Kind::Udp,
+            (0..2000).map(|p| 1024 + p * 7 + i as u16),
+        )
+    }));
+    let out = sim.step(v);
+    assert_eq!(out.len(), 5, "{out:#?}");
+    assert!(out.iter().all(|d| d.detector == "entropy"));
+    assert!(
+        out[0].reason.contains("destination-port entropy"),
+        "{}",
+        out[0].reason
+    );
+    assert!(sim.false_bans().is_empty(), "{:?}", sim.false_bans());
+}
+
+#[test]
+fn gradual_growth_is_not_an_entropy_anomaly() {
+    let mut d = EntropyDetector::new(&EntropyConfig::default());
+    let mut rng = Rng::new(15);
+    // Clients grow 5% per interval, 200 -> ~2300: H(src) rises ~0.07 bit
+    // per interval, far below the 0.5-bit floor.
+    for t in 0..50 {
+        let n = (200.0 * 1.05f64.powi(t)) as u32;
+        let v = legit(&mut rng, n, SECS);
+        assert!(d
+            .observe(&Interval {
+                index: t as u64,
+                secs: SECS,
+                records: &v
+            })
+            .is_empty());
+        assert!(!d.status().anomaly, "anomaly at t={t}: {:?}", d.status());
+    }
+}
+
+#[test]
+fn a_lasting_shift_becomes_the_new_normal() {
+    let mut cfg = DetectConfig::default();
+    cfg.entropy.max_anomaly_intervals = 5;
+    let mut sim = Sim::new(&cfg);
+    let mut rng = Rng::new(16);
+    warm(&mut sim, &mut rng, 200, 8);
+    let learned = sim.det.normal_intervals();
+    // The flash crowd stays: an anomaly for 5 intervals (no normal
+    // intervals counted), then the new normal.
+    for _ in 0..5 {
+        assert!(sim.step(legit(&mut rng, 3000, SECS)).is_empty());
+    }
+    assert_eq!(sim.det.normal_intervals(), learned);
+    for _ in 0..3 {
+        assert!(sim.step(legit(&mut rng, 3000, SECS)).is_empty());
+    }
+    assert!(sim.det.normal_intervals() > learned);
+    let g: HashMap<String, f64> = sim.det.gauges().into_iter().collect();
+    assert_eq!(g["entropy.anomaly"], 0.0);
+}
+
+/// Cost of one interval of 300,000 (source, destination) pairs through
+/// every detector (not a pass/fail bar: run with --ignored --nocapture).
+#[test]
+#[ignore]
+fn observe_cost_300k_pairs() {
+    let mut det = Detection::new(&DetectConfig::default()).unwrap();
+    let mut rng = Rng::new(17);
+    let mk = |rng: &mut Rng| -> Vec<FeatureRecord> {
+        (0..300_000u32)
+            .map(|i| {
+                rec(
+                    attacker(i),
+                    server(),
+                    SECS,
+                    rng.range(1.0, 50.0),
+                    300,
+                    Kind::Udp,
+                    [53],
+                )
+            })
+            .collect()
+    };
+    for i in 0..12 {
+        let v = mk(&mut rng);
+        let t = std::time::Instant::now();
+        let out = det.observe(&Interval {
+            index: i,
+            secs: SECS,
+            records: &v,
+        });
+        eprintln!("interval {i}: {:?}, {} decisions", t.elapsed(), out.len());
+    }
+}
+
+#[test]
+#[ignore]
+fn observe_cost_breakdown() {
+    let mut rng = Rng::new(17);
+    let v: Vec<FeatureRecord> = (0..300_000u32)
+        .map(|i| {
+            rec(
+                attacker(i),
+                server(),
+                SECS,
+                rng.range(1.0, 50.0),
+                300,
+                Kind::Udp,
+                [53],
+            )
+        })
+        .collect();
+    let iv = Interval {
+        index: 0,
+        secs: SECS,
+        records: &v,
+    };
+    let mut best = std::time::Duration::MAX;
+    let mut s = Sources::default();
+    for _ in 0..7 {
+        let t = std::time::Instant::now();
+        s = Sources::from_interval(&iv);
+        best = best.min(t.elapsed());
+    }
+    eprintln!("sources: {best:?} (best of 7)");
+    let c = DetectConfig::default();
+    let mut ds: Vec<Box<dyn Detector>> = vec![
+        Box::new(AmplificationDetector::new(&c.signatures.udp_amplification)),
+        Box::new(SynFloodDetector::new(&c.signatures.syn_flood)),
+        Box::new(IcmpFloodDetector::new(&c.signatures.icmp_flood)),
+        Box::new(RateDetector::new(&c.rate)),
+        Box::new(EntropyDetector::new(&c.entropy)),
+    ];
+    for d in &mut ds {
+        let mut best = std::time::Duration::MAX;
+        for _ in 0..7 {
+            let t = std::time::Instant::now();
+            d.observe_sources(&iv, &s);
+            best = best.min(t.elapsed());
+        }
+        eprintln!("{}: {best:?} (best of 7)", d.name());
+    }
+}
