@@ -22,7 +22,9 @@ pub struct DetectConfig {
     /// `[detect.signatures.*]`: UDP amplification, SYN flood, ICMP flood.
     pub signatures: SignatureConfig,
     /// Prefixes never blocked (IPv4/IPv6 addresses or CIDR prefixes, host
-    /// bits zero). A decision whose prefix overlaps a whitelisted prefix is
+    /// bits zero). Their traffic is removed from each interval before
+    /// detection (it neither triggers a detector nor enters a baseline),
+    /// and a decision whose prefix overlaps a whitelisted prefix is
     /// dropped. Default: empty.
     pub whitelist: Vec<String>,
     /// An attack is "in progress" ([`crate::Detection::under_attack`])

@@ -6,7 +6,9 @@ mod entropy;
 mod rate;
 mod signature;
 
-use rustc_hash::FxHashMap as HashMap;
+use std::net::IpAddr;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use ipnet::IpNet;
 
@@ -20,7 +22,7 @@ mod tests;
 use crate::config::DetectConfig;
 use crate::error::ConfigError;
 use crate::sources::Sources;
-use crate::{BlockDecision, Interval, Prefix};
+use crate::{BlockDecision, FeatureRecord, Interval, Prefix};
 
 /// A pluggable detector.
 pub trait Detector: Send {
@@ -84,10 +86,41 @@ fn overlaps(a: &IpNet, b: &IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
 }
 
+/// Whitelisted networks indexed by (family, length): an address is looked
+/// up once per distinct length, whatever the size of the list.
+#[derive(Debug, Clone, Default)]
+struct WhiteIndex {
+    by_len: Vec<(bool, u8, HashSet<IpNet>)>,
+}
+
+impl WhiteIndex {
+    fn new(list: &[Prefix]) -> Self {
+        let mut by_len: Vec<(bool, u8, HashSet<IpNet>)> = Vec::new();
+        for p in list {
+            let n = p.net();
+            let key = (matches!(n, IpNet::V4(_)), n.prefix_len());
+            match by_len.iter_mut().find(|e| (e.0, e.1) == key) {
+                Some(e) => {
+                    e.2.insert(n);
+                }
+                None => by_len.push((key.0, key.1, std::iter::once(n).collect())),
+            }
+        }
+        Self { by_len }
+    }
+
+    fn contains(&self, a: IpAddr) -> bool {
+        self.by_len.iter().any(|(v4, len, set)| {
+            a.is_ipv4() == *v4 && IpNet::new(a, *len).is_ok_and(|n| set.contains(&n.trunc()))
+        })
+    }
+}
+
 /// All enabled detectors + the whitelist (never blocked).
 pub struct Detection {
     detectors: Vec<Box<dyn Detector>>,
     whitelist: Vec<Prefix>,
+    white: WhiteIndex,
     attack_end_intervals: u32,
     max_blocks: usize,
     /// Intervals since some detector last flagged something (None: never).
@@ -139,6 +172,7 @@ impl Detection {
         }
         Ok(Self {
             detectors,
+            white: WhiteIndex::new(&whitelist),
             whitelist,
             attack_end_intervals: cfg.attack_end_intervals,
             max_blocks: cfg.max_blocks_per_interval,
@@ -163,8 +197,33 @@ impl Detection {
     /// per prefix (the first detector in priority order keeps it; the
     /// others' reasons are appended after `"; also "`), at most
     /// `max_blocks_per_interval`, highest pps first, ties by prefix.
+    ///
+    /// Whitelisted sources are taken out of the interval before any
+    /// detector sees it: they never trigger, never count as an attack, and
+    /// never enter a baseline or the normal peak.
     pub fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
-        let sources = Sources::from_interval(iv);
+        let mut sources = Sources::from_interval(iv);
+        let kept: Vec<FeatureRecord>;
+        let mut iv = *iv;
+        if !self.white.by_len.is_empty() {
+            let white: HashSet<IpAddr> = sources
+                .list
+                .iter()
+                .map(|s| s.src)
+                .filter(|a| self.white.contains(*a))
+                .collect();
+            if !white.is_empty() {
+                kept = iv
+                    .records
+                    .iter()
+                    .filter(|r| !white.contains(&r.src))
+                    .copied()
+                    .collect();
+                iv.records = &kept;
+                sources = Sources::from_interval(&iv);
+            }
+        }
+        let iv = &iv;
         self.last_sources = sources.len();
         let mut merged: Vec<BlockDecision> = Vec::new();
         let mut at: HashMap<Prefix, usize> = HashMap::default();
@@ -271,6 +330,7 @@ impl Detection {
             return false;
         }
         self.whitelist.push(p);
+        self.white = WhiteIndex::new(&self.whitelist);
         true
     }
 
@@ -278,6 +338,7 @@ impl Detection {
     pub fn remove_whitelist(&mut self, p: &Prefix) -> bool {
         let before = self.whitelist.len();
         self.whitelist.retain(|w| w != p);
+        self.white = WhiteIndex::new(&self.whitelist);
         self.whitelist.len() != before
     }
 }

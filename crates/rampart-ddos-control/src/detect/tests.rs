@@ -931,3 +931,41 @@ fn observe_cost_breakdown() {
         eprintln!("{}: {best:?} (best of 7)", d.name());
     }
 }
+
+#[test]
+fn a_whitelisted_heavy_source_neither_triggers_nor_poisons_learning() {
+    let mut cfg = DetectConfig::default();
+    cfg.whitelist = vec!["10.1.0.7/32".into(), "fd77::/64".into()];
+    let mut sim = Sim::new(&cfg);
+    let mut rng = Rng::new(18);
+    for _ in 0..10 {
+        let mut v = legit(&mut rng, 200, SECS);
+        // A backup server (whitelisted) pushing 50 kpps of SYN-only probes
+        // and an IPv6 monitoring host flooding ICMP.
+        v.push(rec(
+            client(7),
+            server(),
+            SECS,
+            50_000.0,
+            64,
+            Kind::Syn,
+            [80],
+        ));
+        v.push(rec(
+            client6(1),
+            server6(),
+            SECS,
+            30_000.0,
+            98,
+            Kind::Icmp,
+            [],
+        ));
+        assert!(sim.step(v).is_empty());
+        assert!(!sim.det.under_attack());
+    }
+    let g: HashMap<String, f64> = sim.det.gauges().into_iter().collect();
+    assert!(g["rate.learned_intervals"] >= 9.0, "{g:?}");
+    assert!(g["rate.baseline_pps"] <= 150.0, "{g:?}");
+    assert!(sim.det.normal_peak_pps() <= 150.0);
+    assert_eq!(sim.det.normal_intervals(), 10);
+}
