@@ -293,6 +293,8 @@ pub struct SignatureConfig {
     pub syn_flood: SynFloodConfig,
     /// `[detect.signatures.icmp_flood]`.
     pub icmp_flood: IcmpFloodConfig,
+    /// `[detect.signatures.udp_flood]`.
+    pub udp_flood: UdpFloodConfig,
 }
 
 impl SignatureConfig {
@@ -303,7 +305,8 @@ impl SignatureConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.udp_amplification.validate()?;
         self.syn_flood.validate()?;
-        self.icmp_flood.validate()
+        self.icmp_flood.validate()?;
+        self.udp_flood.validate()
     }
 }
 
@@ -527,6 +530,69 @@ impl IcmpFloodConfig {
         check_f64(
             &format!("{k}.flood_min_icmp_pps"),
             self.flood_min_icmp_pps,
+            0.0,
+            1e12,
+        )
+    }
+}
+
+/// `[detect.signatures.udp_flood]`: a volumetric UDP flood spread over
+/// many sources, each too slow for the rate detector.
+///
+/// A destination receiving at least `victim_udp_pps` UDP packets/s is under
+/// a UDP flood; then every source sending it at least `flood_min_udp_pps`
+/// UDP packets/s, UDP being at least `min_udp_share` of its packets, is
+/// flagged. Independently, a source sending `min_udp_pps` or more (same
+/// share) is flagged. Caveat: toward a UDP service (DNS, QUIC) under
+/// flood, legitimate clients above `flood_min_udp_pps` are flagged too:
+/// raise it, whitelist them, or disable this detector on such hosts.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UdpFloodConfig {
+    /// Run this detector. Default true.
+    pub enabled: bool,
+    /// UDP packets/s from one source. Default 20000; 0 <= x <= 1e12.
+    pub min_udp_pps: f64,
+    /// UDP share of the source's packets. Default 0.9; 0 < x <= 1.
+    pub min_udp_share: f64,
+    /// UDP packets/s to one destination that make it a victim. Default
+    /// 50000; 0 < x <= 1e12.
+    pub victim_udp_pps: f64,
+    /// Per-source UDP packets/s flagged toward a victim. Default 20;
+    /// 0 <= x <= 1e12.
+    pub flood_min_udp_pps: f64,
+}
+
+impl Default for UdpFloodConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_udp_pps: 20_000.0,
+            min_udp_share: 0.9,
+            victim_udp_pps: 50_000.0,
+            flood_min_udp_pps: 20.0,
+        }
+    }
+}
+
+impl UdpFloodConfig {
+    /// Check ranges.
+    ///
+    /// # Errors
+    /// The first bad key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let k = "detect.signatures.udp_flood";
+        check_f64(&format!("{k}.min_udp_pps"), self.min_udp_pps, 0.0, 1e12)?;
+        check_f64_open(&format!("{k}.min_udp_share"), self.min_udp_share, 0.0, 1.0)?;
+        check_f64_open(
+            &format!("{k}.victim_udp_pps"),
+            self.victim_udp_pps,
+            0.0,
+            1e12,
+        )?;
+        check_f64(
+            &format!("{k}.flood_min_udp_pps"),
+            self.flood_min_udp_pps,
             0.0,
             1e12,
         )

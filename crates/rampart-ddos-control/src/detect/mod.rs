@@ -14,7 +14,7 @@ use ipnet::IpNet;
 
 pub use entropy::{EntropyDetector, EntropyStatus};
 pub use rate::{RateDetector, RateStatus};
-pub use signature::{AmplificationDetector, IcmpFloodDetector, SynFloodDetector};
+pub use signature::{AmplificationDetector, IcmpFloodDetector, SynFloodDetector, UdpFloodDetector};
 
 #[cfg(test)]
 mod tests;
@@ -146,7 +146,8 @@ impl std::fmt::Debug for Detection {
 impl Detection {
     /// Build the enabled detectors, in decision-priority order: the
     /// signatures (most specific reason) first — `udp_amplification`,
-    /// `syn_flood`, `icmp_flood` — then `rate`, then `entropy`.
+    /// `syn_flood`, `icmp_flood`, `udp_flood` — then `rate`, then
+    /// `entropy`.
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first bad key.
@@ -163,6 +164,9 @@ impl Detection {
         }
         if s.icmp_flood.enabled {
             detectors.push(Box::new(IcmpFloodDetector::new(&s.icmp_flood)));
+        }
+        if s.udp_flood.enabled {
+            detectors.push(Box::new(UdpFloodDetector::new(&s.udp_flood)));
         }
         if cfg.rate.enabled {
             detectors.push(Box::new(RateDetector::new(&cfg.rate)));

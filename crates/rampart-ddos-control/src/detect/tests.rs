@@ -86,7 +86,11 @@ fn zipf(i: u32, top: f64, s: f64) -> f64 {
 
 #[test]
 fn attack_of_thousands_of_sources_is_blocked_without_false_bans() {
-    let mut sim = Sim::new(&DetectConfig::default());
+    // The learned detectors alone (the udp_flood victim rule would take
+    // this attack first: see udp_flood_spread_over_thousands_of_slow_sources).
+    let mut cfg = DetectConfig::default();
+    cfg.signatures.udp_flood.enabled = false;
+    let mut sim = Sim::new(&cfg);
     let mut rng = Rng::new(1);
     warm(&mut sim, &mut rng, 200, 10);
     assert!(!sim.det.under_attack());
@@ -636,6 +640,7 @@ fn disabled_detectors_do_not_run() {
     cfg.rate.enabled = false;
     cfg.entropy.enabled = false;
     cfg.signatures.syn_flood.enabled = false;
+    cfg.signatures.udp_flood.enabled = false;
     let det = Detection::new(&cfg).unwrap();
     assert_eq!(det.detector_names(), ["udp_amplification", "icmp_flood"]);
     let det = Detection::new(&DetectConfig::default()).unwrap();
@@ -645,6 +650,7 @@ fn disabled_detectors_do_not_run() {
             "udp_amplification",
             "syn_flood",
             "icmp_flood",
+            "udp_flood",
             "rate",
             "entropy"
         ]
@@ -968,4 +974,56 @@ fn a_whitelisted_heavy_source_neither_triggers_nor_poisons_learning() {
     assert!(g["rate.baseline_pps"] <= 150.0, "{g:?}");
     assert!(sim.det.normal_peak_pps() <= 150.0);
     assert_eq!(sim.det.normal_intervals(), 10);
+}
+
+#[test]
+fn udp_flood_spread_over_thousands_of_slow_sources() {
+    let mut sim = Sim::new(&DetectConfig::default());
+    let mut rng = Rng::new(19);
+    // Legitimate traffic like the demo's: a few heavy TCP (wrk) clients,
+    // plus a DNS-ish UDP client at 5 pps.
+    let normal = |rng: &mut Rng| -> Vec<FeatureRecord> {
+        let mut v: Vec<FeatureRecord> = (0..4)
+            .map(|i| {
+                rec(
+                    client(i),
+                    server(),
+                    SECS,
+                    rng.range(3000.0, 5000.0),
+                    400,
+                    Kind::Tcp,
+                    [80],
+                )
+            })
+            .collect();
+        v.push(rec(client(100), server(), SECS, 5.0, 120, Kind::Udp, [53]));
+        v
+    };
+    for _ in 0..8 {
+        assert!(sim.step(normal(&mut rng)).is_empty());
+    }
+    // 5000 sources, Zipf s = 1 from 200 kpps down to 40 pps (1.8 Mpps in
+    // all): per-source thresholds (8 × ~5000 pps) see only the head.
+    let n = 5000;
+    let mut v = normal(&mut rng);
+    v.extend((0..n).map(|i| {
+        rec(
+            attacker(i),
+            server(),
+            SECS,
+            zipf(i, 200_000.0, 1.0),
+            64,
+            Kind::Udp,
+            [9],
+        )
+    }));
+    let out = sim.step(v);
+    assert_eq!(out.len(), n as usize);
+    let tail = out
+        .iter()
+        .find(|d| d.prefix == host(attacker(n - 1)))
+        .unwrap();
+    assert_eq!(tail.detector, "udp_flood");
+    assert!(tail.reason.contains("UDP-flood victim"), "{}", tail.reason);
+    assert!(sim.false_bans().is_empty(), "{:?}", sim.false_bans());
 }
