@@ -36,7 +36,7 @@ pub use config::{
     AmplificationConfig, DetectConfig, EntropyConfig, IcmpFloodConfig, MonitorConfig,
     PlannerConfig, RateConfig, SignatureConfig, SynFloodConfig, UdpFloodConfig, UdpVector,
 };
-pub use detect::{Detection, Detector};
+pub use detect::{Detection, Detector, Learned};
 pub use error::ConfigError;
 pub use monitor::{RateMonitor, Tracked, Unban};
 pub use planner::{Plan, PlanStats, Planner};

@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
 
 pub use entropy::{EntropyDetector, EntropyStatus};
 pub use rate::{RateDetector, RateStatus};
@@ -58,6 +59,30 @@ pub trait Detector: Send {
     fn gauges(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+
+    /// Learned per-source baseline (pps, bps), if this detector learns one
+    /// and has warmed up (saved across daemon restarts). Default: none.
+    fn baseline(&self) -> Option<(f64, f64)> {
+        None
+    }
+
+    /// Restore a baseline saved by [`Detector::baseline`]. Default: ignored.
+    fn restore_baseline(&mut self, pps: f64, bps: f64) {
+        let _ = (pps, bps);
+    }
+}
+
+/// What [`Detection`] has learned, to save across daemon restarts
+/// ([`Detection::learned`], [`Detection::restore`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Learned {
+    /// [`Detection::normal_peak_pps`].
+    pub normal_peak_pps: f64,
+    /// The rate detector's per-source pps baseline (none before warm-up).
+    pub rate_baseline_pps: Option<f64>,
+    /// The rate detector's per-source bps baseline.
+    pub rate_baseline_bps: Option<f64>,
 }
 
 /// Parse whitelist entries (addresses or CIDR prefixes, host bits zero).
@@ -292,6 +317,31 @@ impl Detection {
     pub fn set_normal_peak_pps(&mut self, pps: f64) {
         if pps.is_finite() && pps >= 0.0 {
             self.normal_peak_pps = pps;
+        }
+    }
+
+    /// What has been learned (normal peak, rate baseline), to save.
+    pub fn learned(&self) -> Learned {
+        let rate = self
+            .detectors
+            .iter()
+            .find(|d| d.name() == "rate")
+            .and_then(|d| d.baseline());
+        Learned {
+            normal_peak_pps: self.normal_peak_pps,
+            rate_baseline_pps: rate.map(|r| r.0),
+            rate_baseline_bps: rate.map(|r| r.1),
+        }
+    }
+
+    /// Restore what [`Detection::learned`] saved: the rate detector skips
+    /// its warm-up. Non-finite or negative values are ignored.
+    pub fn restore(&mut self, l: &Learned) {
+        self.set_normal_peak_pps(l.normal_peak_pps);
+        if let (Some(p), Some(b)) = (l.rate_baseline_pps, l.rate_baseline_bps) {
+            for d in self.detectors.iter_mut().filter(|d| d.name() == "rate") {
+                d.restore_baseline(p, b);
+            }
         }
     }
 

@@ -186,6 +186,15 @@ impl Detector for RateDetector {
         self.flagged
     }
 
+    fn baseline(&self) -> Option<(f64, f64)> {
+        self.warm()
+            .then_some((self.baseline_pps, self.baseline_bps))
+    }
+
+    fn restore_baseline(&mut self, pps: f64, bps: f64) {
+        self.set_baseline(pps, bps);
+    }
+
     fn gauges(&self) -> Vec<(&'static str, f64)> {
         let st = self.status();
         vec![

@@ -1027,3 +1027,38 @@ fn udp_flood_spread_over_thousands_of_slow_sources() {
     assert!(tail.reason.contains("UDP-flood victim"), "{}", tail.reason);
     assert!(sim.false_bans().is_empty(), "{:?}", sim.false_bans());
 }
+
+#[test]
+fn learned_state_survives_a_restart() {
+    let mut sim = Sim::new(&DetectConfig::default());
+    let mut rng = Rng::new(20);
+    assert_eq!(
+        sim.det.learned().rate_baseline_pps,
+        None,
+        "nothing before warm-up"
+    );
+    warm(&mut sim, &mut rng, 200, 10);
+    let saved = sim.det.learned();
+    let text = serde_json::to_string(&saved).unwrap();
+    let back: Learned = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, saved);
+    assert!(saved.rate_baseline_pps.unwrap() > 100.0);
+    // A fresh Detection would use the 10 kpps warm-up threshold; restored,
+    // it blocks a 5000 pps source at once.
+    let mut fresh = Sim::new(&DetectConfig::default());
+    fresh.det.restore(&back);
+    assert_eq!(fresh.det.normal_peak_pps(), saved.normal_peak_pps);
+    let mut v = legit(&mut rng, 200, SECS);
+    v.push(rec(
+        attacker(0),
+        server(),
+        SECS,
+        5000.0,
+        64,
+        Kind::Tcp,
+        [443],
+    ));
+    let out = fresh.step(v);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].detector, "rate");
+}
