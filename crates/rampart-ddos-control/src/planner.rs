@@ -502,6 +502,34 @@ mod tests {
         }
     }
 
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// The bound: from an empty hardware tier, the oracle top-K
+        /// within ⌈K/max_updates⌉ + 1 intervals, at any load (free slots
+        /// need no threshold), then no change.
+        #[test]
+        fn from_empty_the_oracle_within_k_over_m_plus_one(
+            rates in rates_strategy(200),
+            k in 1usize..64,
+            m in 1usize..16,
+            tmin in 1.0f64..3.0,
+            extra in 0.0f64..3.0,
+        ) {
+            let c = cfg(k, m, tmin, tmin + extra);
+            let mut pl = Planner::new(&c);
+            let top: HashSet<Prefix> = oracle(&rates, k, c.min_pps).into_iter().collect();
+            let mut hw = HashSet::new();
+            for _ in 0..k.div_ceil(m) + 1 {
+                let plan = pl.plan(&rates, &hw);
+                check(&pl, &c, &rates, &hw, &plan)?;
+                apply(&mut hw, &plan);
+            }
+            prop_assert_eq!(&hw, &top);
+            prop_assert!(pl.plan(&rates, &hw).is_empty());
+        }
+    }
+
     #[test]
     fn from_empty_converges_within_k_over_m_plus_one() {
         let rates: Vec<(Prefix, f64)> = (0..1000).map(|i| (src(i), f64::from(1000 - i))).collect();
