@@ -114,7 +114,10 @@ pub struct RateConfig {
     /// Normal intervals to learn before the baseline is used. Default 5;
     /// 0..=100000.
     pub warmup_intervals: u32,
-    /// Packet-rate threshold during warm-up. Default 10000; 0 <= x <= 1e12.
+    /// Packet-rate threshold during warm-up: only blatant sources, since
+    /// nothing is known yet (heavy legitimate clients such as load
+    /// generators or backup hosts often exceed 10 kpps). Default 100000;
+    /// 0 <= x <= 1e12.
     pub warmup_pps: f64,
     /// Bit-rate threshold during warm-up. Default 1e9; 0 <= x <= 1e15.
     pub warmup_bps: f64,
@@ -131,7 +134,7 @@ impl Default for RateConfig {
             min_pps: 1000.0,
             min_bps: 200e6,
             warmup_intervals: 5,
-            warmup_pps: 10_000.0,
+            warmup_pps: 100_000.0,
             warmup_bps: 1e9,
         }
     }
@@ -606,7 +609,8 @@ impl UdpFloodConfig {
 /// rate seen in intervals judged normal). A blocked prefix is unbanned when
 /// it has been blocked at least `hold_s` and its measured rate (all tiers
 /// summed) has been below the level for the last `quiet_intervals`
-/// observations, or, with `ttl_s`, once it has been blocked `ttl_s`
+/// observations (and, with `subside_fraction`, at most that fraction of
+/// the rate it was blocked at), or, with `ttl_s`, once it has been blocked `ttl_s`
 /// whatever its rate. A prefix missing from the measured rates counts as
 /// 0 pps (no counter moved).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -626,6 +630,15 @@ pub struct MonitorConfig {
     /// Floor of the level (pps), used until a normal peak is known.
     /// Default 10; 0 <= x <= 1e12.
     pub min_level_pps: f64,
+    /// Optional second condition: the measured rate must also be at most
+    /// this fraction of the rate the source was blocked at. The paper's
+    /// rule alone (default: none) unbans a source of a spread flood that
+    /// was blocked below the normal peak while it is still attacking (it
+    /// is re-detected only if its flood is still visible); with e.g. 0.1
+    /// such sources stay blocked until their own traffic subsides, at the
+    /// price of keeping a wrongly blocked steady source until `ttl_s`.
+    /// 0 < x <= 1.
+    pub subside_fraction: Option<f64>,
 }
 
 impl Default for MonitorConfig {
@@ -636,6 +649,7 @@ impl Default for MonitorConfig {
             ttl_s: None,
             level_factor: 1.0,
             min_level_pps: 10.0,
+            subside_fraction: None,
         }
     }
 }
@@ -657,7 +671,11 @@ impl MonitorConfig {
             check_f64_open("monitor.ttl_s", t, 0.0, 31_536_000.0)?;
         }
         check_f64_open("monitor.level_factor", self.level_factor, 0.0, 100.0)?;
-        check_f64("monitor.min_level_pps", self.min_level_pps, 0.0, 1e12)
+        check_f64("monitor.min_level_pps", self.min_level_pps, 0.0, 1e12)?;
+        if let Some(f) = self.subside_fraction {
+            check_f64_open("monitor.subside_fraction", f, 0.0, 1.0)?;
+        }
+        Ok(())
     }
 }
 

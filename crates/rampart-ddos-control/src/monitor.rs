@@ -38,6 +38,8 @@ pub struct Tracked {
     pub last_pps: f64,
     /// Consecutive observations below the level.
     pub quiet: u32,
+    /// Rate when it was blocked (pps).
+    pub blocked_pps: f64,
     #[serde(skip)]
     since: Instant,
 }
@@ -63,6 +65,7 @@ impl RateMonitor {
         };
         c.quiet_intervals = c.quiet_intervals.max(1);
         c.ttl_s = c.ttl_s.filter(|t| t.is_finite() && *t > 0.0);
+        c.subside_fraction = c.subside_fraction.filter(|f| f.is_finite() && *f > 0.0);
         if !(c.level_factor.is_finite() && c.level_factor > 0.0) {
             c.level_factor = 1.0;
         }
@@ -96,6 +99,7 @@ impl RateMonitor {
                 blocked_s: 0.0,
                 last_pps: d.pps,
                 quiet: 0,
+                blocked_pps: d.pps,
                 since: now,
             },
         );
@@ -169,7 +173,11 @@ impl RateMonitor {
                 .max(0.0);
             t.blocked_s = age.as_secs_f64();
             t.last_pps = rate;
-            if rate < level {
+            let subsided = match self.cfg.subside_fraction {
+                Some(f) => rate <= f * t.blocked_pps,
+                None => true,
+            };
+            if rate < level && subsided {
                 t.quiet = t.quiet.saturating_add(1);
             } else {
                 t.quiet = 0;
@@ -192,12 +200,19 @@ impl RateMonitor {
                 out.push(Unban {
                     prefix: t.prefix,
                     reason: format!(
-                        "rate {} pps < unban level {} pps (max({} pps, {} × {} pps, the highest single-source rate under normal activity)) for {} intervals; blocked {:.1} s >= hold {} s",
+                        "rate {} pps < unban level {} pps (max({} pps, {} × {} pps, the highest single-source rate under normal activity)){} for {} intervals; blocked {:.1} s >= hold {} s",
                         si(rate),
                         si(level),
                         si(self.cfg.min_level_pps),
                         self.cfg.level_factor,
                         si(normal_peak_pps.max(0.0)),
+                        match self.cfg.subside_fraction {
+                            Some(f) => format!(
+                                " and <= {f} × {} pps, its rate when blocked",
+                                si(t.blocked_pps)
+                            ),
+                            None => String::new(),
+                        },
                         t.quiet,
                         age.as_secs_f64(),
                         self.cfg.hold_s
@@ -342,6 +357,37 @@ mod tests {
         assert_eq!(p.len(), 2);
         assert!(p.contains(&six) && p.contains(&net));
         assert!(m.is_tracked(&net6));
+    }
+
+    #[test]
+    fn subside_fraction_keeps_a_slow_source_blocked_while_it_still_attacks() {
+        let cfg = MonitorConfig {
+            hold_s: 0.0,
+            quiet_intervals: 2,
+            subside_fraction: Some(0.1),
+            ..MonitorConfig::default()
+        };
+        let mut m = RateMonitor::new(&cfg);
+        let t0 = Instant::now();
+        // Blocked at 100 pps by a victim rule, normal peak 5000 pps.
+        let a = host(attacker(8));
+        m.blocked(&dec(a, 100.0), t0);
+        for s in 1..=20 {
+            assert!(m
+                .observe(&[(a, 95.0)], 5000.0, at(t0, f64::from(s)))
+                .is_empty());
+        }
+        // Its flood stops: unbanned after 2 intervals at <= 10 pps.
+        assert!(m.observe(&[(a, 3.0)], 5000.0, at(t0, 21.0)).is_empty());
+        assert_eq!(m.observe(&[(a, 3.0)], 5000.0, at(t0, 22.0)).len(), 1);
+        // Without it (the paper's rule), the same source goes at once.
+        let mut m = RateMonitor::new(&MonitorConfig {
+            subside_fraction: None,
+            ..cfg
+        });
+        m.blocked(&dec(a, 100.0), t0);
+        assert!(m.observe(&[(a, 95.0)], 5000.0, at(t0, 1.0)).is_empty());
+        assert_eq!(m.observe(&[(a, 95.0)], 5000.0, at(t0, 2.0)).len(), 1);
     }
 
     #[test]

@@ -498,7 +498,7 @@ fn rate_detector_uses_the_warmup_threshold_then_the_learned_one() {
     let cfg = RateConfig::default();
     let mut d = RateDetector::new(&cfg);
     let mut rng = Rng::new(11);
-    assert_eq!(d.thresholds().0, 10_000.0);
+    assert_eq!(d.thresholds().0, 100_000.0);
     // During warm-up a 5000 pps source is not an attack...
     let mut v = legit(&mut rng, 200, SECS);
     v.push(rec(attacker(0), server(), SECS, 5000.0, 64, Kind::Udp, [1]));
@@ -1043,7 +1043,7 @@ fn learned_state_survives_a_restart() {
     let back: Learned = serde_json::from_str(&text).unwrap();
     assert_eq!(back, saved);
     assert!(saved.rate_baseline_pps.unwrap() > 100.0);
-    // A fresh Detection would use the 10 kpps warm-up threshold; restored,
+    // A fresh Detection would use the 100 kpps warm-up threshold; restored,
     // it blocks a 5000 pps source at once.
     let mut fresh = Sim::new(&DetectConfig::default());
     fresh.det.restore(&back);
