@@ -22,7 +22,9 @@ pub struct DetectConfig {
     /// `[detect.signatures.*]`: UDP amplification, SYN flood, ICMP flood.
     pub signatures: SignatureConfig,
     /// Prefixes never blocked (IPv4/IPv6 addresses or CIDR prefixes, host
-    /// bits zero). A decision whose prefix overlaps a whitelisted prefix is
+    /// bits zero). Their traffic is removed from each interval before
+    /// detection (it neither triggers a detector nor enters a baseline),
+    /// and a decision whose prefix overlaps a whitelisted prefix is
     /// dropped. Default: empty.
     pub whitelist: Vec<String>,
     /// An attack is "in progress" ([`crate::Detection::under_attack`])
@@ -80,9 +82,11 @@ impl DetectConfig {
 /// detector flagged nothing): each such interval gives the `quantile` of
 /// the per-source rates (pps and bps separately), and the baseline is the
 /// exponentially weighted moving average of these samples (weight `alpha`).
-/// A sample is capped at the threshold in force, so a slow ramp cannot
-/// drag the baseline up faster than `alpha × (multiplier − 1)` per
-/// interval. Until `warmup_intervals` normal intervals are learned the
+/// The baseline rises by at most `max_growth` (a fraction of itself) per
+/// learned interval, so sources ramping up faster than that cannot drag
+/// the threshold along with them (a ramp slower than `max_growth` per
+/// interval is learned as normal growth: that is the limit of any learned
+/// baseline). Until `warmup_intervals` normal intervals are learned the
 /// threshold is `max(floor, warmup_pps)` / `max(floor, warmup_bps)`.
 ///
 /// A flash crowd (many new sources, each at a normal rate) leaves the
@@ -99,6 +103,9 @@ pub struct RateConfig {
     pub alpha: f64,
     /// Threshold = multiplier × baseline. Default 8; 1 < x <= 10000.
     pub multiplier: f64,
+    /// Largest rise of the baseline per learned interval, as a fraction of
+    /// itself. Default 0.02; 0 <= x <= 10.
+    pub max_growth: f64,
     /// Packet-rate floor: never block below this (pps). Default 1000;
     /// 0 <= x <= 1e12.
     pub min_pps: f64,
@@ -107,7 +114,10 @@ pub struct RateConfig {
     /// Normal intervals to learn before the baseline is used. Default 5;
     /// 0..=100000.
     pub warmup_intervals: u32,
-    /// Packet-rate threshold during warm-up. Default 10000; 0 <= x <= 1e12.
+    /// Packet-rate threshold during warm-up: only blatant sources, since
+    /// nothing is known yet (heavy legitimate clients such as load
+    /// generators or backup hosts often exceed 10 kpps). Default 100000;
+    /// 0 <= x <= 1e12.
     pub warmup_pps: f64,
     /// Bit-rate threshold during warm-up. Default 1e9; 0 <= x <= 1e15.
     pub warmup_bps: f64,
@@ -120,10 +130,11 @@ impl Default for RateConfig {
             quantile: 0.99,
             alpha: 0.05,
             multiplier: 8.0,
+            max_growth: 0.02,
             min_pps: 1000.0,
             min_bps: 200e6,
             warmup_intervals: 5,
-            warmup_pps: 10_000.0,
+            warmup_pps: 100_000.0,
             warmup_bps: 1e9,
         }
     }
@@ -144,6 +155,7 @@ impl RateConfig {
                 allowed: "1 < x <= 10000".into(),
             });
         }
+        check_f64("detect.rate.max_growth", self.max_growth, 0.0, 10.0)?;
         check_f64("detect.rate.min_pps", self.min_pps, 0.0, 1e12)?;
         check_f64("detect.rate.min_bps", self.min_bps, 0.0, 1e15)?;
         check_u64(
@@ -165,16 +177,22 @@ impl RateConfig {
 /// the sources that drive it are blocked: sources ranked by their
 /// contribution p·log2(p/q) to the divergence of the current source
 /// distribution p from the last normal one q, taken in that order until
-/// they cover `driver_share` of the positive divergence, keeping only those
+/// they cover `driver_share` of the positive divergence (and then every
+/// further source contributing at least half as much as the one that
+/// completed the cover, so near-equal attackers are not split by the
+/// cut), keeping only those
 /// whose rate is at least `max(min_pps, driver_rate_factor × median
 /// per-source pps of the last normal interval)`: the new clients of a flash
 /// crowd, at ordinary per-source rates, are never drivers.
 ///
 /// The destination-port distribution is not recorded exactly (the data
-/// plane keeps a distinct-port sketch per (source, destination)): its
-/// entropy is estimated as the packet-weighted mean of log2(distinct ports)
-/// per record plus the entropy of the records' packet shares, i.e. as if
-/// each record spread its packets evenly over its ports.
+/// plane keeps a distinct-port sketch per (source, destination), no
+/// per-port counts): its entropy is estimated as Σ_d p_d · log2(n̂_d) over
+/// destinations d, p_d the destination's packet share and n̂_d its distinct
+/// ports (OR of its records' sketches), i.e. the port entropy at each
+/// destination if its packets were spread evenly over its ports. A random
+/// port flood raises it, a flash crowd to one service leaves it alone.
+/// Per-destination-port packet counts would make it exact.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EntropyConfig {
@@ -278,6 +296,8 @@ pub struct SignatureConfig {
     pub syn_flood: SynFloodConfig,
     /// `[detect.signatures.icmp_flood]`.
     pub icmp_flood: IcmpFloodConfig,
+    /// `[detect.signatures.udp_flood]`.
+    pub udp_flood: UdpFloodConfig,
 }
 
 impl SignatureConfig {
@@ -288,7 +308,8 @@ impl SignatureConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.udp_amplification.validate()?;
         self.syn_flood.validate()?;
-        self.icmp_flood.validate()
+        self.icmp_flood.validate()?;
+        self.udp_flood.validate()
     }
 }
 
@@ -518,6 +539,69 @@ impl IcmpFloodConfig {
     }
 }
 
+/// `[detect.signatures.udp_flood]`: a volumetric UDP flood spread over
+/// many sources, each too slow for the rate detector.
+///
+/// A destination receiving at least `victim_udp_pps` UDP packets/s is under
+/// a UDP flood; then every source sending it at least `flood_min_udp_pps`
+/// UDP packets/s, UDP being at least `min_udp_share` of its packets, is
+/// flagged. Independently, a source sending `min_udp_pps` or more (same
+/// share) is flagged. Caveat: toward a UDP service (DNS, QUIC) under
+/// flood, legitimate clients above `flood_min_udp_pps` are flagged too:
+/// raise it, whitelist them, or disable this detector on such hosts.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UdpFloodConfig {
+    /// Run this detector. Default true.
+    pub enabled: bool,
+    /// UDP packets/s from one source. Default 20000; 0 <= x <= 1e12.
+    pub min_udp_pps: f64,
+    /// UDP share of the source's packets. Default 0.9; 0 < x <= 1.
+    pub min_udp_share: f64,
+    /// UDP packets/s to one destination that make it a victim. Default
+    /// 50000; 0 < x <= 1e12.
+    pub victim_udp_pps: f64,
+    /// Per-source UDP packets/s flagged toward a victim. Default 20;
+    /// 0 <= x <= 1e12.
+    pub flood_min_udp_pps: f64,
+}
+
+impl Default for UdpFloodConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_udp_pps: 20_000.0,
+            min_udp_share: 0.9,
+            victim_udp_pps: 50_000.0,
+            flood_min_udp_pps: 20.0,
+        }
+    }
+}
+
+impl UdpFloodConfig {
+    /// Check ranges.
+    ///
+    /// # Errors
+    /// The first bad key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let k = "detect.signatures.udp_flood";
+        check_f64(&format!("{k}.min_udp_pps"), self.min_udp_pps, 0.0, 1e12)?;
+        check_f64_open(&format!("{k}.min_udp_share"), self.min_udp_share, 0.0, 1.0)?;
+        check_f64_open(
+            &format!("{k}.victim_udp_pps"),
+            self.victim_udp_pps,
+            0.0,
+            1e12,
+        )?;
+        check_f64(
+            &format!("{k}.flood_min_udp_pps"),
+            self.flood_min_udp_pps,
+            0.0,
+            1e12,
+        )
+    }
+}
+
 /// `[monitor]`: when a blocked source is unbanned.
 ///
 /// Level = `max(min_level_pps, level_factor × normal peak)`, the normal peak
@@ -525,7 +609,8 @@ impl IcmpFloodConfig {
 /// rate seen in intervals judged normal). A blocked prefix is unbanned when
 /// it has been blocked at least `hold_s` and its measured rate (all tiers
 /// summed) has been below the level for the last `quiet_intervals`
-/// observations, or, with `ttl_s`, once it has been blocked `ttl_s`
+/// observations (and, with `subside_fraction`, at most that fraction of
+/// the rate it was blocked at), or, with `ttl_s`, once it has been blocked `ttl_s`
 /// whatever its rate. A prefix missing from the measured rates counts as
 /// 0 pps (no counter moved).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -545,6 +630,15 @@ pub struct MonitorConfig {
     /// Floor of the level (pps), used until a normal peak is known.
     /// Default 10; 0 <= x <= 1e12.
     pub min_level_pps: f64,
+    /// Optional second condition: the measured rate must also be at most
+    /// this fraction of the rate the source was blocked at. The paper's
+    /// rule alone (default: none) unbans a source of a spread flood that
+    /// was blocked below the normal peak while it is still attacking (it
+    /// is re-detected only if its flood is still visible); with e.g. 0.1
+    /// such sources stay blocked until their own traffic subsides, at the
+    /// price of keeping a wrongly blocked steady source until `ttl_s`.
+    /// 0 < x <= 1.
+    pub subside_fraction: Option<f64>,
 }
 
 impl Default for MonitorConfig {
@@ -555,6 +649,7 @@ impl Default for MonitorConfig {
             ttl_s: None,
             level_factor: 1.0,
             min_level_pps: 10.0,
+            subside_fraction: None,
         }
     }
 }
@@ -576,7 +671,11 @@ impl MonitorConfig {
             check_f64_open("monitor.ttl_s", t, 0.0, 31_536_000.0)?;
         }
         check_f64_open("monitor.level_factor", self.level_factor, 0.0, 100.0)?;
-        check_f64("monitor.min_level_pps", self.min_level_pps, 0.0, 1e12)
+        check_f64("monitor.min_level_pps", self.min_level_pps, 0.0, 1e12)?;
+        if let Some(f) = self.subside_fraction {
+            check_f64_open("monitor.subside_fraction", f, 0.0, 1.0)?;
+        }
+        Ok(())
     }
 }
 
@@ -653,5 +752,155 @@ impl PlannerConfig {
             });
         }
         check_f64("offload.min_pps", self.min_pps, 0.0, 1e12)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The daemon's sections, as the runtime reads them.
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        #[serde(default)]
+        detect: DetectConfig,
+        #[serde(default)]
+        monitor: MonitorConfig,
+        #[serde(default)]
+        offload: PlannerConfig,
+    }
+
+    fn parse(s: &str) -> Result<File, String> {
+        toml::from_str::<File>(s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_valid_and_an_empty_file_gives_them() {
+        let f = parse("").unwrap();
+        assert_eq!(f.detect, DetectConfig::default());
+        assert_eq!(f.monitor, MonitorConfig::default());
+        assert_eq!(f.offload, PlannerConfig::default());
+        f.detect.validate().unwrap();
+        f.monitor.validate().unwrap();
+        f.offload.validate().unwrap();
+    }
+
+    #[test]
+    fn defaults_round_trip_through_toml() {
+        let f = File {
+            detect: DetectConfig::default(),
+            monitor: MonitorConfig {
+                ttl_s: Some(600.0),
+                ..MonitorConfig::default()
+            },
+            offload: PlannerConfig::default(),
+        };
+        let text = toml::to_string(&f).unwrap();
+        assert_eq!(parse(&text).unwrap(), f, "{text}");
+        assert!(text.contains("[detect.signatures.syn_flood]"), "{text}");
+    }
+
+    #[test]
+    fn partial_sections_keep_the_other_defaults() {
+        let f = parse(
+            r#"
+            [detect]
+            whitelist = ["10.0.0.0/8", "2001:db8::/32"]
+            [detect.rate]
+            multiplier = 5
+            [detect.signatures.udp_amplification]
+            enabled = false
+            [monitor]
+            ttl_s = 3600
+            [offload]
+            capacity = 1024
+            "#,
+        )
+        .unwrap();
+        assert_eq!(f.detect.rate.multiplier, 5.0);
+        assert_eq!(f.detect.rate.quantile, 0.99);
+        assert!(!f.detect.signatures.udp_amplification.enabled);
+        assert!(f.detect.signatures.syn_flood.enabled);
+        assert_eq!(f.monitor.ttl_s, Some(3600.0));
+        assert_eq!(f.offload.capacity, 1024);
+        assert_eq!(f.offload.max_updates, 64);
+        f.detect.validate().unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let e = parse("[detect.rate]\nmultiplyer = 5\n").unwrap_err();
+        assert!(e.contains("unknown field `multiplyer`"), "{e}");
+        let e = parse("[offload]\ncapcity = 5\n").unwrap_err();
+        assert!(e.contains("unknown field `capcity`"), "{e}");
+    }
+
+    fn detect_err(f: impl FnOnce(&mut DetectConfig)) -> String {
+        let mut c = DetectConfig::default();
+        f(&mut c);
+        c.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_the_allowed_range() {
+        let cases: Vec<(String, &str)> = vec![
+            (detect_err(|c| c.rate.multiplier = 0.5), "detect.rate.multiplier = 0.5: out of range, allowed 1 < x <= 10000"),
+            (detect_err(|c| c.rate.quantile = 0.0), "detect.rate.quantile = 0: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.rate.alpha = f64::NAN), "detect.rate.alpha = NaN: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.rate.min_pps = -1.0), "detect.rate.min_pps = -1: out of range, allowed 0 <= x <= 1000000000000"),
+            (detect_err(|c| c.entropy.sensitivity = 0.5), "detect.entropy.sensitivity = 0.5: out of range, allowed 1 <= x <= 1000"),
+            (detect_err(|c| c.entropy.driver_share = 1.5), "detect.entropy.driver_share = 1.5: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.entropy.warmup_intervals = 0), "detect.entropy.warmup_intervals = 0: out of range, allowed 1 <= x <= 100000"),
+            (detect_err(|c| c.signatures.syn_flood.min_syn_share = 0.0), "detect.signatures.syn_flood.min_syn_share = 0: out of range, allowed 0 < x <= 1"),
+            (detect_err(|c| c.signatures.icmp_flood.victim_icmp_pps = 0.0), "detect.signatures.icmp_flood.victim_icmp_pps = 0: out of range, allowed 0 < x <= 1000000000000"),
+            (detect_err(|c| c.signatures.udp_amplification.vectors[2].min_mean_bytes = 10), "detect.signatures.udp_amplification.vectors[2].min_mean_bytes = 10: out of range, allowed 64 <= x <= 65535"),
+            (detect_err(|c| c.attack_end_intervals = 0), "detect.attack_end_intervals = 0: out of range, allowed 1 <= x <= 100000"),
+            (detect_err(|c| c.whitelist = vec!["::/0".into()]), "detect.whitelist[0] = \"::/0\": a /0 prefix would drop every packet of its family: refused"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+        let e = detect_err(|c| c.signatures.udp_amplification.vectors.clear());
+        assert!(
+            e.starts_with(
+                "detect.signatures.udp_amplification.vectors: empty while the detector is enabled"
+            ),
+            "{e}"
+        );
+        let mut c = DetectConfig::default();
+        c.signatures.udp_amplification.enabled = false;
+        c.signatures.udp_amplification.vectors.clear();
+        c.validate().unwrap();
+        let e = MonitorConfig {
+            hold_s: -5.0,
+            ..MonitorConfig::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "monitor.hold_s = -5: out of range, allowed 0 <= x <= 31536000"
+        );
+        let e = PlannerConfig {
+            host_capacity_pps: 0.0,
+            ..PlannerConfig::default()
+        }
+        .validate()
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "offload.host_capacity_pps = 0: out of range, allowed 0 < x <= 1000000000000"
+        );
+    }
+
+    #[test]
+    fn toml_type_errors_name_the_key() {
+        let e = parse("[offload]\ncapacity = -3\n").unwrap_err();
+        assert!(e.contains("capacity"), "{e}");
+        let e = parse("[detect]\nwhitelist = \"10.0.0.0/8\"\n").unwrap_err();
+        assert!(e.contains("whitelist"), "{e}");
     }
 }

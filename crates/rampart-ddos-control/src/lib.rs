@@ -9,7 +9,7 @@
 //! - [`Detection`] runs the enabled [`Detector`]s over one interval
 //!   ([`detect::RateDetector`], [`detect::EntropyDetector`],
 //!   [`detect::AmplificationDetector`], [`detect::SynFloodDetector`],
-//!   [`detect::IcmpFloodDetector`]), drops whitelisted sources and returns
+//!   [`detect::IcmpFloodDetector`], [`detect::UdpFloodDetector`]), drops whitelisted sources and returns
 //!   one [`BlockDecision`] per prefix, each with its detector and reason.
 //! - [`RateMonitor`] unbans a blocked source once its measured rate (all
 //!   tiers summed) stays below the highest single-source rate seen under
@@ -29,12 +29,14 @@ pub mod error;
 pub mod monitor;
 pub mod planner;
 pub mod sources;
+#[cfg(test)]
+mod testutil;
 
 pub use config::{
     AmplificationConfig, DetectConfig, EntropyConfig, IcmpFloodConfig, MonitorConfig,
-    PlannerConfig, RateConfig, SignatureConfig, SynFloodConfig, UdpVector,
+    PlannerConfig, RateConfig, SignatureConfig, SynFloodConfig, UdpFloodConfig, UdpVector,
 };
-pub use detect::{Detection, Detector};
+pub use detect::{Detection, Detector, Learned};
 pub use error::ConfigError;
 pub use monitor::{RateMonitor, Tracked, Unban};
 pub use planner::{Plan, PlanStats, Planner};
@@ -74,7 +76,8 @@ pub struct BlockDecision {
     /// What to block.
     pub prefix: Prefix,
     /// Which detector decided: `"rate"`, `"entropy"`,
-    /// `"udp_amplification"`, `"syn_flood"`, `"icmp_flood"` (or a custom
+    /// `"udp_amplification"`, `"syn_flood"`, `"icmp_flood"`, `"udp_flood"`
+    /// (or a custom
     /// detector's [`Detector::name`]).
     pub detector: &'static str,
     /// Human-readable, with the numbers that triggered it. When several

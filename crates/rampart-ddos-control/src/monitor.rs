@@ -7,7 +7,7 @@
 //! reached under normal activity, the source behaves like a normal one and
 //! is unbanned; if it was wrong, the detectors block it again.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -38,6 +38,8 @@ pub struct Tracked {
     pub last_pps: f64,
     /// Consecutive observations below the level.
     pub quiet: u32,
+    /// Rate when it was blocked (pps).
+    pub blocked_pps: f64,
     #[serde(skip)]
     since: Instant,
 }
@@ -63,6 +65,7 @@ impl RateMonitor {
         };
         c.quiet_intervals = c.quiet_intervals.max(1);
         c.ttl_s = c.ttl_s.filter(|t| t.is_finite() && *t > 0.0);
+        c.subside_fraction = c.subside_fraction.filter(|f| f.is_finite() && *f > 0.0);
         if !(c.level_factor.is_finite() && c.level_factor > 0.0) {
             c.level_factor = 1.0;
         }
@@ -71,7 +74,7 @@ impl RateMonitor {
         }
         Self {
             cfg: c,
-            tracked: HashMap::new(),
+            tracked: HashMap::default(),
             level: 0.0,
         }
     }
@@ -96,6 +99,7 @@ impl RateMonitor {
                 blocked_s: 0.0,
                 last_pps: d.pps,
                 quiet: 0,
+                blocked_pps: d.pps,
                 since: now,
             },
         );
@@ -114,7 +118,7 @@ impl RateMonitor {
     /// Tracked prefixes, sorted.
     pub fn tracked(&self) -> Vec<&Tracked> {
         let mut v: Vec<&Tracked> = self.tracked.values().collect();
-        v.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        v.sort_by_key(|t| t.prefix);
         v
     }
 
@@ -169,7 +173,11 @@ impl RateMonitor {
                 .max(0.0);
             t.blocked_s = age.as_secs_f64();
             t.last_pps = rate;
-            if rate < level {
+            let subsided = match self.cfg.subside_fraction {
+                Some(f) => rate <= f * t.blocked_pps,
+                None => true,
+            };
+            if rate < level && subsided {
                 t.quiet = t.quiet.saturating_add(1);
             } else {
                 t.quiet = 0;
@@ -192,12 +200,19 @@ impl RateMonitor {
                 out.push(Unban {
                     prefix: t.prefix,
                     reason: format!(
-                        "rate {} pps < unban level {} pps (max({} pps, {} × {} pps, the highest single-source rate under normal activity)) for {} intervals; blocked {:.1} s >= hold {} s",
+                        "rate {} pps < unban level {} pps (max({} pps, {} × {} pps, the highest single-source rate under normal activity)){} for {} intervals; blocked {:.1} s >= hold {} s",
                         si(rate),
                         si(level),
                         si(self.cfg.min_level_pps),
                         self.cfg.level_factor,
                         si(normal_peak_pps.max(0.0)),
+                        match self.cfg.subside_fraction {
+                            Some(f) => format!(
+                                " and <= {f} × {} pps, its rate when blocked",
+                                si(t.blocked_pps)
+                            ),
+                            None => String::new(),
+                        },
                         t.quiet,
                         age.as_secs_f64(),
                         self.cfg.hold_s
@@ -205,10 +220,244 @@ impl RateMonitor {
                 });
             }
         }
-        out.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        out.sort_by_key(|u| u.prefix);
         for u in &out {
             self.tracked.remove(&u.prefix);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+
+    fn dec(p: Prefix, pps: f64) -> BlockDecision {
+        BlockDecision {
+            prefix: p,
+            detector: "rate",
+            reason: "test".into(),
+            pps,
+            bps: pps * 512.0,
+        }
+    }
+
+    fn at(t0: Instant, s: f64) -> Instant {
+        t0 + Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn unbans_after_hold_and_quiet_intervals_below_the_normal_peak() {
+        let cfg = MonitorConfig::default(); // hold 30 s, 5 quiet intervals
+        let mut m = RateMonitor::new(&cfg);
+        let t0 = Instant::now();
+        let a = host(attacker(1));
+        m.blocked(&dec(a, 50_000.0), t0);
+        // Still attacking for 10 s, then 80 pps (below the 120 pps normal
+        // peak): not before 30 s blocked.
+        for s in 1..=40 {
+            let rate = if s <= 10 { 50_000.0 } else { 80.0 };
+            let out = m.observe(&[(a, rate)], 120.0, at(t0, f64::from(s)));
+            if s < 30 {
+                assert!(out.is_empty(), "unbanned at {s} s");
+                assert!(m.is_tracked(&a));
+            } else {
+                assert_eq!(out.len(), 1, "not unbanned at {s} s");
+                assert_eq!(out[0].prefix, a);
+                assert!(
+                    out[0].reason.contains("< unban level 120 pps"),
+                    "{}",
+                    out[0].reason
+                );
+                assert!(!m.is_tracked(&a));
+                return;
+            }
+        }
+        unreachable!();
+    }
+
+    #[test]
+    fn quiet_intervals_must_be_consecutive() {
+        let cfg = MonitorConfig {
+            hold_s: 0.0,
+            quiet_intervals: 3,
+            ..MonitorConfig::default()
+        };
+        let mut m = RateMonitor::new(&cfg);
+        let t0 = Instant::now();
+        let a = host(attacker(2));
+        m.blocked(&dec(a, 10_000.0), t0);
+        let rates = [50.0, 50.0, 500.0, 50.0, 50.0, 50.0];
+        let mut unbanned_at = None;
+        for (i, r) in rates.iter().enumerate() {
+            let out = m.observe(&[(a, *r)], 100.0, at(t0, i as f64 + 1.0));
+            if !out.is_empty() {
+                unbanned_at = Some(i);
+                break;
+            }
+        }
+        // The burst at index 2 (above the level) restarts the count.
+        assert_eq!(unbanned_at, Some(5));
+    }
+
+    #[test]
+    fn a_source_still_above_the_level_stays_blocked() {
+        let mut m = RateMonitor::new(&MonitorConfig::default());
+        let t0 = Instant::now();
+        let a = host(attacker(3));
+        m.blocked(&dec(a, 10_000.0), t0);
+        for s in 1..=600 {
+            // Exactly at the level is not below it.
+            let out = m.observe(&[(a, 200.0)], 200.0, at(t0, f64::from(s)));
+            assert!(out.is_empty());
+        }
+        assert_eq!(m.tracked()[0].last_pps, 200.0);
+        assert_eq!(m.tracked()[0].quiet, 0);
+    }
+
+    #[test]
+    fn ttl_unbans_whatever_the_rate() {
+        let cfg = MonitorConfig {
+            ttl_s: Some(60.0),
+            ..MonitorConfig::default()
+        };
+        let mut m = RateMonitor::new(&cfg);
+        let t0 = Instant::now();
+        let a = host(attacker(4));
+        m.blocked(&dec(a, 10_000.0), t0);
+        assert!(m.observe(&[(a, 10_000.0)], 100.0, at(t0, 59.9)).is_empty());
+        let out = m.observe(&[(a, 10_000.0)], 100.0, at(t0, 60.0));
+        assert_eq!(out.len(), 1);
+        assert!(out[0].reason.starts_with("TTL"), "{}", out[0].reason);
+    }
+
+    #[test]
+    fn ipv6_and_cidr_prefixes_alike_and_missing_rates_count_as_zero() {
+        let cfg = MonitorConfig {
+            hold_s: 5.0,
+            quiet_intervals: 2,
+            ..MonitorConfig::default()
+        };
+        let mut m = RateMonitor::new(&cfg);
+        let t0 = Instant::now();
+        let six = host(attacker6(9));
+        let net = Prefix::parse("198.51.100.0/24").unwrap();
+        let net6 = Prefix::parse("2001:db8:66::/48").unwrap();
+        for p in [six, net, net6] {
+            m.blocked(&dec(p, 1e5), t0);
+        }
+        assert_eq!(m.len(), 3);
+        // net6 keeps sending; the others are silent (absent from rates).
+        let mut gone = Vec::new();
+        for s in 1..=10 {
+            gone.extend(m.observe(&[(net6, 5000.0)], 300.0, at(t0, f64::from(s))));
+        }
+        let p: Vec<Prefix> = gone.iter().map(|u| u.prefix).collect();
+        assert_eq!(p.len(), 2);
+        assert!(p.contains(&six) && p.contains(&net));
+        assert!(m.is_tracked(&net6));
+    }
+
+    #[test]
+    fn subside_fraction_keeps_a_slow_source_blocked_while_it_still_attacks() {
+        let cfg = MonitorConfig {
+            hold_s: 0.0,
+            quiet_intervals: 2,
+            subside_fraction: Some(0.1),
+            ..MonitorConfig::default()
+        };
+        let mut m = RateMonitor::new(&cfg);
+        let t0 = Instant::now();
+        // Blocked at 100 pps by a victim rule, normal peak 5000 pps.
+        let a = host(attacker(8));
+        m.blocked(&dec(a, 100.0), t0);
+        for s in 1..=20 {
+            assert!(m
+                .observe(&[(a, 95.0)], 5000.0, at(t0, f64::from(s)))
+                .is_empty());
+        }
+        // Its flood stops: unbanned after 2 intervals at <= 10 pps.
+        assert!(m.observe(&[(a, 3.0)], 5000.0, at(t0, 21.0)).is_empty());
+        assert_eq!(m.observe(&[(a, 3.0)], 5000.0, at(t0, 22.0)).len(), 1);
+        // Without it (the paper's rule), the same source goes at once.
+        let mut m = RateMonitor::new(&MonitorConfig {
+            subside_fraction: None,
+            ..cfg
+        });
+        m.blocked(&dec(a, 100.0), t0);
+        assert!(m.observe(&[(a, 95.0)], 5000.0, at(t0, 1.0)).is_empty());
+        assert_eq!(m.observe(&[(a, 95.0)], 5000.0, at(t0, 2.0)).len(), 1);
+    }
+
+    #[test]
+    fn level_floor_before_any_normal_interval_and_factor() {
+        let cfg = MonitorConfig {
+            hold_s: 0.0,
+            quiet_intervals: 1,
+            level_factor: 2.0,
+            min_level_pps: 10.0,
+            ..MonitorConfig::default()
+        };
+        let mut m = RateMonitor::new(&cfg);
+        assert_eq!(m.level_for(0.0), 10.0);
+        assert_eq!(m.level_for(100.0), 200.0);
+        assert_eq!(m.level_for(f64::NAN), 10.0);
+        let t0 = Instant::now();
+        let a = host(attacker(5));
+        m.blocked(&dec(a, 1e4), t0);
+        // No normal peak known: 20 pps is above the 10 pps floor.
+        assert!(m.observe(&[(a, 20.0)], 0.0, at(t0, 1.0)).is_empty());
+        assert_eq!(m.level(), 10.0);
+        assert_eq!(m.observe(&[(a, 5.0)], 0.0, at(t0, 2.0)).len(), 1);
+    }
+
+    #[test]
+    fn forget_and_reblock() {
+        let cfg = MonitorConfig {
+            hold_s: 10.0,
+            quiet_intervals: 1,
+            ..MonitorConfig::default()
+        };
+        let mut m = RateMonitor::new(&cfg);
+        let t0 = Instant::now();
+        let a = host(attacker(6));
+        m.blocked(&dec(a, 1e4), t0);
+        assert!(m.forget(&a));
+        assert!(!m.forget(&a));
+        assert!(m.observe(&[], 100.0, at(t0, 100.0)).is_empty());
+        // Blocked again at 100 s: the hold counts from then.
+        m.blocked(&dec(a, 1e4), at(t0, 100.0));
+        assert!(m.observe(&[(a, 0.0)], 100.0, at(t0, 105.0)).is_empty());
+        assert_eq!(m.observe(&[(a, 0.0)], 100.0, at(t0, 110.0)).len(), 1);
+    }
+
+    #[test]
+    fn bad_values_are_refused_by_try_new_and_clamped_by_new() {
+        let bad = MonitorConfig {
+            quiet_intervals: 0,
+            ..MonitorConfig::default()
+        };
+        let e = RateMonitor::try_new(&bad).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "monitor.quiet_intervals = 0: out of range, allowed 1 <= x <= 1000000"
+        );
+        let bad = MonitorConfig {
+            ttl_s: Some(-1.0),
+            ..MonitorConfig::default()
+        };
+        let e = RateMonitor::try_new(&bad).unwrap_err().to_string();
+        assert!(e.starts_with("monitor.ttl_s = -1: out of range"), "{e}");
+        // new() clamps: quiet_intervals 0 behaves as 1.
+        let mut m = RateMonitor::new(&MonitorConfig {
+            quiet_intervals: 0,
+            hold_s: 0.0,
+            ..MonitorConfig::default()
+        });
+        let t0 = Instant::now();
+        let a = host(attacker(7));
+        m.blocked(&dec(a, 1e4), t0);
+        assert_eq!(m.observe(&[(a, 0.0)], 100.0, at(t0, 1.0)).len(), 1);
     }
 }

@@ -1,7 +1,7 @@
 //! Per-source view of an interval: the per-(source, destination) records
 //! summed by source.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -103,7 +103,8 @@ impl Sources {
     /// Sum the interval's records by source.
     pub fn from_interval(iv: &Interval<'_>) -> Self {
         let secs = iv.secs_or_one();
-        let mut idx: HashMap<IpAddr, usize> = HashMap::with_capacity(iv.records.len());
+        let mut idx: HashMap<IpAddr, usize> =
+            HashMap::with_capacity_and_hasher(iv.records.len(), Default::default());
         let mut list: Vec<SourceStats> = Vec::new();
         let (mut packets, mut bytes) = (0u64, 0u64);
         for r in iv.records {
@@ -132,7 +133,7 @@ impl Sources {
             s.pps = s.packets as f64 / secs;
             s.bps = s.bytes as f64 * 8.0 / secs;
         }
-        list.sort_by(|a, b| a.src.cmp(&b.src));
+        list.sort_by_key(|s| s.src);
         Self {
             secs,
             list,

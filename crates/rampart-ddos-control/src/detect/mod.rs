@@ -6,18 +6,24 @@ mod entropy;
 mod rate;
 mod signature;
 
-use std::collections::HashMap;
+use std::net::IpAddr;
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
 
 pub use entropy::{EntropyDetector, EntropyStatus};
 pub use rate::{RateDetector, RateStatus};
-pub use signature::{AmplificationDetector, IcmpFloodDetector, SynFloodDetector};
+pub use signature::{AmplificationDetector, IcmpFloodDetector, SynFloodDetector, UdpFloodDetector};
+
+#[cfg(test)]
+mod tests;
 
 use crate::config::DetectConfig;
 use crate::error::ConfigError;
 use crate::sources::Sources;
-use crate::{BlockDecision, Interval, Prefix};
+use crate::{BlockDecision, FeatureRecord, Interval, Prefix};
 
 /// A pluggable detector.
 pub trait Detector: Send {
@@ -47,6 +53,36 @@ pub trait Detector: Send {
     fn normal(&self) -> bool {
         !self.under_attack()
     }
+
+    /// Named numbers describing what the detector learned (thresholds,
+    /// baselines, entropies), for metrics. Default: none.
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
+    /// Learned per-source baseline (pps, bps), if this detector learns one
+    /// and has warmed up (saved across daemon restarts). Default: none.
+    fn baseline(&self) -> Option<(f64, f64)> {
+        None
+    }
+
+    /// Restore a baseline saved by [`Detector::baseline`]. Default: ignored.
+    fn restore_baseline(&mut self, pps: f64, bps: f64) {
+        let _ = (pps, bps);
+    }
+}
+
+/// What [`Detection`] has learned, to save across daemon restarts
+/// ([`Detection::learned`], [`Detection::restore`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Learned {
+    /// [`Detection::normal_peak_pps`].
+    pub normal_peak_pps: f64,
+    /// The rate detector's per-source pps baseline (none before warm-up).
+    pub rate_baseline_pps: Option<f64>,
+    /// The rate detector's per-source bps baseline.
+    pub rate_baseline_bps: Option<f64>,
 }
 
 /// Parse whitelist entries (addresses or CIDR prefixes, host bits zero).
@@ -75,10 +111,41 @@ fn overlaps(a: &IpNet, b: &IpNet) -> bool {
     a.contains(&b.network()) || b.contains(&a.network())
 }
 
+/// Whitelisted networks indexed by (family, length): an address is looked
+/// up once per distinct length, whatever the size of the list.
+#[derive(Debug, Clone, Default)]
+struct WhiteIndex {
+    by_len: Vec<(bool, u8, HashSet<IpNet>)>,
+}
+
+impl WhiteIndex {
+    fn new(list: &[Prefix]) -> Self {
+        let mut by_len: Vec<(bool, u8, HashSet<IpNet>)> = Vec::new();
+        for p in list {
+            let n = p.net();
+            let key = (matches!(n, IpNet::V4(_)), n.prefix_len());
+            match by_len.iter_mut().find(|e| (e.0, e.1) == key) {
+                Some(e) => {
+                    e.2.insert(n);
+                }
+                None => by_len.push((key.0, key.1, std::iter::once(n).collect())),
+            }
+        }
+        Self { by_len }
+    }
+
+    fn contains(&self, a: IpAddr) -> bool {
+        self.by_len.iter().any(|(v4, len, set)| {
+            a.is_ipv4() == *v4 && IpNet::new(a, *len).is_ok_and(|n| set.contains(&n.trunc()))
+        })
+    }
+}
+
 /// All enabled detectors + the whitelist (never blocked).
 pub struct Detection {
     detectors: Vec<Box<dyn Detector>>,
     whitelist: Vec<Prefix>,
+    white: WhiteIndex,
     attack_end_intervals: u32,
     max_blocks: usize,
     /// Intervals since some detector last flagged something (None: never).
@@ -104,7 +171,8 @@ impl std::fmt::Debug for Detection {
 impl Detection {
     /// Build the enabled detectors, in decision-priority order: the
     /// signatures (most specific reason) first — `udp_amplification`,
-    /// `syn_flood`, `icmp_flood` — then `rate`, then `entropy`.
+    /// `syn_flood`, `icmp_flood`, `udp_flood` — then `rate`, then
+    /// `entropy`.
     ///
     /// # Errors
     /// A [`ConfigError`] naming the first bad key.
@@ -122,6 +190,9 @@ impl Detection {
         if s.icmp_flood.enabled {
             detectors.push(Box::new(IcmpFloodDetector::new(&s.icmp_flood)));
         }
+        if s.udp_flood.enabled {
+            detectors.push(Box::new(UdpFloodDetector::new(&s.udp_flood)));
+        }
         if cfg.rate.enabled {
             detectors.push(Box::new(RateDetector::new(&cfg.rate)));
         }
@@ -130,6 +201,7 @@ impl Detection {
         }
         Ok(Self {
             detectors,
+            white: WhiteIndex::new(&whitelist),
             whitelist,
             attack_end_intervals: cfg.attack_end_intervals,
             max_blocks: cfg.max_blocks_per_interval,
@@ -154,11 +226,36 @@ impl Detection {
     /// per prefix (the first detector in priority order keeps it; the
     /// others' reasons are appended after `"; also "`), at most
     /// `max_blocks_per_interval`, highest pps first, ties by prefix.
+    ///
+    /// Whitelisted sources are taken out of the interval before any
+    /// detector sees it: they never trigger, never count as an attack, and
+    /// never enter a baseline or the normal peak.
     pub fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
-        let sources = Sources::from_interval(iv);
+        let mut sources = Sources::from_interval(iv);
+        let kept: Vec<FeatureRecord>;
+        let mut iv = *iv;
+        if !self.white.by_len.is_empty() {
+            let white: HashSet<IpAddr> = sources
+                .list
+                .iter()
+                .map(|s| s.src)
+                .filter(|a| self.white.contains(*a))
+                .collect();
+            if !white.is_empty() {
+                kept = iv
+                    .records
+                    .iter()
+                    .filter(|r| !white.contains(&r.src))
+                    .copied()
+                    .collect();
+                iv.records = &kept;
+                sources = Sources::from_interval(&iv);
+            }
+        }
+        let iv = &iv;
         self.last_sources = sources.len();
         let mut merged: Vec<BlockDecision> = Vec::new();
-        let mut at: HashMap<Prefix, usize> = HashMap::new();
+        let mut at: HashMap<Prefix, usize> = HashMap::default();
         let mut flagged = false;
         for d in &mut self.detectors {
             let out = d.observe_sources(iv, &sources);
@@ -223,6 +320,53 @@ impl Detection {
         }
     }
 
+    /// What has been learned (normal peak, rate baseline), to save.
+    pub fn learned(&self) -> Learned {
+        let rate = self
+            .detectors
+            .iter()
+            .find(|d| d.name() == "rate")
+            .and_then(|d| d.baseline());
+        Learned {
+            normal_peak_pps: self.normal_peak_pps,
+            rate_baseline_pps: rate.map(|r| r.0),
+            rate_baseline_bps: rate.map(|r| r.1),
+        }
+    }
+
+    /// Restore what [`Detection::learned`] saved: the rate detector skips
+    /// its warm-up. Non-finite or negative values are ignored.
+    pub fn restore(&mut self, l: &Learned) {
+        self.set_normal_peak_pps(l.normal_peak_pps);
+        if let (Some(p), Some(b)) = (l.rate_baseline_pps, l.rate_baseline_bps) {
+            for d in self.detectors.iter_mut().filter(|d| d.name() == "rate") {
+                d.restore_baseline(p, b);
+            }
+        }
+    }
+
+    /// Every detector's gauges, named `<detector>.<gauge>` (e.g.
+    /// `rate.threshold_pps`, `entropy.h_src`), plus
+    /// `detection.normal_peak_pps` and `detection.under_attack` (0/1).
+    pub fn gauges(&self) -> Vec<(String, f64)> {
+        let mut g: Vec<(String, f64)> = self
+            .detectors
+            .iter()
+            .flat_map(|d| {
+                let n = d.name();
+                d.gauges()
+                    .into_iter()
+                    .map(move |(k, v)| (format!("{n}.{k}"), v))
+            })
+            .collect();
+        g.push(("detection.normal_peak_pps".into(), self.normal_peak_pps));
+        g.push((
+            "detection.under_attack".into(),
+            f64::from(u8::from(self.under_attack())),
+        ));
+        g
+    }
+
     /// The whitelist.
     pub fn whitelist(&self) -> &[Prefix] {
         &self.whitelist
@@ -240,6 +384,7 @@ impl Detection {
             return false;
         }
         self.whitelist.push(p);
+        self.white = WhiteIndex::new(&self.whitelist);
         true
     }
 
@@ -247,6 +392,7 @@ impl Detection {
     pub fn remove_whitelist(&mut self, p: &Prefix) -> bool {
         let before = self.whitelist.len();
         self.whitelist.retain(|w| w != p);
+        self.white = WhiteIndex::new(&self.whitelist);
         self.whitelist.len() != before
     }
 }

@@ -98,17 +98,25 @@ impl RateDetector {
         }
         let mut pps: Vec<f64> = sources.list.iter().map(|s| s.pps).collect();
         let mut bps: Vec<f64> = sources.list.iter().map(|s| s.bps).collect();
-        // Capped at the threshold in force: a slow ramp moves the baseline
-        // by at most alpha·(multiplier − 1) of itself per interval.
         let qp = quantile(&mut pps, self.cfg.quantile).min(tp);
         let qb = quantile(&mut bps, self.cfg.quantile).min(tb);
         if self.learned == 0 {
             self.baseline_pps = qp;
             self.baseline_bps = qb;
         } else {
-            let a = self.cfg.alpha;
-            self.baseline_pps += a * (qp - self.baseline_pps);
-            self.baseline_bps += a * (qb - self.baseline_bps);
+            // EWMA, rising by at most max_growth per interval: sources that
+            // ramp faster than that cannot drag the threshold along.
+            let (a, g) = (self.cfg.alpha, 1.0 + self.cfg.max_growth);
+            let step = |b: f64, q: f64| {
+                let n = b + a * (q - b);
+                if b > 0.0 {
+                    n.min(b * g)
+                } else {
+                    n
+                }
+            };
+            self.baseline_pps = step(self.baseline_pps, qp);
+            self.baseline_bps = step(self.baseline_bps, qb);
         }
         self.learned += 1;
     }
@@ -176,5 +184,25 @@ impl Detector for RateDetector {
 
     fn under_attack(&self) -> bool {
         self.flagged
+    }
+
+    fn baseline(&self) -> Option<(f64, f64)> {
+        self.warm()
+            .then_some((self.baseline_pps, self.baseline_bps))
+    }
+
+    fn restore_baseline(&mut self, pps: f64, bps: f64) {
+        self.set_baseline(pps, bps);
+    }
+
+    fn gauges(&self) -> Vec<(&'static str, f64)> {
+        let st = self.status();
+        vec![
+            ("baseline_pps", st.baseline_pps),
+            ("baseline_bps", st.baseline_bps),
+            ("threshold_pps", st.threshold_pps),
+            ("threshold_bps", st.threshold_bps),
+            ("learned_intervals", st.learned as f64),
+        ]
     }
 }

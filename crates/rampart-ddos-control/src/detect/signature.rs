@@ -1,11 +1,11 @@
 //! Signature detectors: UDP amplification (by size and UDP share), SYN
 //! flood (SYNs without completion), ICMP flood.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use super::{si, Detector};
-use crate::config::{AmplificationConfig, IcmpFloodConfig, SynFloodConfig};
+use crate::config::{AmplificationConfig, IcmpFloodConfig, SynFloodConfig, UdpFloodConfig};
 use crate::sources::{incomplete_syn, Sources};
 use crate::{BlockDecision, Interval, Prefix};
 
@@ -93,7 +93,7 @@ fn victims(
     pps: f64,
     count: impl Fn(&crate::FeatureRecord) -> u64,
 ) -> HashMap<IpAddr, f64> {
-    let mut per: HashMap<IpAddr, u64> = HashMap::new();
+    let mut per: HashMap<IpAddr, u64> = HashMap::default();
     for r in iv.records {
         let c = count(r);
         if c > 0 {
@@ -113,9 +113,9 @@ fn toward(
     victims: &HashMap<IpAddr, f64>,
     count: impl Fn(&crate::FeatureRecord) -> u64,
 ) -> HashMap<IpAddr, (f64, IpAddr)> {
-    let mut per: HashMap<IpAddr, (u64, IpAddr)> = HashMap::new();
+    let mut per: HashMap<IpAddr, (u64, IpAddr)> = HashMap::default();
     if victims.is_empty() {
-        return HashMap::new();
+        return HashMap::default();
     }
     for r in iv.records {
         if victims.contains_key(&r.dst) {
@@ -247,10 +247,9 @@ impl Detector for IcmpFloodDetector {
         let vic = victims(iv, secs, self.cfg.victim_icmp_pps, icmp);
         let tow = toward(iv, secs, &vic, icmp);
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
         for s in &sources.list {
             let share = s.share(s.icmp);
-            if s.icmp == 0 || share < self.cfg.min_icmp_share || !seen.insert(s.src) {
+            if s.icmp == 0 || share < self.cfg.min_icmp_share {
                 continue;
             }
             let rate = s.icmp as f64 / secs;
@@ -280,6 +279,85 @@ impl Detector for IcmpFloodDetector {
             out.push(BlockDecision {
                 prefix: Prefix::host(s.src),
                 detector: "icmp_flood",
+                reason,
+                pps: s.pps,
+                bps: s.bps,
+            });
+        }
+        self.flagged = !out.is_empty();
+        out
+    }
+
+    fn under_attack(&self) -> bool {
+        self.flagged
+    }
+}
+
+/// Volumetric UDP flood over many sources (see [`UdpFloodConfig`]).
+#[derive(Debug, Clone)]
+pub struct UdpFloodDetector {
+    cfg: UdpFloodConfig,
+    flagged: bool,
+}
+
+impl UdpFloodDetector {
+    /// From a validated config.
+    pub fn new(cfg: &UdpFloodConfig) -> Self {
+        Self {
+            cfg: cfg.clone(),
+            flagged: false,
+        }
+    }
+}
+
+impl Detector for UdpFloodDetector {
+    fn name(&self) -> &'static str {
+        "udp_flood"
+    }
+
+    fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
+        let s = Sources::from_interval(iv);
+        self.observe_sources(iv, &s)
+    }
+
+    fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
+        let secs = sources.secs;
+        let udp = |r: &crate::FeatureRecord| u64::from(r.udp);
+        let vic = victims(iv, secs, self.cfg.victim_udp_pps, udp);
+        let tow = toward(iv, secs, &vic, udp);
+        let mut out = Vec::new();
+        for s in &sources.list {
+            let share = s.share(s.udp);
+            if s.udp == 0 || share < self.cfg.min_udp_share {
+                continue;
+            }
+            let rate = s.udp as f64 / secs;
+            let reason = if rate >= self.cfg.min_udp_pps {
+                format!(
+                    "{} UDP pps (>= {}), {:.0}% of its packets (>= {:.0}%)",
+                    si(rate),
+                    si(self.cfg.min_udp_pps),
+                    share * 100.0,
+                    self.cfg.min_udp_share * 100.0
+                )
+            } else if let Some(&(r, dst)) = tow.get(&s.src) {
+                if r < self.cfg.flood_min_udp_pps || r <= 0.0 {
+                    continue;
+                }
+                format!(
+                    "{} UDP pps (>= {}) to {dst}, a UDP-flood victim receiving {} UDP pps (>= {}); {:.0}% of its packets",
+                    si(r),
+                    si(self.cfg.flood_min_udp_pps),
+                    si(vic.get(&dst).copied().unwrap_or(0.0)),
+                    si(self.cfg.victim_udp_pps),
+                    share * 100.0
+                )
+            } else {
+                continue;
+            };
+            out.push(BlockDecision {
+                prefix: Prefix::host(s.src),
+                detector: "udp_flood",
                 reason,
                 pps: s.pps,
                 bps: s.bps,
