@@ -147,6 +147,9 @@ struct SavedState {
     blocked: Vec<Blocked>,
     whitelist: Vec<String>,
     normal_peak_pps: f64,
+    /// Normal peak and rate baseline (rampart-ddos-control's `Learned`).
+    #[serde(default)]
+    learned: Option<rampart_ddos_control::Learned>,
 }
 
 enum HostTier {
@@ -435,7 +438,9 @@ impl Daemon {
                 operator_whitelist.push(p);
             }
         }
-        if saved.normal_peak_pps > 0.0 {
+        if let Some(l) = &saved.learned {
+            detection.restore(l);
+        } else if saved.normal_peak_pps > 0.0 {
             detection.set_normal_peak_pps(saved.normal_peak_pps);
         }
         let mut me = Self {
@@ -878,6 +883,7 @@ impl Daemon {
                 .map(ToString::to_string)
                 .collect(),
             normal_peak_pps: self.detection.normal_peak_pps(),
+            learned: Some(self.detection.learned()),
         };
         if let Some(d) = self.state_path.parent() {
             let _ = std::fs::create_dir_all(d);
