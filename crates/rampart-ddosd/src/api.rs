@@ -31,6 +31,9 @@ use serde_json::json;
 use crate::daemon::{Command, Reply, View};
 use crate::metrics::Metrics;
 
+/// Sends a command and where to answer it.
+pub type CommandSender = Sender<(Command, Sender<Reply>)>;
+
 /// What the handlers share.
 #[derive(Clone)]
 pub struct ApiState {
@@ -39,7 +42,7 @@ pub struct ApiState {
     /// Metrics.
     pub metrics: Metrics,
     /// Commands to the daemon loop.
-    pub cmds: Arc<std::sync::Mutex<Sender<(Command, Sender<Reply>)>>>,
+    pub cmds: Arc<std::sync::Mutex<CommandSender>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -61,6 +64,8 @@ fn err(status: u16, msg: impl Into<String>) -> Response {
     (s, Json(json!({ "error": msg.into() }))).into_response()
 }
 
+// A rejection is a ready response; it is built once per bad request.
+#[allow(clippy::result_large_err)]
 fn parse_body(
     body: std::result::Result<Json<PrefixBody>, JsonRejection>,
 ) -> std::result::Result<(Prefix, String), Response> {

@@ -152,6 +152,8 @@ struct SavedState {
     learned: Option<rampart_ddos_control::Learned>,
 }
 
+// The iptables variant is small; one HostTier exists per daemon.
+#[allow(clippy::large_enum_variant)]
 enum HostTier {
     Xdp(XdpTier),
     Ipt(Iptables),
@@ -545,8 +547,8 @@ impl Daemon {
         let mut out: HashMap<Prefix, (f64, f64)> = HashMap::new();
         let mut next = HashMap::new();
         let mut dropped = [0u64; 2];
-        let mut tiers: Vec<(u8, Vec<(Prefix, crate::tier::Counts)>, &'static str)> =
-            vec![(0, self.host.tier_ref().rules()?, self.host_name())];
+        type TierRules = (u8, Vec<(Prefix, crate::tier::Counts)>, &'static str);
+        let mut tiers: Vec<TierRules> = vec![(0, self.host.tier_ref().rules()?, self.host_name())];
         if let Some(h) = &self.hw {
             if h.info().counters != CounterKind::None {
                 tiers.push((1, h.rules(), h.info().name));

@@ -146,9 +146,8 @@ impl Socket {
             return Err(std::io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh, valid descriptor nobody else owns.
-        Ok(Self {
-            fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+        Ok(Self { fd })
     }
 
     /// Send one request and wait for its ack: `Ok(())` or the kernel's errno.
