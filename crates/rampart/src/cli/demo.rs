@@ -424,7 +424,7 @@ host_capacity_pps = 1000000
         interval = args.interval,
         alerts = dir.join("alerts.jsonl").display(),
         dir = dir.display(),
-        hold = (args.attack_seconds + 2.0).max(10.0),
+        hold = (args.attack_seconds + 2.0).max(4.0),
         k = args.nic_capacity,
     );
     Ok(Config::parse(&text)?)
