@@ -233,6 +233,16 @@ impl Generator {
     /// # Errors
     /// Invalid spec, lab not up, missing live-frames support, load failure.
     pub fn new(lab: &Lab, spec: &GenSpec) -> Result<Self> {
+        Self::with_anchor(lab, spec, topology::GEN_ANCHOR_IF)
+    }
+
+    /// As [`Generator::new`], anchoring the program on another idle
+    /// interface of `wan` (a second generator running at the same time,
+    /// e.g. a mixed attack, uses `gen-anchor-p`: one XDP program per interface).
+    ///
+    /// # Errors
+    /// As [`Generator::new`].
+    pub fn with_anchor(lab: &Lab, spec: &GenSpec, anchor_if: &str) -> Result<Self> {
         spec.validate()?;
         lab.require_up()?;
         rampart_dataplane::features::require(
@@ -248,7 +258,7 @@ impl Generator {
         let anchor = rampart_dataplane::xdp::XdpLink::attach(
             loaded.skel.progs.xdp_trafficgen.as_fd().as_raw_fd(),
             Some(&ns),
-            topology::GEN_ANCHOR_IF,
+            anchor_if,
             rampart_dataplane::xdp::XdpMode::Native,
         )?;
         Ok(Self {

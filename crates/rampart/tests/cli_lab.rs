@@ -157,11 +157,36 @@ fn lab_commands_and_gen_json() {
 fn the_demo_reports_json_and_cleans_up() {
     require_kernel();
     let prefix = rampart_lab::testing::unique_prefix("demo");
-    let o = rampart(&["demo", "--prefix", &prefix, "--seconds", "1", "--json"]);
+    let o = rampart(&[
+        "demo",
+        "--prefix",
+        &prefix,
+        "--baseline-seconds",
+        "3",
+        "--attack-seconds",
+        "2",
+        "--udp-pps",
+        "50000",
+        "--syn-pps",
+        "50000",
+        "--unban-timeout",
+        "20",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(r["sent_packets"].as_u64().unwrap() > 0);
-    assert!(r["received_packets"].as_u64().unwrap() > 0);
+    for k in [
+        "attack_dropped_pct",
+        "legit_ok_pct",
+        "nic_share_pct",
+        "oracle_nic_share_pct",
+        "wrk_rps_baseline",
+    ] {
+        assert!(r[k].is_number(), "{k} in {r}");
+    }
+    assert!(r.get("time_to_mitigate_s").is_some() && r["false_bans"].is_u64());
+    assert!(r["attack_packets"].as_u64().unwrap() > 0);
+    assert!(r["sources_blocked"].as_u64().unwrap() > 0, "{r}");
     assert!(!rampart_lab::Lab::new(&prefix)
         .unwrap()
         .status()
@@ -169,4 +194,9 @@ fn the_demo_reports_json_and_cleans_up() {
         .namespaces
         .iter()
         .any(|n| n.exists));
+    let scope = format!("{prefix}-host-host0");
+    assert!(
+        !rampart_ddos::filter::pin_dir(&scope).exists(),
+        "the demo's filter pins are removed"
+    );
 }

@@ -40,6 +40,8 @@ impl Which {
 
 #[derive(Debug, Subcommand)]
 pub enum DdosCmd {
+    /// Run the mitigation daemon (detection, rate monitor, top-K offload, HTTP API, metrics, alerts).
+    Run(super::ddosd::RunArgs),
     /// Load the filter and the feature stage on an interface; state is pinned.
     Attach(AttachArgs),
     /// Detach and remove everything pinned for the interface.
@@ -231,6 +233,7 @@ fn age(s: f64) -> String {
 
 pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
     match cmd {
+        DdosCmd::Run(a) => super::ddosd::run(a, cancel),
         DdosCmd::Attach(a) => {
             let mode: XdpMode = a.mode.parse().map_err(|e: String| anyhow::anyhow!(e))?;
             if mode == XdpMode::Hw {

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod ddos;
+pub mod ddosd;
 pub mod demo;
 pub mod lab;
 pub mod stream;

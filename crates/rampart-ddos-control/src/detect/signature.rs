@@ -1,0 +1,373 @@
+//! Signature detectors: UDP amplification (by size and UDP share), SYN
+//! flood (SYNs without completion), ICMP flood.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::net::IpAddr;
+
+use super::{si, Detector};
+use crate::config::{AmplificationConfig, IcmpFloodConfig, SynFloodConfig, UdpFloodConfig};
+use crate::sources::{incomplete_syn, Sources};
+use crate::{BlockDecision, Interval, Prefix};
+
+/// UDP amplification, by UDP share and mean frame size (see
+/// [`AmplificationConfig`]: the data plane records no UDP source port).
+#[derive(Debug, Clone)]
+pub struct AmplificationDetector {
+    cfg: AmplificationConfig,
+    min_size: f64,
+    flagged: bool,
+}
+
+impl AmplificationDetector {
+    /// From a validated config.
+    pub fn new(cfg: &AmplificationConfig) -> Self {
+        let min_size = cfg
+            .vectors
+            .iter()
+            .map(|v| f64::from(v.min_mean_bytes))
+            .fold(f64::INFINITY, f64::min);
+        Self {
+            cfg: cfg.clone(),
+            min_size,
+            flagged: false,
+        }
+    }
+}
+
+impl Detector for AmplificationDetector {
+    fn name(&self) -> &'static str {
+        "udp_amplification"
+    }
+
+    fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
+        let s = Sources::from_interval(iv);
+        self.observe_sources(iv, &s)
+    }
+
+    fn observe_sources(&mut self, _iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
+        let mut out = Vec::new();
+        for s in &sources.list {
+            let share = s.share(s.udp);
+            let mean = s.mean_bytes();
+            if s.pps < self.cfg.min_pps || share < self.cfg.min_udp_share || mean < self.min_size {
+                continue;
+            }
+            let fits: Vec<String> = self
+                .cfg
+                .vectors
+                .iter()
+                .filter(|v| mean >= f64::from(v.min_mean_bytes))
+                .map(|v| format!("{}/{}", v.name, v.port))
+                .collect();
+            out.push(BlockDecision {
+                prefix: Prefix::host(s.src),
+                detector: "udp_amplification",
+                reason: format!(
+                    "UDP {:.0}% (>= {:.0}%) of {} pps (>= {} pps), mean frame {:.0} B, {:.0}% fragments: size profile of {} (by size; UDP source port not recorded)",
+                    share * 100.0,
+                    self.cfg.min_udp_share * 100.0,
+                    si(s.pps),
+                    si(self.cfg.min_pps),
+                    mean,
+                    s.share(s.frags) * 100.0,
+                    fits.join(", ")
+                ),
+                pps: s.pps,
+                bps: s.bps,
+            });
+        }
+        self.flagged = !out.is_empty();
+        out
+    }
+
+    fn under_attack(&self) -> bool {
+        self.flagged
+    }
+}
+
+/// Victims (destinations) whose per-interval rate of `count(record)` is at
+/// least `pps`.
+fn victims(
+    iv: &Interval<'_>,
+    secs: f64,
+    pps: f64,
+    count: impl Fn(&crate::FeatureRecord) -> u64,
+) -> HashMap<IpAddr, f64> {
+    let mut per: HashMap<IpAddr, u64> = HashMap::default();
+    for r in iv.records {
+        let c = count(r);
+        if c > 0 {
+            *per.entry(r.dst).or_default() += c;
+        }
+    }
+    per.into_iter()
+        .map(|(d, c)| (d, c as f64 / secs))
+        .filter(|&(_, r)| r >= pps)
+        .collect()
+}
+
+/// Per source, the rate of `count` toward the given victims.
+fn toward(
+    iv: &Interval<'_>,
+    secs: f64,
+    victims: &HashMap<IpAddr, f64>,
+    count: impl Fn(&crate::FeatureRecord) -> u64,
+) -> HashMap<IpAddr, (f64, IpAddr)> {
+    let mut per: HashMap<IpAddr, (u64, IpAddr)> = HashMap::default();
+    if victims.is_empty() {
+        return HashMap::default();
+    }
+    for r in iv.records {
+        if victims.contains_key(&r.dst) {
+            let c = count(r);
+            if c > 0 {
+                let e = per.entry(r.src).or_insert((0, r.dst));
+                e.0 += c;
+            }
+        }
+    }
+    per.into_iter()
+        .map(|(s, (c, d))| (s, (c as f64 / secs, d)))
+        .collect()
+}
+
+/// SYN flood: SYNs without completion (see [`SynFloodConfig`]).
+#[derive(Debug, Clone)]
+pub struct SynFloodDetector {
+    cfg: SynFloodConfig,
+    flagged: bool,
+}
+
+impl SynFloodDetector {
+    /// From a validated config.
+    pub fn new(cfg: &SynFloodConfig) -> Self {
+        Self {
+            cfg: cfg.clone(),
+            flagged: false,
+        }
+    }
+}
+
+impl Detector for SynFloodDetector {
+    fn name(&self) -> &'static str {
+        "syn_flood"
+    }
+
+    fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
+        let s = Sources::from_interval(iv);
+        self.observe_sources(iv, &s)
+    }
+
+    fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
+        let secs = sources.secs;
+        let vic = victims(iv, secs, self.cfg.victim_syn_pps, incomplete_syn);
+        let tow = toward(iv, secs, &vic, incomplete_syn);
+        let mut out = Vec::new();
+        for s in &sources.list {
+            if s.tcp == 0 {
+                continue;
+            }
+            let share = s.syn as f64 / s.tcp as f64;
+            if share < self.cfg.min_syn_share {
+                continue;
+            }
+            let inc = s.incomplete_syn as f64 / secs;
+            let reason = if inc >= self.cfg.min_syn_pps && inc > 0.0 {
+                format!(
+                    "{} incomplete SYN/s (>= {}), SYN {:.0}% of {} TCP packets (>= {:.0}%)",
+                    si(inc),
+                    si(self.cfg.min_syn_pps),
+                    share * 100.0,
+                    s.tcp,
+                    self.cfg.min_syn_share * 100.0
+                )
+            } else if let Some(&(r, dst)) = tow.get(&s.src) {
+                if r < self.cfg.flood_min_syn_pps || r <= 0.0 {
+                    continue;
+                }
+                format!(
+                    "{} incomplete SYN/s (>= {}) to {dst}, a SYN-flood victim receiving {} incomplete SYN/s (>= {}); SYN {:.0}% of {} TCP packets",
+                    si(r),
+                    si(self.cfg.flood_min_syn_pps),
+                    si(vic.get(&dst).copied().unwrap_or(0.0)),
+                    si(self.cfg.victim_syn_pps),
+                    share * 100.0,
+                    s.tcp
+                )
+            } else {
+                continue;
+            };
+            out.push(BlockDecision {
+                prefix: Prefix::host(s.src),
+                detector: "syn_flood",
+                reason,
+                pps: s.pps,
+                bps: s.bps,
+            });
+        }
+        self.flagged = !out.is_empty();
+        out
+    }
+
+    fn under_attack(&self) -> bool {
+        self.flagged
+    }
+}
+
+/// ICMP flood (see [`IcmpFloodConfig`]).
+#[derive(Debug, Clone)]
+pub struct IcmpFloodDetector {
+    cfg: IcmpFloodConfig,
+    flagged: bool,
+}
+
+impl IcmpFloodDetector {
+    /// From a validated config.
+    pub fn new(cfg: &IcmpFloodConfig) -> Self {
+        Self {
+            cfg: cfg.clone(),
+            flagged: false,
+        }
+    }
+}
+
+impl Detector for IcmpFloodDetector {
+    fn name(&self) -> &'static str {
+        "icmp_flood"
+    }
+
+    fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
+        let s = Sources::from_interval(iv);
+        self.observe_sources(iv, &s)
+    }
+
+    fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
+        let secs = sources.secs;
+        let icmp = |r: &crate::FeatureRecord| u64::from(r.icmp);
+        let vic = victims(iv, secs, self.cfg.victim_icmp_pps, icmp);
+        let tow = toward(iv, secs, &vic, icmp);
+        let mut out = Vec::new();
+        for s in &sources.list {
+            let share = s.share(s.icmp);
+            if s.icmp == 0 || share < self.cfg.min_icmp_share {
+                continue;
+            }
+            let rate = s.icmp as f64 / secs;
+            let reason = if rate >= self.cfg.min_icmp_pps {
+                format!(
+                    "{} ICMP pps (>= {}), {:.0}% of its packets (>= {:.0}%)",
+                    si(rate),
+                    si(self.cfg.min_icmp_pps),
+                    share * 100.0,
+                    self.cfg.min_icmp_share * 100.0
+                )
+            } else if let Some(&(r, dst)) = tow.get(&s.src) {
+                if r < self.cfg.flood_min_icmp_pps || r <= 0.0 {
+                    continue;
+                }
+                format!(
+                    "{} ICMP pps (>= {}) to {dst}, an ICMP-flood victim receiving {} ICMP pps (>= {}); {:.0}% of its packets",
+                    si(r),
+                    si(self.cfg.flood_min_icmp_pps),
+                    si(vic.get(&dst).copied().unwrap_or(0.0)),
+                    si(self.cfg.victim_icmp_pps),
+                    share * 100.0
+                )
+            } else {
+                continue;
+            };
+            out.push(BlockDecision {
+                prefix: Prefix::host(s.src),
+                detector: "icmp_flood",
+                reason,
+                pps: s.pps,
+                bps: s.bps,
+            });
+        }
+        self.flagged = !out.is_empty();
+        out
+    }
+
+    fn under_attack(&self) -> bool {
+        self.flagged
+    }
+}
+
+/// Volumetric UDP flood over many sources (see [`UdpFloodConfig`]).
+#[derive(Debug, Clone)]
+pub struct UdpFloodDetector {
+    cfg: UdpFloodConfig,
+    flagged: bool,
+}
+
+impl UdpFloodDetector {
+    /// From a validated config.
+    pub fn new(cfg: &UdpFloodConfig) -> Self {
+        Self {
+            cfg: cfg.clone(),
+            flagged: false,
+        }
+    }
+}
+
+impl Detector for UdpFloodDetector {
+    fn name(&self) -> &'static str {
+        "udp_flood"
+    }
+
+    fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
+        let s = Sources::from_interval(iv);
+        self.observe_sources(iv, &s)
+    }
+
+    fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
+        let secs = sources.secs;
+        let udp = |r: &crate::FeatureRecord| u64::from(r.udp);
+        let vic = victims(iv, secs, self.cfg.victim_udp_pps, udp);
+        let tow = toward(iv, secs, &vic, udp);
+        let mut out = Vec::new();
+        for s in &sources.list {
+            let share = s.share(s.udp);
+            if s.udp == 0 || share < self.cfg.min_udp_share {
+                continue;
+            }
+            let rate = s.udp as f64 / secs;
+            let reason = if rate >= self.cfg.min_udp_pps {
+                format!(
+                    "{} UDP pps (>= {}), {:.0}% of its packets (>= {:.0}%)",
+                    si(rate),
+                    si(self.cfg.min_udp_pps),
+                    share * 100.0,
+                    self.cfg.min_udp_share * 100.0
+                )
+            } else if let Some(&(r, dst)) = tow.get(&s.src) {
+                if r < self.cfg.flood_min_udp_pps || r <= 0.0 {
+                    continue;
+                }
+                format!(
+                    "{} UDP pps (>= {}) to {dst}, a UDP-flood victim receiving {} UDP pps (>= {}); {:.0}% of its packets",
+                    si(r),
+                    si(self.cfg.flood_min_udp_pps),
+                    si(vic.get(&dst).copied().unwrap_or(0.0)),
+                    si(self.cfg.victim_udp_pps),
+                    share * 100.0
+                )
+            } else {
+                continue;
+            };
+            out.push(BlockDecision {
+                prefix: Prefix::host(s.src),
+                detector: "udp_flood",
+                reason,
+                pps: s.pps,
+                bps: s.bps,
+            });
+        }
+        self.flagged = !out.is_empty();
+        out
+    }
+
+    fn under_attack(&self) -> bool {
+        self.flagged
+    }
+}

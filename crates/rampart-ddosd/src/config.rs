@@ -1,0 +1,273 @@
+//! The daemon's TOML configuration (`rampart ddos run --config FILE`).
+//!
+//! Every section and key is optional (`serde(default)`) and unknown keys
+//! are errors (`deny_unknown_fields`). Defaults are in the doc comments and
+//! in docs/architecture.md ("DDoS daemon: configuration").
+
+use std::path::{Path, PathBuf};
+
+use rampart_ddos_control::{DetectConfig, MonitorConfig, PlannerConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::mode::Mode;
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// `[daemon]`.
+    pub daemon: DaemonConfig,
+    /// `[filter]`: the XDP blacklist's load-time settings (used when the
+    /// daemon attaches; a resumed filter keeps the ones it was loaded with).
+    pub filter: FilterSection,
+    /// `[hw]`: the hardware tier of the `hw+…` modes.
+    pub hw: HwConfig,
+    /// `[detect]` (rampart-ddos-control).
+    pub detect: DetectConfig,
+    /// `[monitor]` (rampart-ddos-control).
+    pub monitor: MonitorConfig,
+    /// `[offload]` (rampart-ddos-control). `capacity` is capped at the hardware tier's own.
+    pub offload: PlannerConfig,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Placement mode: `xdp-host`, `xdp-nic`, `hw+xdp-nic`, `hw+xdp-host`,
+    /// `iptables`. Default `hw+xdp-host`.
+    pub mode: Mode,
+    /// Host interface (features are read here; the XDP blacklist runs here
+    /// in the `*-host` modes). Default `host0` (the lab's).
+    pub iface: String,
+    /// Named network namespace of `iface`. Default none (the daemon's own);
+    /// the lab's host is `<lab>-host`.
+    pub netns: Option<String>,
+    /// Lab prefix whose EMULATED NIC serves the `emulated` tier and the nic
+    /// hop of the `xdp-nic` modes. Default `rp`.
+    pub lab: String,
+    /// Loop interval (seconds). Default 0.5; 0.05 ≤ x ≤ 1.
+    pub interval_s: f64,
+    /// HTTP API and `/metrics` listen address. Default `127.0.0.1:9477`;
+    /// empty string: no API.
+    pub listen: String,
+    /// JSON-lines alerts file (appended); `-` is standard output. Default `-`.
+    pub alerts: String,
+    /// Directory of the daemon's state file (`<name>.json`: reasons and
+    /// detectors of blocked sources, operator whitelist, learned normal
+    /// peak). Default `/run/rampart/ddosd`.
+    pub state_dir: PathBuf,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::HwXdpHost,
+            iface: "host0".into(),
+            netns: None,
+            lab: "rp".into(),
+            interval_s: 0.5,
+            listen: "127.0.0.1:9477".into(),
+            alerts: "-".into(),
+            state_dir: PathBuf::from("/run/rampart/ddosd"),
+        }
+    }
+}
+
+/// `[filter]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilterSection {
+    /// Exact IPv4 entries. Default 1048576.
+    pub max_entries: u32,
+    /// Each of exact IPv6 / IPv4 prefixes / IPv6 prefixes. Default 65536.
+    pub max_prefixes: u32,
+    /// Per-entry counters sample 1 in 2^k. Default 4.
+    pub sample_shift: u32,
+    /// (src, dst) pairs per feature interval. Default 262144.
+    pub features_capacity: u32,
+    /// XDP attach mode: `native` or `generic`. Default `native`.
+    pub xdp_mode: String,
+}
+
+impl Default for FilterSection {
+    fn default() -> Self {
+        Self {
+            max_entries: 1 << 20,
+            max_prefixes: 1 << 16,
+            sample_shift: 4,
+            features_capacity: 1 << 18,
+            xdp_mode: "native".into(),
+        }
+    }
+}
+
+/// `[hw]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HwConfig {
+    /// `emulated` (the lab's EMULATED NIC), `tc-flower`, `ethtool-ntuple`,
+    /// `xdp-hw`. Default `emulated`.
+    pub backend: String,
+    /// Per-update delay of the EMULATED NIC (milliseconds), what a real
+    /// card costs. Default 2; 0 ≤ x ≤ 1000.
+    pub update_delay_ms: f64,
+    /// Interface of the real-NIC backends. Default: `[daemon].iface`.
+    pub iface: Option<String>,
+    /// Its network namespace. Default: `[daemon].netns`.
+    pub netns: Option<String>,
+    /// Rule capacity of the real-NIC backends. Default 512.
+    pub capacity: usize,
+}
+
+impl Default for HwConfig {
+    fn default() -> Self {
+        Self {
+            backend: "emulated".into(),
+            update_delay_ms: 2.0,
+            iface: None,
+            netns: None,
+            capacity: 512,
+        }
+    }
+}
+
+impl Config {
+    /// Parse TOML text and validate every section.
+    ///
+    /// # Errors
+    /// [`Error::Config`] with the TOML error (unknown key, wrong type) or the bad value.
+    pub fn parse(text: &str) -> Result<Self> {
+        let c: Config = toml::from_str(text)
+            .map_err(|e| Error::Config(e.to_string().replace('\n', " ").trim().to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Read and parse a file.
+    ///
+    /// # Errors
+    /// Unreadable file, or as [`Config::parse`].
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("reading config {}", path.display()), e))?;
+        Self::parse(&text).map_err(|e| match e {
+            Error::Config(m) => Error::Config(format!("{}: {m}", path.display())),
+            o => o,
+        })
+    }
+
+    /// Check ranges.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the key.
+    pub fn validate(&self) -> Result<()> {
+        let d = &self.daemon;
+        if !(d.interval_s.is_finite() && (0.05..=1.0).contains(&d.interval_s)) {
+            return Err(Error::Config(format!(
+                "daemon.interval_s = {}: use 0.05 ≤ interval_s ≤ 1",
+                d.interval_s
+            )));
+        }
+        if !d.listen.is_empty() && d.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(Error::Config(format!(
+                "daemon.listen = {:?}: use ADDRESS:PORT, e.g. 127.0.0.1:9477, or \"\" for no API",
+                d.listen
+            )));
+        }
+        rampart_ddos::Scope::new(d.netns.as_deref(), &d.iface)
+            .map_err(|e| Error::Config(format!("daemon.iface/netns: {e}")))?;
+        if !["native", "generic"].contains(&self.filter.xdp_mode.as_str()) {
+            return Err(Error::Config(format!(
+                "filter.xdp_mode = {:?}: use \"native\" or \"generic\"",
+                self.filter.xdp_mode
+            )));
+        }
+        let h = &self.hw;
+        if !["emulated", "tc-flower", "ethtool-ntuple", "xdp-hw"].contains(&h.backend.as_str()) {
+            return Err(Error::Config(format!(
+                "hw.backend = {:?}: use emulated, tc-flower, ethtool-ntuple or xdp-hw",
+                h.backend
+            )));
+        }
+        if !(h.update_delay_ms.is_finite() && (0.0..=1000.0).contains(&h.update_delay_ms)) {
+            return Err(Error::Config(format!(
+                "hw.update_delay_ms = {}: use 0 ≤ x ≤ 1000",
+                h.update_delay_ms
+            )));
+        }
+        self.detect
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        self.monitor
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        self.offload
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.daemon.mode, Mode::HwXdpHost);
+        assert_eq!(c.daemon.interval_s, 0.5);
+        assert_eq!(c.offload.capacity, 512);
+    }
+
+    #[test]
+    fn shipped_example_parses() {
+        let c = Config::parse(include_str!("../../../dist/rampart-ddos.toml")).unwrap();
+        assert_eq!(c.daemon.mode, Mode::HwXdpHost);
+        assert_eq!(c.hw.backend, "emulated");
+    }
+
+    #[test]
+    fn sections_parse() {
+        let c = Config::parse(
+            "[daemon]\nmode = \"xdp-host\"\nnetns = \"rp-host\"\ninterval_s = 0.2\n\
+             [hw]\nupdate_delay_ms = 0\n[detect]\nwhitelist = [\"10.10.0.1\"]\n\
+             [monitor]\nhold_s = 1\n[offload]\ncapacity = 64\n",
+        )
+        .unwrap();
+        assert_eq!(c.daemon.mode, Mode::XdpHost);
+        assert_eq!(c.detect.whitelist, vec!["10.10.0.1".to_string()]);
+        assert_eq!(c.monitor.hold_s, 1.0);
+        assert_eq!(c.offload.capacity, 64);
+    }
+
+    #[test]
+    fn bad_input_says_what_is_wrong() {
+        let e = Config::parse("[daemon]\nbogus = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field") && e.contains("bogus"), "{e}");
+        let e = Config::parse("[daemon]\nmode = \"xdp\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant"), "{e}");
+        let e = Config::parse("[daemon]\ninterval_s = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("daemon.interval_s"), "{e}");
+        let e = Config::parse("[daemon]\nlisten = \"nope\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("daemon.listen"), "{e}");
+        let e = Config::parse("[hw]\nbackend = \"asic\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("hw.backend"), "{e}");
+        let e = Config::parse("[offload]\ncapacity = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("capacity"), "{e}");
+    }
+}

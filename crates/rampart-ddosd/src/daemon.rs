@@ -1,0 +1,1155 @@
+//! The mitigation daemon: one loop per interval.
+//!
+//! features snapshot → [`Detection`] → block in the host tier (the XDP
+//! blacklist, which always holds **every** blocked source) → per-source
+//! rates from every tier (hardware rule counter deltas + XDP per-entry
+//! counter deltas) → [`RateMonitor`] unbans → [`Planner`] moves the top-K
+//! to the hardware tier, make-before-break.
+//!
+//! **Zero leak.** A source enters the hardware tier only while the XDP
+//! blacklist already drops it, and leaves the XDP blacklist only when it is
+//! unbanned. A hardware rule added or removed therefore never lets a packet
+//! through: a source "moved to the NIC" simply stops reaching XDP once its
+//! rule is live. (In `hw+xdp-nic` the lab's emulated table sits *behind*
+//! the nic-hop filter, so there the tiers are exclusive and every move is
+//! ordered add-then-remove: the new holder drops before the old one lets go.)
+//!
+//! **Restart.** Everything that filters is pinned (the XDP link and maps,
+//! the EMULATED NIC's table), so killing the daemon never stops filtering;
+//! a new daemon opens the pins, reads the blocked set back from the tiers,
+//! and the reasons, operator whitelist and learned normal peak from its
+//! state file.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rampart_dataplane::xdp::{XdpLink, XdpMode};
+use rampart_ddos::filter::{self, Filter, FilterConfig, Scope};
+use rampart_ddos::{FeatureRecord, Features, Prefix};
+use rampart_ddos_control::{BlockDecision, Detection, Interval, Planner, RateMonitor};
+use rampart_lab::Lab;
+use serde::{Deserialize, Serialize};
+
+use crate::alerts::{now_unix, Alert, Alerts};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::hw::HwWorker;
+use crate::metrics::Metrics;
+use crate::mode::Mode;
+use crate::tier::emulated::EmulatedNic;
+use crate::tier::iptables::Iptables;
+use crate::tier::xdp::XdpTier;
+use crate::tier::{CounterKind, Tier, TierInfo};
+
+/// A blocked source as the daemon knows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Blocked {
+    /// The prefix.
+    pub prefix: String,
+    /// Detector that blocked it (`operator` for the API, `resumed` if unknown).
+    pub detector: String,
+    /// Why.
+    pub reason: String,
+    /// Unix time it was blocked.
+    pub since: f64,
+    /// Rate at the decision (pps).
+    pub pps_at_block: f64,
+    /// Blocked by the operator (never unbanned by the rate monitor).
+    #[serde(default)]
+    pub operator: bool,
+}
+
+/// One source's measured rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateView {
+    /// The prefix.
+    pub prefix: String,
+    /// All tiers (pps).
+    pub pps: f64,
+    /// Dropped in the hardware tier (pps).
+    pub hw_pps: f64,
+    /// Dropped in the host tier (pps).
+    pub host_pps: f64,
+    /// Holds a hardware rule now.
+    pub in_hw: bool,
+}
+
+/// A tier with its occupancy.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierView {
+    /// What it is.
+    #[serde(flatten)]
+    pub info: TierInfo,
+    /// Rules installed.
+    pub rules: usize,
+    /// Packets dropped in total (counter sum of installed rules).
+    pub dropped_packets: u64,
+}
+
+/// What the API and the demo read (replaced every interval and after every command).
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct View {
+    /// Placement mode.
+    pub mode: String,
+    /// Loop interval (s).
+    pub interval_s: f64,
+    /// Intervals run.
+    pub intervals: u64,
+    /// Attack in progress.
+    pub under_attack: bool,
+    /// Highest single-source pps under normal activity.
+    pub normal_peak_pps: f64,
+    /// Planner swap threshold.
+    pub threshold: f64,
+    /// Resumed from pinned state at start.
+    pub resumed: bool,
+    /// Blocked sources.
+    pub blocked: Vec<Blocked>,
+    /// Rates of blocked sources, heaviest first.
+    pub rates: Vec<RateView>,
+    /// Tiers.
+    pub tiers: Vec<TierView>,
+    /// Operator whitelist (plus the configured one).
+    pub whitelist: Vec<String>,
+    /// Every source ever unbanned by the rate monitor (since start).
+    pub unbanned_total: u64,
+    /// Every source ever blocked (since start).
+    pub blocked_total: u64,
+}
+
+/// Operator commands (from the HTTP API).
+#[derive(Debug)]
+pub enum Command {
+    /// Block a prefix.
+    Block {
+        /// What.
+        prefix: Prefix,
+        /// Why (free text).
+        reason: String,
+    },
+    /// Unblock a prefix.
+    Unblock(Prefix),
+    /// Add to the whitelist (and unblock if blocked).
+    Whitelist(Prefix),
+    /// Remove from the operator whitelist.
+    Unwhitelist(Prefix),
+}
+
+/// Answer to a command: Ok(message) or Err((http status, message)).
+pub type Reply = std::result::Result<String, (u16, String)>;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct SavedState {
+    blocked: Vec<Blocked>,
+    whitelist: Vec<String>,
+    normal_peak_pps: f64,
+    /// Normal peak and rate baseline (rampart-ddos-control's `Learned`).
+    #[serde(default)]
+    learned: Option<rampart_ddos_control::Learned>,
+}
+
+// The iptables variant is small; one HostTier exists per daemon.
+#[allow(clippy::large_enum_variant)]
+enum HostTier {
+    Xdp(XdpTier),
+    Ipt(Iptables),
+}
+
+impl HostTier {
+    fn tier(&mut self) -> &mut dyn Tier {
+        match self {
+            HostTier::Xdp(t) => t,
+            HostTier::Ipt(t) => t,
+        }
+    }
+    fn tier_ref(&self) -> &dyn Tier {
+        match self {
+            HostTier::Xdp(t) => t,
+            HostTier::Ipt(t) => t,
+        }
+    }
+}
+
+fn static_detector(s: &str) -> &'static str {
+    match s {
+        "rate" => "rate",
+        "entropy" => "entropy",
+        "udp_amplification" => "udp_amplification",
+        "syn_flood" => "syn_flood",
+        "icmp_flood" => "icmp_flood",
+        "operator" => "operator",
+        _ => "resumed",
+    }
+}
+
+/// The daemon's state (lives on one thread: BPF handles are not Send).
+pub struct Daemon {
+    cfg: Config,
+    features: Features,
+    /// The host filter when it is not the host tier (xdp-nic, iptables): for stats.
+    host_filter: Option<Filter>,
+    host: HostTier,
+    hw: Option<HwWorker>,
+    moving_to_hw: HashSet<Prefix>,
+    exclusive: bool,
+    detection: Detection,
+    monitor: RateMonitor,
+    planner: Planner,
+    blocked: BTreeMap<Prefix, Blocked>,
+    operator_whitelist: Vec<Prefix>,
+    prev: HashMap<(u8, Prefix), u64>,
+    prev_stats: HashMap<(&'static str, String), u64>,
+    last_snap: Instant,
+    records: Vec<FeatureRecord>,
+    alerts: Arc<Alerts>,
+    metrics: Metrics,
+    view: Arc<RwLock<View>>,
+    was_attack: bool,
+    state_path: PathBuf,
+    intervals: u64,
+    resumed: bool,
+    unbanned_total: u64,
+    blocked_total: u64,
+    last_rates: Vec<RateView>,
+    nic_seen_prev: Option<u64>,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("mode", &self.cfg.daemon.mode)
+            .finish()
+    }
+}
+
+fn xdp_mode(s: &str) -> XdpMode {
+    if s == "generic" {
+        XdpMode::Generic
+    } else {
+        XdpMode::Native
+    }
+}
+
+/// Open the filter pinned at `scope`, or attach a new one. Returns (filter, resumed).
+fn open_or_attach(scope: &Scope, cfg: &FilterConfig, mode: XdpMode) -> Result<(Filter, bool)> {
+    let name = scope.name();
+    if filter::pin_dir(&name).exists() {
+        let f = Filter::open(&name)?;
+        if f.is_linked() {
+            return Ok((f, true));
+        }
+        drop(f);
+        Filter::detach(&name)?;
+    }
+    Ok((Filter::attach(scope, cfg, mode)?, false))
+}
+
+/// The filter on the lab's nic hop, chained in front of the EMULATED NIC's forwarder.
+fn open_or_chain_nic(lab: &Lab, cfg: &FilterConfig) -> Result<(Filter, bool)> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let nic_ns = lab.nic_ns();
+    let scope = Scope::new(Some(&nic_ns), rampart_lab::topology::NIC_WAN_IF)?;
+    let name = scope.name();
+    if filter::pin_dir(&name).exists() {
+        return Ok((Filter::open(&name)?, true));
+    }
+    lab.require_up()?;
+    let f = Filter::create(&scope, cfg)?;
+    let chain = || -> Result<()> {
+        // The forwarder still runs on nic-host: take its program from there.
+        let id = rampart_dataplane::xdp::attached_prog_id(
+            Some(&nic_ns),
+            rampart_lab::topology::NIC_HOST_IF,
+        )?
+        .ok_or_else(|| {
+            Error::Config(format!(
+                "lab {}: no EMULATED NIC program on nic-host",
+                lab.prefix()
+            ))
+        })?;
+        // SAFETY: plain bpf(2) wrapper; the fd is owned right away.
+        let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+        if raw < 0 {
+            return Err(Error::io(
+                "opening the EMULATED NIC program",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: fresh fd we own.
+        let nic_prog = unsafe { OwnedFd::from_raw_fd(raw) };
+        let next = rampart_dataplane::pin::open_pinned(&f.dir().join("ddos_next"))?;
+        rampart_dataplane::maps::update_raw(
+            next.as_raw_fd(),
+            &0u32.to_ne_bytes(),
+            &nic_prog.as_raw_fd().to_ne_bytes(),
+            0,
+        )?;
+        let prog = f.prog_fd()?;
+        XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?
+            .update(prog.as_raw_fd())?;
+        Ok(())
+    };
+    if let Err(e) = chain() {
+        let _ = Filter::detach(&name);
+        return Err(e);
+    }
+    Ok((f, false))
+}
+
+/// Put the EMULATED NIC's own forwarder back on nic-wan and remove the nic-hop filter.
+///
+/// # Errors
+/// Missing lab pins.
+pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let lab = Lab::new(lab_prefix)?;
+    let nic_ns = lab.nic_ns();
+    let scope = Scope::new(Some(&nic_ns), rampart_lab::topology::NIC_WAN_IF)?;
+    if let Some(id) =
+        rampart_dataplane::xdp::attached_prog_id(Some(&nic_ns), rampart_lab::topology::NIC_HOST_IF)?
+    {
+        // SAFETY: plain bpf(2) wrapper; owned right away.
+        let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+        if raw >= 0 {
+            // SAFETY: fresh fd.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?
+                .update(fd.as_raw_fd())?;
+        }
+    }
+    if filter::pin_dir(&scope.name()).exists() {
+        Filter::detach(&scope.name())?;
+    }
+    Ok(())
+}
+
+fn open_hw(cfg: &Config) -> Result<Box<dyn Tier>> {
+    let h = &cfg.hw;
+    let iface = h.iface.clone().unwrap_or_else(|| cfg.daemon.iface.clone());
+    let netns = h.netns.clone().or_else(|| cfg.daemon.netns.clone());
+    Ok(match h.backend.as_str() {
+        "emulated" => Box::new(EmulatedNic::open(
+            &cfg.daemon.lab,
+            Duration::from_secs_f64(h.update_delay_ms / 1000.0),
+        )?),
+        "tc-flower" => Box::new(crate::tier::tc_flower::TcFlower::open(
+            netns.as_deref(),
+            &iface,
+            h.capacity,
+        )?),
+        "ethtool-ntuple" => Box::new(crate::tier::ethtool::EthtoolNtuple::open(
+            netns.as_deref(),
+            &iface,
+            h.capacity,
+        )?),
+        _ => {
+            crate::tier::xdp_hw::check(netns.as_deref(), &iface)?;
+            unreachable!("xdp_hw::check always refuses")
+        }
+    })
+}
+
+impl Daemon {
+    /// Attach (or resume from the pins) and get ready to run.
+    ///
+    /// # Errors
+    /// Bad config, a tier this host cannot provide, attach failures.
+    pub fn start(cfg: Config, view: Arc<RwLock<View>>, metrics: Metrics) -> Result<Self> {
+        cfg.validate()?;
+        let d = &cfg.daemon;
+        let scope = Scope::new(d.netns.as_deref(), &d.iface)?;
+        let fcfg = FilterConfig {
+            max_entries: cfg.filter.max_entries,
+            max_other: cfg.filter.max_prefixes,
+            sample_shift: cfg.filter.sample_shift,
+            pass_malformed: false,
+            features: true,
+            features_capacity: cfg.filter.features_capacity,
+        };
+        let mode = d.mode;
+        let alerts = Arc::new(Alerts::open(&d.alerts)?);
+        let hw = if mode.has_hw() {
+            let c = cfg.clone();
+            Some(HwWorker::spawn(
+                move || open_hw(&c),
+                metrics.clone(),
+                alerts.clone(),
+            )?)
+        } else {
+            None
+        };
+        let (host_f, mut resumed) = open_or_attach(&scope, &fcfg, xdp_mode(&cfg.filter.xdp_mode))?;
+        let features = Features::open(&scope.name())?;
+        let (host, host_filter) = match mode {
+            Mode::XdpHost | Mode::HwXdpHost => {
+                (HostTier::Xdp(XdpTier::new(host_f, scope.describe())), None)
+            }
+            Mode::XdpNic | Mode::HwXdpNic => {
+                let lab = Lab::new(&d.lab)?;
+                let (nf, r) = open_or_chain_nic(
+                    &lab,
+                    &FilterConfig {
+                        features: false,
+                        ..fcfg.clone()
+                    },
+                )?;
+                resumed &= r;
+                let loc = format!(
+                    "nic-wan (netns {}), in front of the EMULATED NIC forwarder",
+                    lab.nic_ns()
+                );
+                (HostTier::Xdp(XdpTier::new(nf, loc)), Some(host_f))
+            }
+            Mode::Iptables => {
+                let ipt = Iptables::open(
+                    d.netns.as_deref(),
+                    &scope.name(),
+                    cfg.filter.max_entries as usize,
+                )?;
+                (HostTier::Ipt(ipt), Some(host_f))
+            }
+        };
+        let mut detection =
+            Detection::new(&cfg.detect).map_err(|e| Error::Config(e.to_string()))?;
+        let monitor = RateMonitor::new(&cfg.monitor);
+        let mut pcfg = cfg.offload.clone();
+        if let Some(h) = &hw {
+            if let Some(c) = h.info().capacity {
+                pcfg.capacity = pcfg.capacity.min(c);
+            }
+        } else {
+            pcfg.capacity = 0;
+        }
+        let planner = Planner::new(&pcfg);
+        let state_path = d.state_dir.join(format!("{}.json", scope.name()));
+        let saved: SavedState = match std::fs::read_to_string(&state_path) {
+            Ok(t) => serde_json::from_str(&t).map_err(|e| Error::State {
+                path: state_path.clone(),
+                reason: format!("{e}; remove the file to start without saved reasons"),
+            })?,
+            Err(_) => SavedState::default(),
+        };
+        let mut operator_whitelist = Vec::new();
+        for w in &saved.whitelist {
+            if let Ok(p) = Prefix::parse(w) {
+                detection.add_whitelist(p);
+                operator_whitelist.push(p);
+            }
+        }
+        if let Some(l) = &saved.learned {
+            detection.restore(l);
+        } else if saved.normal_peak_pps > 0.0 {
+            detection.set_normal_peak_pps(saved.normal_peak_pps);
+        }
+        let mut me = Self {
+            exclusive: mode == Mode::HwXdpNic,
+            cfg,
+            features,
+            host_filter,
+            host,
+            hw,
+            moving_to_hw: HashSet::new(),
+            detection,
+            monitor,
+            planner,
+            blocked: BTreeMap::new(),
+            operator_whitelist,
+            prev: HashMap::new(),
+            prev_stats: HashMap::new(),
+            last_snap: Instant::now(),
+            records: Vec::new(),
+            alerts,
+            metrics,
+            view,
+            was_attack: false,
+            state_path,
+            intervals: 0,
+            resumed: false,
+            unbanned_total: 0,
+            blocked_total: 0,
+            last_rates: Vec::new(),
+            nic_seen_prev: None,
+        };
+        // Resume: the tiers are the truth; the state file adds the reasons.
+        let reasons: HashMap<String, Blocked> = saved
+            .blocked
+            .into_iter()
+            .map(|b| (b.prefix.clone(), b))
+            .collect();
+        let mut held: HashSet<Prefix> = me
+            .host
+            .tier_ref()
+            .rules()?
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        if me.exclusive {
+            if let Some(h) = &me.hw {
+                held.extend(h.rules().into_iter().map(|(p, _)| p));
+            }
+        }
+        resumed |= !held.is_empty();
+        let now = Instant::now();
+        for p in held {
+            let b = reasons.get(&p.to_string()).cloned().unwrap_or(Blocked {
+                prefix: p.to_string(),
+                detector: "resumed".into(),
+                reason: "found in the pinned blacklist at start".into(),
+                since: now_unix(),
+                pps_at_block: 0.0,
+                operator: false,
+            });
+            if !b.operator {
+                me.monitor.blocked(
+                    &BlockDecision {
+                        prefix: p,
+                        detector: static_detector(&b.detector),
+                        reason: b.reason.clone(),
+                        pps: b.pps_at_block,
+                        bps: 0.0,
+                    },
+                    now,
+                );
+            }
+            me.blocked.insert(p, b);
+        }
+        me.resumed = resumed;
+        // Start a fresh interval so the first one has a known length.
+        me.features.snapshot_into(&mut me.records)?;
+        me.last_snap = Instant::now();
+        // Prime counters so the first rates are deltas, not totals.
+        me.measure(1.0)?;
+        me.drop_stats();
+        if resumed {
+            me.alerts.emit(Alert {
+                event: "resume",
+                reason: Some(format!(
+                    "resumed from pinned state: {} blocked sources, filtering never stopped",
+                    me.blocked.len()
+                )),
+                ..Default::default()
+            });
+        }
+        me.publish();
+        Ok(me)
+    }
+
+    fn host_name(&self) -> &'static str {
+        self.host.tier_ref().info().name
+    }
+
+    /// Per-source pps over `secs` from every tier: prefix → (host, hw).
+    fn measure(&mut self, secs: f64) -> Result<HashMap<Prefix, (f64, f64)>> {
+        let mut out: HashMap<Prefix, (f64, f64)> = HashMap::new();
+        let mut next = HashMap::new();
+        let mut dropped = [0u64; 2];
+        type TierRules = (u8, Vec<(Prefix, crate::tier::Counts)>, &'static str);
+        let mut tiers: Vec<TierRules> = vec![(0, self.host.tier_ref().rules()?, self.host_name())];
+        if let Some(h) = &self.hw {
+            if h.info().counters != CounterKind::None {
+                tiers.push((1, h.rules(), h.info().name));
+            }
+        }
+        for (t, rules, name) in tiers {
+            let mut delta_sum = 0u64;
+            for (p, c) in rules {
+                let before = self.prev.get(&(t, p)).copied();
+                let d = match before {
+                    Some(b) if c.packets >= b => c.packets - b,
+                    _ => c.packets,
+                };
+                next.insert((t, p), c.packets);
+                dropped[t as usize] += c.packets;
+                delta_sum += d;
+                let e = out.entry(p).or_default();
+                if t == 0 {
+                    e.0 += d as f64 / secs;
+                } else {
+                    e.1 += d as f64 / secs;
+                }
+            }
+            let reason = if t == 1 { "hw_rule" } else { "blacklist_entry" };
+            self.metrics
+                .drops
+                .with_label_values(&[name, reason])
+                .inc_by(delta_sum);
+        }
+        self.prev = next;
+        Ok(out)
+    }
+
+    /// Drop/pass counters of the XDP filters and the NIC hop → metrics.
+    fn drop_stats(&mut self) {
+        let mut cur: Vec<(&'static str, String, u64, bool)> = Vec::new();
+        let filters: Vec<(&'static str, &Filter)> = {
+            let mut v = Vec::new();
+            if let HostTier::Xdp(x) = &self.host {
+                v.push((
+                    if self.cfg.daemon.mode.on_nic() {
+                        "xdp-nic"
+                    } else {
+                        "xdp"
+                    },
+                    x.filter(),
+                ));
+            }
+            if let Some(f) = &self.host_filter {
+                v.push(("xdp", f));
+            }
+            v
+        };
+        for (tier, f) in filters {
+            if let Ok(s) = f.stats() {
+                for (r, c) in &s.drops {
+                    cur.push((tier, format!("drop:{r}"), c.packets, true));
+                }
+                for (r, c) in &s.passes {
+                    cur.push((tier, format!("pass:{r}"), c.packets, false));
+                }
+            }
+        }
+        let mut handled: HashMap<&'static str, u64> = HashMap::new();
+        for (tier, key, v, is_drop) in cur {
+            let before = self.prev_stats.insert((tier, key.clone()), v).unwrap_or(v);
+            let d = v.saturating_sub(before);
+            *handled.entry(tier).or_default() += d;
+            if is_drop && d > 0 {
+                let reason = key.trim_start_matches("drop:");
+                self.metrics
+                    .drops
+                    .with_label_values(&[tier, reason])
+                    .inc_by(d);
+            }
+        }
+        for (tier, d) in handled {
+            self.metrics
+                .tier_packets
+                .with_label_values(&[tier])
+                .inc_by(d);
+        }
+        if self.hw.is_some() && self.cfg.hw.backend == "emulated" {
+            if let Ok(lab) = Lab::new(&self.cfg.daemon.lab) {
+                if let Ok(n) = rampart_lab::gen::veth_xdp_packets(
+                    &lab.nic_ns(),
+                    rampart_lab::topology::NIC_WAN_IF,
+                ) {
+                    if let Some(p) = self.nic_seen_prev {
+                        self.metrics
+                            .tier_packets
+                            .with_label_values(&["emulated"])
+                            .inc_by(n.saturating_sub(p));
+                    }
+                    self.nic_seen_prev = Some(n);
+                }
+            }
+        }
+    }
+
+    fn block_now(&mut self, decisions: &[BlockDecision], operator: bool) -> Result<()> {
+        let ps: Vec<Prefix> = decisions.iter().map(|d| d.prefix).collect();
+        let n = self.host.tier().install(&ps)?;
+        let host = self.host_name();
+        self.metrics
+            .rule_updates
+            .with_label_values(&[host, "add"])
+            .inc_by(n as u64);
+        let now = Instant::now();
+        for d in decisions {
+            if !operator {
+                self.monitor.blocked(d, now);
+            }
+            self.metrics.blocks.with_label_values(&[d.detector]).inc();
+            self.blocked_total += 1;
+            self.blocked.insert(
+                d.prefix,
+                Blocked {
+                    prefix: d.prefix.to_string(),
+                    detector: d.detector.to_string(),
+                    reason: d.reason.clone(),
+                    since: now_unix(),
+                    pps_at_block: d.pps,
+                    operator,
+                },
+            );
+            self.alerts.emit(Alert {
+                event: "block",
+                prefix: Some(d.prefix.to_string()),
+                detector: Some(d.detector.to_string()),
+                reason: Some(d.reason.clone()),
+                pps: Some(d.pps),
+                tier: Some(host.to_string()),
+                ..Default::default()
+            });
+        }
+        Ok(())
+    }
+
+    fn unblock_now(
+        &mut self,
+        prefixes: &[Prefix],
+        detector: &str,
+        reasons: &[String],
+    ) -> Result<()> {
+        // Hardware first, then the blacklist: the source is meant to pass now.
+        if let Some(h) = &self.hw {
+            h.submit(prefixes.to_vec(), Vec::new());
+        }
+        for p in prefixes {
+            self.moving_to_hw.remove(p);
+        }
+        let n = self.host.tier().remove(prefixes)?;
+        let host = self.host_name();
+        self.metrics
+            .rule_updates
+            .with_label_values(&[host, "remove"])
+            .inc_by(n as u64);
+        for (i, p) in prefixes.iter().enumerate() {
+            self.monitor.forget(p);
+            self.blocked.remove(p);
+            self.metrics.unblocks.with_label_values(&[detector]).inc();
+            self.alerts.emit(Alert {
+                event: "unblock",
+                prefix: Some(p.to_string()),
+                detector: Some(detector.to_string()),
+                reason: reasons.get(i).cloned(),
+                ..Default::default()
+            });
+        }
+        Ok(())
+    }
+
+    /// Apply the planner's moves, make-before-break (the hardware worker
+    /// applies them; planning waits while it is busy).
+    fn offload(&mut self, rates: &HashMap<Prefix, (f64, f64)>) -> Result<()> {
+        let Some(hw) = &self.hw else {
+            return Ok(());
+        };
+        let live: HashSet<Prefix> = hw.rules().into_iter().map(|(p, _)| p).collect();
+        let host = self.host_name();
+        if self.exclusive {
+            // break: a source leaves the nic-hop filter only once its rule is live
+            let done: Vec<Prefix> = self
+                .moving_to_hw
+                .iter()
+                .filter(|p| live.contains(p) && self.blocked.contains_key(p))
+                .copied()
+                .collect();
+            if !done.is_empty() {
+                let n = self.host.tier().remove(&done)?;
+                self.metrics
+                    .rule_updates
+                    .with_label_values(&[host, "remove"])
+                    .inc_by(n as u64);
+            }
+            for p in &done {
+                self.moving_to_hw.remove(p);
+            }
+        }
+        let hw = self.hw.as_ref().expect("checked");
+        if hw.busy() {
+            return Ok(());
+        }
+        let full = |p: &Prefix| p.len() == if p.family() == 4 { 32 } else { 128 };
+        let list: Vec<(Prefix, f64)> = self
+            .blocked
+            .keys()
+            .filter(|p| full(p))
+            .map(|p| (*p, rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0)))
+            .collect();
+        let plan = self.planner.plan(&list, &live);
+        self.metrics.threshold.set(self.planner.threshold());
+        if self.exclusive && !plan.from_hw.is_empty() {
+            // make: the nic-hop filter drops them again before their rules go
+            let n = self.host.tier().install(&plan.from_hw)?;
+            self.metrics
+                .rule_updates
+                .with_label_values(&[host, "add"])
+                .inc_by(n as u64);
+        }
+        if self.exclusive {
+            self.moving_to_hw.extend(plan.to_hw.iter().copied());
+        }
+        // Inclusive tiers: the XDP blacklist already holds every candidate.
+        self.hw
+            .as_ref()
+            .expect("checked")
+            .submit(plan.from_hw, plan.to_hw);
+        Ok(())
+    }
+
+    /// One interval: snapshot, detect, block, measure, unban, offload.
+    ///
+    /// # Errors
+    /// Tier or map failures (the loop logs them and continues).
+    pub fn step(&mut self) -> Result<()> {
+        let t0 = Instant::now();
+        let (index, _, _) = self.features.snapshot_into(&mut self.records)?;
+        let t_end = Instant::now();
+        let secs = t_end.duration_since(self.last_snap).as_secs_f64().max(1e-3);
+        self.last_snap = t_end;
+        self.intervals += 1;
+        let iv = Interval {
+            index,
+            secs,
+            records: &self.records,
+        };
+        let decisions: Vec<BlockDecision> = self
+            .detection
+            .observe(&iv)
+            .into_iter()
+            .filter(|d| !self.blocked.contains_key(&d.prefix))
+            .collect();
+        if !decisions.is_empty() {
+            self.block_now(&decisions, false)?;
+            self.metrics
+                .detection_latency
+                .observe(t_end.elapsed().as_secs_f64());
+        }
+        let attack = self.detection.under_attack();
+        if attack != self.was_attack {
+            self.alerts.emit(Alert {
+                event: if attack { "attack_start" } else { "attack_end" },
+                reason: Some(format!("{} sources blocked", self.blocked.len())),
+                ..Default::default()
+            });
+            self.was_attack = attack;
+        }
+        self.metrics.under_attack.set(i64::from(attack));
+        let rates = self.measure(secs)?;
+        let blocked_rates: Vec<(Prefix, f64)> = self
+            .blocked
+            .iter()
+            .filter(|(_, b)| !b.operator)
+            .map(|(p, _)| (*p, rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0)))
+            .collect();
+        let unbans = self.monitor.observe(
+            &blocked_rates,
+            self.detection.normal_peak_pps(),
+            Instant::now(),
+        );
+        if !unbans.is_empty() {
+            let ps: Vec<Prefix> = unbans.iter().map(|u| u.prefix).collect();
+            let rs: Vec<String> = unbans.iter().map(|u| u.reason.clone()).collect();
+            self.unblock_now(&ps, "rate_monitor", &rs)?;
+            self.unbanned_total += ps.len() as u64;
+        }
+        self.offload(&rates)?;
+        self.drop_stats();
+        let in_hw: HashSet<Prefix> = match &self.hw {
+            Some(h) => h.rules().into_iter().map(|(p, _)| p).collect(),
+            None => HashSet::new(),
+        };
+        let mut rv: Vec<RateView> = self
+            .blocked
+            .keys()
+            .map(|p| {
+                let r = rates.get(p).copied().unwrap_or_default();
+                RateView {
+                    prefix: p.to_string(),
+                    pps: r.0 + r.1,
+                    host_pps: r.0,
+                    hw_pps: r.1,
+                    in_hw: in_hw.contains(p),
+                }
+            })
+            .collect();
+        rv.sort_by(|a, b| b.pps.total_cmp(&a.pps));
+        self.metrics.top_sources.reset();
+        for r in rv.iter().take(10) {
+            self.metrics
+                .top_sources
+                .with_label_values(&[&r.prefix])
+                .set(r.pps);
+        }
+        self.last_rates = rv;
+        if !decisions.is_empty() || !unbans.is_empty() {
+            self.save();
+        }
+        self.metrics
+            .loop_seconds
+            .observe(t0.elapsed().as_secs_f64());
+        self.publish();
+        Ok(())
+    }
+
+    fn save(&self) {
+        let s = SavedState {
+            blocked: self.blocked.values().cloned().collect(),
+            whitelist: self
+                .operator_whitelist
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            normal_peak_pps: self.detection.normal_peak_pps(),
+            learned: Some(self.detection.learned()),
+        };
+        if let Some(d) = self.state_path.parent() {
+            let _ = std::fs::create_dir_all(d);
+        }
+        let tmp = self.state_path.with_extension("json.tmp");
+        if let Ok(t) = serde_json::to_string(&s) {
+            if std::fs::write(&tmp, t).is_ok() {
+                let _ = std::fs::rename(&tmp, &self.state_path);
+            }
+        }
+    }
+
+    /// Update the shared view.
+    fn publish(&mut self) {
+        let mut tiers = Vec::new();
+        let mut push = |info: TierInfo,
+                        rules: Vec<(Prefix, crate::tier::Counts)>,
+                        blocked: &crate::metrics::Metrics| {
+            blocked
+                .blocked
+                .with_label_values(&[info.name])
+                .set(rules.len() as i64);
+            tiers.push(TierView {
+                dropped_packets: rules.iter().map(|(_, c)| c.packets).sum(),
+                rules: rules.len(),
+                info,
+            });
+        };
+        if let Some(h) = &self.hw {
+            push(h.info(), h.rules(), &self.metrics);
+        }
+        let t = self.host.tier_ref();
+        push(t.info(), t.rules().unwrap_or_default(), &self.metrics);
+        let mut wl: Vec<String> = self
+            .detection
+            .whitelist()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        wl.sort();
+        wl.dedup();
+        let v = View {
+            mode: self.cfg.daemon.mode.name().into(),
+            interval_s: self.cfg.daemon.interval_s,
+            intervals: self.intervals,
+            under_attack: self.detection.under_attack(),
+            normal_peak_pps: self.detection.normal_peak_pps(),
+            threshold: self.planner.threshold(),
+            resumed: self.resumed,
+            blocked: self.blocked.values().cloned().collect(),
+            rates: self.last_rates.clone(),
+            tiers,
+            whitelist: wl,
+            unbanned_total: self.unbanned_total,
+            blocked_total: self.blocked_total,
+        };
+        if let Ok(mut w) = self.view.write() {
+            *w = v;
+        }
+    }
+
+    /// Execute an operator command.
+    pub fn command(&mut self, c: Command) -> Reply {
+        let r = match c {
+            Command::Block { prefix, reason } => {
+                if self.detection.is_whitelisted(&prefix) {
+                    return Err((
+                        409,
+                        format!("{prefix} is whitelisted: remove it from the whitelist first"),
+                    ));
+                }
+                if self.blocked.contains_key(&prefix) {
+                    return Err((409, format!("{prefix} is already blocked")));
+                }
+                let d = BlockDecision {
+                    prefix,
+                    detector: "operator",
+                    reason: if reason.is_empty() {
+                        "blocked through the API".into()
+                    } else {
+                        reason
+                    },
+                    pps: 0.0,
+                    bps: 0.0,
+                };
+                self.block_now(&[d], true)
+                    .map(|()| format!("{prefix} blocked"))
+            }
+            Command::Unblock(p) => {
+                if !self.blocked.contains_key(&p) {
+                    return Err((
+                        404,
+                        format!("{p} is not blocked (GET /v1/blocked lists what is)"),
+                    ));
+                }
+                self.unblock_now(&[p], "operator", &["unblocked through the API".into()])
+                    .map(|()| format!("{p} unblocked"))
+            }
+            Command::Whitelist(p) => {
+                self.detection.add_whitelist(p);
+                if !self.operator_whitelist.contains(&p) {
+                    self.operator_whitelist.push(p);
+                }
+                let hit: Vec<Prefix> = self
+                    .blocked
+                    .keys()
+                    .filter(|b| {
+                        b.net().contains(&p.net().addr()) || p.net().contains(&b.net().addr())
+                    })
+                    .copied()
+                    .collect();
+                let n = hit.len();
+                let rs = vec!["whitelisted through the API".to_string(); n];
+                self.unblock_now(&hit, "operator", &rs)
+                    .map(|()| format!("{p} whitelisted ({n} blocked prefixes released)"))
+            }
+            Command::Unwhitelist(p) => {
+                if !self.operator_whitelist.contains(&p) {
+                    return Err((404, format!("{p} is not on the operator whitelist (entries from the config file stay)")));
+                }
+                self.operator_whitelist.retain(|w| *w != p);
+                self.detection.remove_whitelist(&p);
+                Ok(format!("{p} removed from the whitelist"))
+            }
+        };
+        self.save();
+        self.publish();
+        r.map_err(|e| (500, e.to_string()))
+    }
+
+    /// Run until `stop`, executing commands between intervals.
+    ///
+    /// # Errors
+    /// Never for a failing interval (logged, the loop continues).
+    pub fn run(
+        &mut self,
+        stop: &AtomicBool,
+        cmds: &Receiver<(Command, Sender<Reply>)>,
+    ) -> Result<()> {
+        let interval = Duration::from_secs_f64(self.cfg.daemon.interval_s);
+        let mut next = Instant::now() + interval;
+        while !stop.load(Ordering::Relaxed) {
+            loop {
+                while let Ok((c, reply)) = cmds.try_recv() {
+                    let _ = reply.send(self.command(c));
+                }
+                let now = Instant::now();
+                if now >= next || stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep((next - now).min(Duration::from_millis(10)));
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            next += interval;
+            if next < Instant::now() {
+                next = Instant::now() + interval;
+            }
+            if let Err(e) = self.step() {
+                tracing::warn!("interval failed: {e}");
+            }
+        }
+        self.save();
+        Ok(())
+    }
+}
+
+/// A daemon running on its own thread.
+#[derive(Debug)]
+pub struct Handle {
+    /// What it publishes.
+    pub view: Arc<RwLock<View>>,
+    /// Its metrics.
+    pub metrics: Metrics,
+    /// Send commands here.
+    pub cmds: Sender<(Command, Sender<Reply>)>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Handle {
+    /// Start the daemon on a new thread; returns once it is attached (or failed to).
+    ///
+    /// # Errors
+    /// As [`Daemon::start`].
+    pub fn spawn(cfg: Config) -> Result<Self> {
+        let view = Arc::new(RwLock::new(View::default()));
+        let metrics = Metrics::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (v, m, s) = (view.clone(), metrics.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("rampart-ddosd".into())
+            .spawn(move || -> Result<()> {
+                let mut d = match Daemon::start(cfg, v, m) {
+                    Ok(d) => {
+                        let _ = ready_tx.send(Ok(()));
+                        d
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return Ok(());
+                    }
+                };
+                d.run(&s, &rx)
+            })
+            .map_err(|e| Error::io("starting the daemon thread", e))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Self {
+                view,
+                metrics,
+                cmds: tx,
+                stop,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => Err(Error::Config(
+                "the daemon thread died while starting".into(),
+            )),
+        }
+    }
+
+    /// Send a command and wait for the answer.
+    pub fn command(&self, c: Command) -> Reply {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.cmds
+            .send((c, tx))
+            .map_err(|_| (503, "daemon stopped".to_string()))?;
+        rx.recv().map_err(|_| (503, "daemon stopped".to_string()))?
+    }
+
+    /// A copy of the current view.
+    pub fn view(&self) -> View {
+        self.view.read().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Stop the loop (filtering stays: everything is pinned) and wait for it.
+    ///
+    /// # Errors
+    /// The loop's error.
+    pub fn stop(mut self) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t.join().unwrap_or(Ok(())),
+            None => Ok(()),
+        }
+    }
+
+    /// Stop flag (for signal handlers).
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

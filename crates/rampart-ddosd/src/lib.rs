@@ -1,0 +1,21 @@
+//! rampart ddos control plane, runtime half (issue #3): tier backends
+//! ([`tier`]), placement modes ([`mode`]), and the mitigation daemon
+//! ([`daemon`]) with its HTTP API ([`api`]), Prometheus metrics
+//! ([`metrics`]) and JSON-lines alerts ([`alerts`]). The decisions —
+//! detectors, rate monitor, offload planner — come from
+//! `rampart-ddos-control`.
+
+pub mod alerts;
+pub mod api;
+pub mod config;
+pub mod daemon;
+pub mod error;
+pub mod hw;
+pub mod metrics;
+pub mod mode;
+pub mod tier;
+
+pub use config::Config;
+pub use daemon::{Command, Daemon, Handle, View};
+pub use error::{Error, Result};
+pub use mode::Mode;
