@@ -54,6 +54,15 @@ pub trait Detector: Send {
         !self.under_attack()
     }
 
+    /// Told after every interval whether [`Detection`] judged it normal
+    /// (no detector flagged anything and no attack in progress). A
+    /// detector that learns should learn only from such intervals: one
+    /// that learned from every interval *it* did not flag would learn the
+    /// rates of an attack another detector is catching. Default: ignored.
+    fn interval_verdict(&mut self, normal: bool) {
+        let _ = normal;
+    }
+
     /// Named numbers describing what the detector learned (thresholds,
     /// baselines, entropies), for metrics. Default: none.
     fn gauges(&self) -> Vec<(&'static str, f64)> {
@@ -283,7 +292,11 @@ impl Detection {
             *n = n.saturating_add(1);
         }
         let normal = !flagged && self.detectors.iter().all(|d| d.normal());
-        if normal && !self.under_attack() {
+        let normal = normal && !self.under_attack();
+        for d in &mut self.detectors {
+            d.interval_verdict(normal);
+        }
+        if normal {
             self.normal_intervals += 1;
             self.normal_peak_pps = self.normal_peak_pps.max(sources.max_pps());
         }

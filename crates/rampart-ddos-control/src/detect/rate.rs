@@ -32,6 +32,12 @@ pub struct RateDetector {
     baseline_bps: f64,
     learned: u64,
     flagged: bool,
+    /// Driven by [`crate::Detection`]: learn only once it has judged the
+    /// interval normal ([`Detector::interval_verdict`]); standalone, the
+    /// detector learns from every interval it does not flag.
+    driven: bool,
+    /// The last interval's sample, waiting for the verdict.
+    pending: Option<(f64, f64)>,
 }
 
 impl RateDetector {
@@ -44,6 +50,8 @@ impl RateDetector {
             baseline_bps: 0.0,
             learned: 0,
             flagged: false,
+            driven: false,
+            pending: None,
         }
     }
 
@@ -92,14 +100,20 @@ impl RateDetector {
         }
     }
 
-    fn learn(&mut self, sources: &Sources, tp: f64, tb: f64) {
+    /// The interval's learning sample: the per-source rate quantiles,
+    /// capped at the current thresholds.
+    fn sample(&self, sources: &Sources, tp: f64, tb: f64) -> Option<(f64, f64)> {
         if sources.is_empty() {
-            return;
+            return None;
         }
         let mut pps: Vec<f64> = sources.list.iter().map(|s| s.pps).collect();
         let mut bps: Vec<f64> = sources.list.iter().map(|s| s.bps).collect();
         let qp = quantile(&mut pps, self.cfg.quantile).min(tp);
         let qb = quantile(&mut bps, self.cfg.quantile).min(tb);
+        Some((qp, qb))
+    }
+
+    fn learn(&mut self, (qp, qb): (f64, f64)) {
         if self.learned == 0 {
             self.baseline_pps = qp;
             self.baseline_bps = qb;
@@ -176,14 +190,30 @@ impl Detector for RateDetector {
             });
         }
         self.flagged = !out.is_empty();
+        self.pending = None;
         if !self.flagged {
-            self.learn(sources, tp, tb);
+            if let Some(q) = self.sample(sources, tp, tb) {
+                if self.driven {
+                    self.pending = Some(q);
+                } else {
+                    self.learn(q);
+                }
+            }
         }
         out
     }
 
     fn under_attack(&self) -> bool {
         self.flagged
+    }
+
+    fn interval_verdict(&mut self, normal: bool) {
+        self.driven = true;
+        if let Some(q) = self.pending.take() {
+            if normal {
+                self.learn(q);
+            }
+        }
     }
 
     fn baseline(&self) -> Option<(f64, f64)> {

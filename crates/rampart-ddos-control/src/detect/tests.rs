@@ -1062,3 +1062,42 @@ fn learned_state_survives_a_restart() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].detector, "rate");
 }
+
+#[test]
+fn rate_baseline_does_not_learn_an_attack_another_detector_catches() {
+    // A SYN flood from fresh sources every interval, each below the rate
+    // threshold and caught by syn_flood: the rate detector flags nothing,
+    // but those intervals are not normal, so its baseline must not move.
+    let mut cfg = DetectConfig::default();
+    cfg.entropy.enabled = false;
+    let mut sim = Sim::new(&cfg);
+    let mut rng = Rng::new(21);
+    warm(&mut sim, &mut rng, 200, 10);
+    let before = sim.det.learned().rate_baseline_pps.expect("warm");
+    let threshold = 8.0 * before;
+    for k in 0..30u32 {
+        let mut v = legit(&mut rng, 200, SECS);
+        v.extend((0..300).map(|i| {
+            rec(
+                attacker(k * 300 + i),
+                server(),
+                SECS,
+                0.8 * threshold,
+                60,
+                Kind::Syn,
+                [80],
+            )
+        }));
+        let out = sim.step(v);
+        assert!(
+            !out.is_empty() && out.iter().all(|d| d.detector == "syn_flood"),
+            "{out:?}"
+        );
+    }
+    let after = sim.det.learned().rate_baseline_pps.expect("warm");
+    assert!(
+        after <= before * 1.000_001,
+        "baseline learned the attack: {before} -> {after} pps"
+    );
+    assert!(sim.false_bans().is_empty(), "{:?}", sim.false_bans());
+}
