@@ -22,6 +22,7 @@ pub mod error;
 pub mod host;
 pub mod hostcpu;
 pub mod metrics;
+pub mod programs;
 pub mod selector;
 pub mod serve;
 pub mod services;
