@@ -223,6 +223,105 @@ impl DnsStats {
     }
 }
 
+/// Settings of the SYN-cookie proxy (`struct syn_cfg` plus the protected ports).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SynProxyConfig {
+    /// MSS announced in SYN-ACKs over IPv4.
+    pub mss4: u16,
+    /// MSS announced over IPv6.
+    pub mss6: u16,
+    /// Window scale announced (0..=14); match the server's (Linux: 7).
+    pub wscale: u8,
+    /// TTL / hop limit of SYN-ACKs.
+    pub ttl: u8,
+    /// TCP ports protected.
+    pub ports: Vec<u16>,
+}
+
+impl Default for SynProxyConfig {
+    fn default() -> Self {
+        Self {
+            mss4: 1460,
+            mss6: 1440,
+            wscale: 7,
+            ttl: 64,
+            ports: vec![80],
+        }
+    }
+}
+
+impl SynProxyConfig {
+    /// The value of `syn_cfg[0]` (8 bytes, host order).
+    ///
+    /// # Errors
+    /// Values out of range.
+    pub fn cfg_value(&self) -> Result<Vec<u8>> {
+        if self.wscale > 14 || self.ttl == 0 || self.mss4 < 536 || self.mss6 < 1220 {
+            return Err(Error::Invalid(format!(
+                "SYN proxy settings mss4 {} mss6 {} wscale {} ttl {}: need mss4 ≥ 536, mss6 ≥ 1220, wscale ≤ 14, ttl ≥ 1",
+                self.mss4, self.mss6, self.wscale, self.ttl
+            )));
+        }
+        let mut v = Vec::with_capacity(8);
+        v.extend_from_slice(&self.mss4.to_ne_bytes());
+        v.extend_from_slice(&self.mss6.to_ne_bytes());
+        v.extend_from_slice(&[self.wscale, self.ttl, 0, 0]);
+        Ok(v)
+    }
+
+    /// Write the settings into a running proxy's maps (`syn_cfg`, `syn_ports`; ports are added).
+    ///
+    /// # Errors
+    /// Invalid settings (nothing written) or a failing map update.
+    pub fn apply(&self, cfg_fd: RawFd, ports_fd: RawFd) -> Result<()> {
+        let v = self.cfg_value()?;
+        for p in &self.ports {
+            rampart_dataplane::maps::update_raw(ports_fd, &p.to_ne_bytes(), &[1], 0)
+                .map_err(|e| Error::Invalid(format!("writing syn_ports: {e}")))?;
+        }
+        rampart_dataplane::maps::update_raw(cfg_fd, &0u32.to_ne_bytes(), &v, 0)
+            .map_err(|e| Error::Invalid(format!("writing syn_cfg: {e}")))
+    }
+}
+
+/// Counters of the SYN-cookie proxy (`enum syn_stat`), summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SynStats {
+    /// SYNs answered with a cookie SYN-ACK.
+    pub synacks: u64,
+    /// ACKs with a valid cookie (flow opened, passed).
+    pub ack_valid: u64,
+    /// ACKs of no flow with a wrong cookie (dropped).
+    pub ack_invalid: u64,
+    /// Packets of validated flows (passed).
+    pub flow: u64,
+    /// Malformed SYNs (options, checksums, payload), dropped.
+    pub bad_syn: u64,
+    /// Anything else to a protected port, dropped.
+    pub other_drop: u64,
+    /// Not TCP to a protected port, passed.
+    pub unprotected: u64,
+}
+
+impl SynStats {
+    /// Read `syn_stats`.
+    ///
+    /// # Errors
+    /// A failing lookup.
+    pub fn read(fd: RawFd) -> Result<Self> {
+        let c = percpu_counters(fd, 7)?;
+        Ok(Self {
+            synacks: c[0],
+            ack_valid: c[1],
+            ack_invalid: c[2],
+            flow: c[3],
+            bad_syn: c[4],
+            other_drop: c[5],
+            unprotected: c[6],
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
