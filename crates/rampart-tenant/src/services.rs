@@ -248,3 +248,102 @@ pub fn dnsmasq(ns: &str, addr: Ipv4Addr, answer: Ipv4Addr) -> Result<Daemon> {
     wait_tcp(ns, SocketAddrV4::new(addr, 53), &mut d)?;
     Ok(d)
 }
+
+fn run_in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, prog])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io(format!("running {prog} in {ns}"), e))?;
+    if !out.status.success() {
+        return Err(Error::Invalid(format!(
+            "{prog} {} in {ns} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// The server side of the SYN-cookie proxy in a tenant's namespace: the
+/// kernel's SYNPROXY target takes the ACKs the XDP proxy validated (the
+/// same cookie, checked again with the same kernel secret), opens the
+/// connection to the local server and splices the sequence numbers
+/// (conntrack). `mss` and `wscale` must match what the XDP proxy
+/// announces. Rules live in the namespace and go with it.
+///
+/// # Errors
+/// iptables/ip6tables or sysctl failing (the message says which).
+pub fn synproxy_netfilter(ns: &str, port: u16, mss: u16, wscale: u8) -> Result<()> {
+    let port = port.to_string();
+    let (mss, ws) = (mss.to_string(), wscale.to_string());
+    for ipt in ["iptables", "ip6tables"] {
+        run_in_ns(
+            ns,
+            ipt,
+            &[
+                "-t",
+                "raw",
+                "-A",
+                "PREROUTING",
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "--syn",
+                "-j",
+                "CT",
+                "--notrack",
+            ],
+        )?;
+        run_in_ns(
+            ns,
+            ipt,
+            &[
+                "-A",
+                "INPUT",
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "INVALID,UNTRACKED",
+                "-j",
+                "SYNPROXY",
+                "--sack-perm",
+                "--timestamp",
+                "--wscale",
+                &ws,
+                "--mss",
+                &mss,
+            ],
+        )?;
+        run_in_ns(
+            ns,
+            ipt,
+            &[
+                "-A",
+                "INPUT",
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "INVALID",
+                "-j",
+                "DROP",
+            ],
+        )?;
+    }
+    // Mid-stream ACKs must not be picked up as new connections.
+    run_in_ns(
+        ns,
+        "sysctl",
+        &["-qw", "net.netfilter.nf_conntrack_tcp_loose=0"],
+    )
+}
