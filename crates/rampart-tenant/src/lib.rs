@@ -28,5 +28,6 @@ pub mod serve;
 pub mod services;
 pub mod tokens;
 pub mod traffic;
+pub mod userspace;
 
 pub use error::{Error, Result};

@@ -230,11 +230,20 @@ pub fn nginx(ns: &str, addr: Ipv4Addr) -> Result<Daemon> {
 /// # Errors
 /// dnsmasq missing, or not listening within 10 s.
 pub fn dnsmasq(ns: &str, addr: Ipv4Addr, answer: Ipv4Addr) -> Result<Daemon> {
+    dnsmasq_at(ns, SocketAddrV4::new(addr, 53), answer)
+}
+
+/// dnsmasq as [`dnsmasq`], on any address and port (e.g. behind a forwarder).
+///
+/// # Errors
+/// dnsmasq missing, or not listening within 10 s.
+pub fn dnsmasq_at(ns: &str, at: SocketAddrV4, answer: Ipv4Addr) -> Result<Daemon> {
+    let (addr, port) = (*at.ip(), at.port());
     let dir = tmpdir("rampart-dns-")?;
     let args = vec![
         "--no-daemon".to_string(),
         "--conf-file=/dev/null".into(),
-        "--port=53".into(),
+        format!("--port={port}"),
         format!("--listen-address={addr}"),
         "--bind-interfaces".into(),
         "--no-resolv".into(),
@@ -245,7 +254,7 @@ pub fn dnsmasq(ns: &str, addr: Ipv4Addr, answer: Ipv4Addr) -> Result<Daemon> {
         "--user=root".into(),
     ];
     let mut d = spawn_in(ns, "dnsmasq", &args, dir, "dnsmasq")?;
-    wait_tcp(ns, SocketAddrV4::new(addr, 53), &mut d)?;
+    wait_tcp(ns, SocketAddrV4::new(addr, port), &mut d)?;
     Ok(d)
 }
 

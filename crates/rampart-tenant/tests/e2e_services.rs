@@ -18,6 +18,7 @@ use rampart_tenant::programs::{
     DnsLimits, DnsStats, SynProxyConfig, SynStats, DNS_RATELIMIT_C, SYNPROXY_C,
 };
 use rampart_tenant::services;
+use rampart_tenant::userspace::{DnsForwarder, TcpProxy};
 
 fn tenant_addr(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(Lab::tenant_v4(i))
@@ -218,4 +219,58 @@ fn syn_proxy_serves_curl_and_wrk_and_keeps_a_flood_off_the_backlog() {
         syn_recv(&ns) > 0 || tcpext(&ns, "SyncookiesSent") > cookies0,
         "the flood reaches the server when nothing answers it in XDP"
     );
+}
+
+#[test]
+fn userspace_forwarder_and_tcp_proxy_serve_real_clients() {
+    let lab = TestLab::up("tusr", 1);
+    let _a = lab_agent(&lab, 1, "");
+    let ns = lab.tenant_ns(1);
+    let _dns = services::dnsmasq_at(
+        &ns,
+        std::net::SocketAddrV4::new(tenant_addr(1), 5353),
+        Ipv4Addr::new(192, 0, 2, 53),
+    )
+    .expect("dnsmasq");
+    let limits = DnsLimits {
+        src_qps: 0.01,
+        src_burst: 2,
+        pfx_qps: 0.0,
+        pfx_burst: 1,
+        truncate: true,
+        ..DnsLimits::default()
+    };
+    let fwd = DnsForwarder::start(
+        &ns,
+        "10.20.1.2:53".parse().unwrap(),
+        "10.20.1.2:5353".parse().unwrap(),
+        &limits,
+        None,
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let out = dig(&lab, &["+short", "+notcp"]);
+        assert_eq!(out.trim(), "192.0.2.53", "relayed from dnsmasq");
+    }
+    let tc = dig(&lab, &["+ignore", "+noedns"]);
+    assert!(tc.contains("flags: qr tc rd;"), "{tc}");
+    let s = fwd.stats();
+    assert_eq!((s.forwarded, s.relayed, s.truncated), (2, 2, 1), "{s:?}");
+
+    let _web = services::nginx(&ns, tenant_addr(1)).expect("nginx");
+    let proxy = TcpProxy::start(
+        &ns,
+        "10.20.1.2:8080".parse().unwrap(),
+        "10.20.1.2:80".parse().unwrap(),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        let page = in_ns(
+            &lab.wan_ns(),
+            "curl",
+            &["-s", "--max-time", "5", "http://10.20.1.2:8080/"],
+        );
+        assert_eq!(page, format!("hello from {ns}\n"));
+    }
+    assert_eq!(proxy.accepted(), 3);
 }
