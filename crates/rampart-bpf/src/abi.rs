@@ -54,3 +54,5 @@ pub const ST_FLOWID_SEED: u32 = 0x7261;
 
 const _: () = assert!(size_of::<StreamTuple>() == 56);
 const _: () = assert!(std::mem::align_of::<StreamTuple>() == 8);
+
+pub mod ddos;

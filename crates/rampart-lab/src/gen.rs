@@ -138,6 +138,9 @@ impl GenSpec {
                 ));
             }
         }
+        // Size and header fit, checked here (not only when the generator is
+        // built) so a bad size is reported whether or not a lab is up.
+        packet::build(&self.frame_spec())?;
         Ok(())
     }
 
