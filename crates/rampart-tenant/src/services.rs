@@ -230,11 +230,20 @@ pub fn nginx(ns: &str, addr: Ipv4Addr) -> Result<Daemon> {
 /// # Errors
 /// dnsmasq missing, or not listening within 10 s.
 pub fn dnsmasq(ns: &str, addr: Ipv4Addr, answer: Ipv4Addr) -> Result<Daemon> {
+    dnsmasq_at(ns, SocketAddrV4::new(addr, 53), answer)
+}
+
+/// dnsmasq as [`dnsmasq`], on any address and port (e.g. behind a forwarder).
+///
+/// # Errors
+/// dnsmasq missing, or not listening within 10 s.
+pub fn dnsmasq_at(ns: &str, at: SocketAddrV4, answer: Ipv4Addr) -> Result<Daemon> {
+    let (addr, port) = (*at.ip(), at.port());
     let dir = tmpdir("rampart-dns-")?;
     let args = vec![
         "--no-daemon".to_string(),
         "--conf-file=/dev/null".into(),
-        "--port=53".into(),
+        format!("--port={port}"),
         format!("--listen-address={addr}"),
         "--bind-interfaces".into(),
         "--no-resolv".into(),
@@ -245,6 +254,105 @@ pub fn dnsmasq(ns: &str, addr: Ipv4Addr, answer: Ipv4Addr) -> Result<Daemon> {
         "--user=root".into(),
     ];
     let mut d = spawn_in(ns, "dnsmasq", &args, dir, "dnsmasq")?;
-    wait_tcp(ns, SocketAddrV4::new(addr, 53), &mut d)?;
+    wait_tcp(ns, SocketAddrV4::new(addr, port), &mut d)?;
     Ok(d)
+}
+
+fn run_in_ns(ns: &str, prog: &str, args: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, prog])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::io(format!("running {prog} in {ns}"), e))?;
+    if !out.status.success() {
+        return Err(Error::Invalid(format!(
+            "{prog} {} in {ns} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// The server side of the SYN-cookie proxy in a tenant's namespace: the
+/// kernel's SYNPROXY target takes the ACKs the XDP proxy validated (the
+/// same cookie, checked again with the same kernel secret), opens the
+/// connection to the local server and splices the sequence numbers
+/// (conntrack). `mss` and `wscale` must match what the XDP proxy
+/// announces. Rules live in the namespace and go with it.
+///
+/// # Errors
+/// iptables/ip6tables or sysctl failing (the message says which).
+pub fn synproxy_netfilter(ns: &str, port: u16, mss: u16, wscale: u8) -> Result<()> {
+    let port = port.to_string();
+    let (mss, ws) = (mss.to_string(), wscale.to_string());
+    for ipt in ["iptables", "ip6tables"] {
+        run_in_ns(
+            ns,
+            ipt,
+            &[
+                "-t",
+                "raw",
+                "-A",
+                "PREROUTING",
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "--syn",
+                "-j",
+                "CT",
+                "--notrack",
+            ],
+        )?;
+        run_in_ns(
+            ns,
+            ipt,
+            &[
+                "-A",
+                "INPUT",
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "INVALID,UNTRACKED",
+                "-j",
+                "SYNPROXY",
+                "--sack-perm",
+                "--timestamp",
+                "--wscale",
+                &ws,
+                "--mss",
+                &mss,
+            ],
+        )?;
+        run_in_ns(
+            ns,
+            ipt,
+            &[
+                "-A",
+                "INPUT",
+                "-p",
+                "tcp",
+                "--dport",
+                &port,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "INVALID",
+                "-j",
+                "DROP",
+            ],
+        )?;
+    }
+    // Mid-stream ACKs must not be picked up as new connections.
+    run_in_ns(
+        ns,
+        "sysctl",
+        &["-qw", "net.netfilter.nf_conntrack_tcp_loose=0"],
+    )
 }

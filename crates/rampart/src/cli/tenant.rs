@@ -237,6 +237,27 @@ pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
 pub enum TenantBench {
     /// Three tenants, equal shares, flooded; fairness on vs off; accounting coverage.
     TenantFairness(FairnessArgs),
+    /// The tenant services' evaluation: accounting overhead, offload gain (data, plots, summary.json).
+    Tenant(ServicesBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServicesBenchArgs {
+    /// Directory for summary.json, CSV data and PNG plots (created).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Shorter run (3 repetitions of 1.5 s per mode instead of 5 of 4 s).
+    #[arg(long)]
+    pub quick: bool,
+    /// Lab prefix of the benchmark's own lab (removed at the end).
+    #[arg(long, default_value = "tbench")]
+    pub prefix: String,
+    /// CPU of the host's receive processing (the core the services share).
+    #[arg(long, default_value_t = 1)]
+    pub host_cpu: usize,
+    /// CPU of the traffic generator.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
 }
 
 #[derive(Debug, Args)]
@@ -272,6 +293,47 @@ pub struct FairnessArgs {
 
 pub fn run_bench(cmd: TenantBench, cancel: &AtomicBool) -> Result<()> {
     match cmd {
+        TenantBench::Tenant(a) => {
+            let opts = rampart_tenant::bench_services::TenantBenchOpts {
+                prefix: a.prefix,
+                host_cpu: a.host_cpu,
+                gen_cpu: a.gen_cpu,
+                ..rampart_tenant::bench_services::TenantBenchOpts::new(a.quick)
+            };
+            let r = rampart_tenant::bench_services::run(&opts, &a.out, cancel)?;
+            for o in &r.overhead {
+                println!(
+                    "{:<11} accounting off {:6.1} ns/packet ({:6.0} kpps), on {:6.1} ns/packet ({:6.0} kpps): overhead {:+.1}%",
+                    o.workload,
+                    o.off_ns_per_packet,
+                    o.off_pps / 1e3,
+                    o.on_ns_per_packet,
+                    o.on_pps / 1e3,
+                    o.overhead_pct
+                );
+            }
+            for o in &r.offload {
+                println!(
+                    "{:<13} per CPU-second of the host core: offloaded {:7.0} k, userspace {:7.0} k: gain {:.1}x; \
+                     per wall second: {:.0} k vs {:.0} k ({:.1}x; offered {:.0} kpps)",
+                    o.service,
+                    o.offloaded_pps / 1e3,
+                    o.userspace_pps / 1e3,
+                    o.gain,
+                    o.offloaded_wall_pps / 1e3,
+                    o.userspace_wall_pps / 1e3,
+                    o.wall_gain,
+                    o.offered_pps / 1e3
+                );
+            }
+            println!(
+                "fairness_overhead_pct {:.1}, dns_offload_gain {:.1} (written to {})",
+                r.fairness_overhead_pct,
+                r.dns_offload_gain,
+                a.out.join("summary.json").display()
+            );
+            Ok(())
+        }
         TenantBench::TenantFairness(a) => {
             let rounds: [u32; 3] = a.rounds.clone().try_into().map_err(|_| {
                 anyhow::anyhow!("--rounds needs exactly three numbers, e.g. 30,300,1000")
