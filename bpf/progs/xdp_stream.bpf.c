@@ -6,8 +6,8 @@
  *   parse → struct stream_tuple (bpf/lib/stream.h, the parser the
  *   userspace one is tested against) → Filter (protocol, TCP flag clauses,
  *   port ranges, address prefixes) → FlowID (enum stream_key_mode) →
- *   timestamp → the frame becomes the 56-byte tuple record
- *   (bpf_xdp_adjust_tail) → delivered to the replica that owns the key:
+ *   timestamp → the frame becomes the 56-byte tuple record (written in
+ *   the headroom, packet cut off: bpf_xdp_adjust_head/tail) → delivered to the replica that owns the key:
  *   owner = flow_id * replicas >> 32.
  *
  * One pipeline, configured only through maps (bpf/shared/stream_offload.h):
@@ -241,19 +241,40 @@ static __always_inline int stream_offload(struct xdp_md *ctx, int target, __u32 
 	if (target != T_NFP && !(t.flags & ST_F_TS_HW) && cfg->ts_source != ST_TS_NONE)
 		t.ts_ns = bpf_ktime_get_ns() + cfg->clock_offset_ns;
 
-	/* The frame becomes the record: exactly sizeof(t) bytes. */
-	delta = (int)sizeof(t) - (int)(data_end - data);
-	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta)) {
-		count(target, ST_CNT_REWRITE_FAILED);
-		return XDP_DROP;
+	/*
+	 * The frame becomes the record, exactly sizeof(t) bytes. The record is
+	 * written into the headroom in front of the packet and the packet is cut
+	 * off behind it, so the packet bytes themselves are never written: a
+	 * page that goes back to its owner unchanged (the lab generator's live
+	 * frames are recycled without being re-initialised). A driver without
+	 * that much headroom gets the record written over the packet instead.
+	 */
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(t)) == 0) {
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + sizeof(t) > data_end) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+		__builtin_memcpy(data, &t, sizeof(t));
+		if (bpf_xdp_adjust_tail(ctx, (int)sizeof(t) - (int)(data_end - data))) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+	} else {
+		delta = (int)sizeof(t) - (int)(data_end - data);
+		if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta)) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + sizeof(t) > data_end) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+		__builtin_memcpy(data, &t, sizeof(t));
 	}
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	if (data + sizeof(t) > data_end) {
-		count(target, ST_CNT_REWRITE_FAILED);
-		return XDP_DROP;
-	}
-	__builtin_memcpy(data, &t, sizeof(t));
 	*replicas = cfg->replicas;
 	/* Without a FlowID (ST_KEY_NONE) flow_id is 0: replica 0. */
 	*owner = (__u32)(((__u64)t.flow_id * cfg->replicas) >> 32);

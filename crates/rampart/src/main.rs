@@ -90,7 +90,7 @@ fn main() -> ExitCode {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
         Cmd::Stream(c) => cli::stream::run(c, &cancel),
-        Cmd::Bench(c) => cli::stream::run_bench(c),
+        Cmd::Bench(c) => cli::stream::run_bench(c, &cancel),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -557,3 +557,198 @@ impl fmt::Display for Plan {
         write!(f, "  fits {:?}: yes", self.target)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::{flowmeter, portscan, synflood, EngineOpts};
+    use crate::offload::predicate::PortRange;
+
+    fn obj() -> &'static Path {
+        Path::new(rampart_bpf::XDP_STREAM_OBJ)
+    }
+
+    fn engine(workers: usize) -> EngineOpts {
+        EngineOpts {
+            workers,
+            ..EngineOpts::default()
+        }
+    }
+
+    fn fm(workers: usize) -> AppGraph {
+        flowmeter::graph(&flowmeter::FlowmeterConfig {
+            engine: engine(workers),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn flowmeter_offloads_source_and_flowid_and_gets_key_by_free() {
+        let p = plan(&fm(1), Target::HostXdp, 1, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "flowid"]);
+        assert_eq!(p.key_mode, Some(KeyMode::FiveTuple));
+        assert!(p.key_by_free);
+        assert_eq!(p.config.filter, None);
+        assert_eq!(p.config.timestamps, Timestamps::RxMeta);
+        let tiers: Vec<&str> = p.placement.iter().map(|x| x.tier).collect();
+        assert_eq!(tiers, ["xdp", "xdp", "userspace", "userspace"]);
+
+        let p = plan(&fm(2), Target::HostXdp, 2, obj()).unwrap();
+        assert!(p.key_by_free, "{}", p.key_by_note);
+        assert_eq!(p.config.replicas, 2);
+        let p = plan(&fm(1), Target::HostXdp, 2, obj()).unwrap();
+        assert!(!p.key_by_free);
+        assert!(
+            p.key_by_note.contains("1 workers for 2 source replicas"),
+            "{}",
+            p.key_by_note
+        );
+    }
+
+    #[test]
+    fn portscan_offloads_its_filter_but_keeps_its_key_by() {
+        let g = portscan::graph(&portscan::PortscanConfig {
+            engine: engine(2),
+            ..Default::default()
+        });
+        let p = plan(&g, Target::HostXdp, 2, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "handshake"]);
+        assert_eq!(p.config.filter, Some(portscan::handshake_filter()));
+        // Two replicas need a steering key; none partitions the attempt key.
+        assert_eq!(p.key_mode, Some(KeyMode::Bidir));
+        assert!(!p.key_by_free);
+        assert!(p.key_by_note.contains("RST-ACK"), "{}", p.key_by_note);
+        // One replica: nothing to steer, no FlowID in XDP.
+        let p = plan(&g, Target::HostXdp, 1, obj()).unwrap();
+        assert_eq!(p.key_mode, None);
+    }
+
+    #[test]
+    fn synflood_steers_by_the_syn_pair_key_of_its_window() {
+        let g = synflood::graph(&synflood::SynfloodConfig {
+            engine: engine(2),
+            ..Default::default()
+        });
+        let p = plan(&g, Target::HostXdp, 2, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "tcp-handshake"]);
+        assert_eq!(p.key_mode, Some(KeyMode::SynPair));
+        assert!(p.key_by_free, "{}", p.key_by_note);
+        assert!(p.to_string().contains("xdp       tcp-handshake"));
+    }
+
+    #[test]
+    fn a_filter_too_big_for_the_maps_stays_in_userspace() {
+        let mut g = portscan::graph(&portscan::PortscanConfig::default());
+        g.ops[1].kind = OpKind::Filter {
+            predicate: Predicate {
+                dport: vec![PortRange { lo: 1, hi: 2 }; 5],
+                ..Predicate::default()
+            },
+        };
+        let p = plan(&g, Target::HostXdp, 1, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source"]);
+        assert_eq!(p.placement[1].tier, "userspace");
+        assert!(p.placement[1].note.contains("5 destination port ranges"));
+        assert_eq!(p.config.filter, None);
+    }
+
+    #[test]
+    fn the_nfp_entry_point_fits_the_nfp_profile() {
+        let p = plan(&fm(1), Target::Nfp, 1, obj()).unwrap();
+        let o = &p.object;
+        assert_eq!(o.program, "xdp_stream_nfp");
+        assert!(
+            o.insns > 500 && o.insns <= NFP.max_insns,
+            "{} insns",
+            o.insns
+        );
+        assert!(o.kfuncs.is_empty());
+        assert_eq!(o.ctx_stores, [16], "only rx_queue_index is written");
+        let helpers: Vec<u32> = o.helpers.iter().map(|h| h.id).collect();
+        assert!(helpers.contains(&65), "bpf_xdp_adjust_tail: {helpers:?}");
+        assert!(
+            helpers.iter().all(|h| NFP_HELPERS.contains(h)),
+            "{helpers:?}"
+        );
+        assert!(o.maps.iter().all(|m| m.map_type == 2), "{:?}", o.maps);
+        assert!(o.maps.iter().any(|m| m.name == "stream_off_stats_nfp"));
+        assert!(!o.maps.iter().any(|m| m.name == "stream_off_xsks"));
+        assert_eq!(p.config.timestamps, Timestamps::None);
+    }
+
+    #[test]
+    fn the_host_entry_point_breaks_the_nfp_profile_and_says_how() {
+        // The check is real: the host program (XSKMAP, per-CPU counters,
+        // bpf_ktime_get_ns, bpf_redirect_map) is refused by the nfp limits.
+        let r = objcheck::inspect(obj(), "xdp_stream").unwrap();
+        let v = NFP.violations(&r);
+        let all = v.join("\n");
+        for needle in [
+            "stream_off_xsks is a xskmap map",
+            "stream_off_stats is a percpu_array map",
+            "bpf_ktime_get_ns (helper 5)",
+            "bpf_redirect_map (helper 51)",
+        ] {
+            assert!(all.contains(needle), "{needle:?} in\n{all}");
+        }
+        let rx = objcheck::inspect(obj(), "xdp_stream_rxmeta").unwrap();
+        assert_eq!(rx.kfuncs, ["bpf_xdp_metadata_rx_timestamp"]);
+        assert!(NFP
+            .violations(&rx)
+            .iter()
+            .any(|x| x.contains("kfunc bpf_xdp_metadata_rx_timestamp")));
+        assert!(HOST_XDP.violations(&r).is_empty());
+        // A profile with a tighter instruction budget refuses the plan.
+        let tight = Profile {
+            max_insns: 100,
+            ..NFP
+        };
+        let e = tight.violations(&objcheck::inspect(obj(), "xdp_stream_nfp").unwrap());
+        assert!(e[0].contains("instructions, the limit is 100"), "{e:?}");
+    }
+
+    #[test]
+    fn impossible_requests_are_refused() {
+        let e = plan(&fm(1), Target::HostXdp, 0, obj())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use 1..=64"), "{e}");
+        let e = plan(&fm(1), Target::Nfp, 65, obj())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("65 source replicas on Nfp"), "{e}");
+        let mut g = fm(1);
+        g.ops.remove(0);
+        let e = plan(&g, Target::HostXdp, 1, obj()).unwrap_err().to_string();
+        assert!(e.contains("does not start with a source"), "{e}");
+        let e = plan(&fm(1), Target::HostXdp, 1, Path::new("/nonexistent.o"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reading the BPF object /nonexistent.o"), "{e}");
+        assert!("smartnic".parse::<Target>().is_err());
+    }
+
+    #[test]
+    fn graphs_name_the_operators_the_apps_build() {
+        use crate::source::synthetic::{SyntheticConfig, SyntheticSource};
+        let src = || {
+            SyntheticSource::new(SyntheticConfig {
+                tuples: 10,
+                ..SyntheticConfig::default()
+            })
+            .unwrap()
+        };
+        let names = |g: &AppGraph| -> Vec<String> {
+            g.ops.iter().skip(1).map(|o| o.name.clone()).collect()
+        };
+        let fc = flowmeter::FlowmeterConfig::default();
+        let built = flowmeter::build(src(), &fc, |_| {}).unwrap().operators();
+        assert_eq!(built[1..], names(&flowmeter::graph(&fc))[..]);
+        let pc = portscan::PortscanConfig::default();
+        let built = portscan::build(src(), &pc, |_| {}).unwrap().operators();
+        assert_eq!(built[1..], names(&portscan::graph(&pc))[..]);
+        let sc = synflood::SynfloodConfig::default();
+        let built = synflood::build(src(), &sc, |_| {}).unwrap().operators();
+        assert_eq!(built[1..], names(&synflood::graph(&sc))[..]);
+    }
+}

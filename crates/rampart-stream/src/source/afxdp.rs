@@ -195,6 +195,47 @@ impl AfXdpSource {
         Ok((out[0], out[1]))
     }
 
+    /// The raw AF_XDP receive ceiling: a thread per socket receives frames
+    /// and hands them back without reading them, until `stop` is set.
+    /// Returns the frames received. Takes the sockets (the source cannot
+    /// run afterwards).
+    ///
+    /// # Errors
+    /// The sockets were already taken.
+    pub fn receive_only(&self, stop: &std::sync::atomic::AtomicBool) -> Result<u64> {
+        let socks: Vec<Xsk> = self
+            .inner
+            .socks
+            .lock()
+            .map_err(|_| Error::Invalid("socket table poisoned".into()))?
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        if socks.len() != self.inner.cfg.queues as usize {
+            return Err(Error::Invalid(
+                "the AF_XDP sockets are already in use".into(),
+            ));
+        }
+        let total = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for mut x in socks {
+                let total = &total;
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let got = x.recv(256, |_| {});
+                        if got == 0 {
+                            x.wait(Duration::from_millis(5));
+                        }
+                        n += u64::from(got);
+                    }
+                    total.fetch_add(n, Ordering::Relaxed);
+                });
+            }
+        });
+        Ok(total.load(Ordering::Relaxed))
+    }
+
     /// Detach the XDP program now (the sockets stop receiving).
     ///
     /// # Errors

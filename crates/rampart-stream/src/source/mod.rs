@@ -213,26 +213,56 @@ pub fn parse_spec(spec: &str) -> crate::Result<AnySource> {
             }
             Ok(AnySource::Synthetic(synthetic::SyntheticSource::new(s)?))
         }
-        "afxdp" => {
-            let (ns, iface) = match head.split_once('/') {
-                Some((n, i)) => (Some(n.to_string()), i.to_string()),
-                None => (None, head.to_string()),
-            };
-            let mut c = afxdp::AfXdpConfig { netns: ns, iface, ..afxdp::AfXdpConfig::default() };
-            for (k, v) in kv {
-                match k {
-                    "queues" => c.queues = num(k, v)? as u32,
-                    "seconds" => c.seconds = Some(num(k, v)?),
-                    "packets" => c.packets = Some(num(k, v)? as u64),
-                    _ => return Err(crate::Error::Invalid(format!("--source {spec}: unknown option {k:?} (afxdp takes queues=Q, seconds=S, packets=P)"))),
-                }
-            }
-            Ok(AnySource::AfXdp(afxdp::AfXdpSource::open(c)?))
-        }
+        "afxdp" => Ok(AnySource::AfXdp(afxdp::AfXdpSource::open(parse_afxdp(spec)?)?)),
         _ => Err(crate::Error::Invalid(format!(
             "--source {spec}: unknown source kind {kind:?}: use pcap:FILE, synthetic:flows=N,tuples=M or afxdp:[NETNS/]IFACE"
         ))),
     }
+}
+
+/// The settings of an `afxdp:[NETNS/]IFACE[,queues=Q][,seconds=S][,packets=P]`
+/// spec, without opening anything (the offload builds its own source from them).
+///
+/// # Errors
+/// [`crate::Error::Invalid`] saying what is wrong and what is accepted.
+pub fn parse_afxdp(spec: &str) -> crate::Result<afxdp::AfXdpConfig> {
+    let rest = spec.strip_prefix("afxdp:").ok_or_else(|| {
+        crate::Error::Invalid(format!(
+            "--source {spec}: the offload receives over AF_XDP: use --source afxdp:[NETNS/]IFACE"
+        ))
+    })?;
+    let mut parts = rest.split(',').filter(|s| !s.is_empty());
+    let head = parts.next().unwrap_or("");
+    let (ns, iface) = match head.split_once('/') {
+        Some((n, i)) => (Some(n.to_string()), i.to_string()),
+        None => (None, head.to_string()),
+    };
+    let mut c = afxdp::AfXdpConfig {
+        netns: ns,
+        iface,
+        ..afxdp::AfXdpConfig::default()
+    };
+    for p in parts {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        let x = v
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| {
+                crate::Error::Invalid(format!("--source {spec}: {k}={v:?} is not a number"))
+            })?;
+        match k {
+            "queues" => c.queues = x as u32,
+            "seconds" => c.seconds = Some(x),
+            "packets" => c.packets = Some(x as u64),
+            _ => {
+                return Err(crate::Error::Invalid(format!(
+                    "--source {spec}: unknown option {k:?} (afxdp takes queues=Q, seconds=S, packets=P)"
+                )))
+            }
+        }
+    }
+    Ok(c)
 }
 
 /// Any of this crate's sources (what the CLI builds from `--source`).

@@ -67,6 +67,41 @@ impl Default for XdpTupleConfig {
     }
 }
 
+impl XdpTupleConfig {
+    /// The source a host-XDP offload `plan` needs, on the interface and
+    /// queues of `rx` (an `afxdp:` spec).
+    ///
+    /// # Errors
+    /// A plan for a target other than host XDP (an nfp plan cannot run here).
+    pub fn from_plan(plan: &crate::offload::Plan, rx: &super::afxdp::AfXdpConfig) -> Result<Self> {
+        if plan.target != crate::offload::Target::HostXdp {
+            return Err(Error::Invalid(format!(
+                "a {:?} plan cannot run on this host: run the host-xdp plan (the nfp profile is checked, not loaded)",
+                plan.target
+            )));
+        }
+        Ok(Self {
+            netns: rx.netns.clone(),
+            iface: rx.iface.clone(),
+            queues: rx.queues,
+            seconds: rx.seconds,
+            packets: rx.packets,
+            offload: plan.config.clone(),
+            applied: Applied {
+                app: Some(plan.app.clone()),
+                ops: plan
+                    .offloaded
+                    .iter()
+                    .filter(|o| *o != "source")
+                    .cloned()
+                    .collect(),
+                partition: plan.key_mode.filter(|_| plan.sources > 1),
+            },
+            ..Self::default()
+        })
+    }
+}
+
 struct Inner {
     cfg: XdpTupleConfig,
     /// Per replica: its socket on each queue.

@@ -191,16 +191,26 @@ fn mmap_offsets(raw: RawFd) -> Result<libc::xdp_mmap_offsets> {
 }
 
 fn bind(raw: RawFd, sa: &libc::sockaddr_xdp, what: &str) -> Result<()> {
-    // SAFETY: valid sockaddr of the stated size.
-    let rc = unsafe {
-        libc::bind(
-            raw,
-            (sa as *const libc::sockaddr_xdp).cast(),
-            std::mem::size_of::<libc::sockaddr_xdp>() as u32,
-        )
-    };
-    if rc < 0 {
-        return Err(io_err(what.to_string())(io::Error::last_os_error()));
+    // A queue whose previous socket was just closed stays busy until the
+    // kernel's deferred release of its buffer pool has run (a workqueue
+    // item): retry EBUSY for up to 2 s.
+    for attempt in 0..200 {
+        // SAFETY: valid sockaddr of the stated size.
+        let rc = unsafe {
+            libc::bind(
+                raw,
+                (sa as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as u32,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) || attempt == 199 {
+            return Err(io_err(what.to_string())(e));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
     Ok(())
 }

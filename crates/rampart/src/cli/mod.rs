@@ -3,4 +3,5 @@
 pub mod demo;
 pub mod lab;
 pub mod stream;
+pub mod stream_bench;
 pub mod util;
