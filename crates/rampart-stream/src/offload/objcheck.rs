@@ -207,7 +207,7 @@ pub fn inspect(path: &Path, program: &str) -> Result<ObjectReport> {
         }
         // Stack: any access at r10 + off with off < 0.
         let class = op & 0x07;
-        let mem = matches!(class, 0x01 | 0x02 | 0x03) && op & 0xe0 == 0x60;
+        let mem = matches!(class, 0x01..=0x03) && op & 0xe0 == 0x60;
         if mem {
             let base = if class == 0x01 { src } else { dst };
             if base == 10 && off < 0 {

@@ -111,6 +111,15 @@ pub enum Target {
     Nfp,
 }
 
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::HostXdp => "host-xdp",
+            Self::Nfp => "nfp",
+        })
+    }
+}
+
 impl std::str::FromStr for Target {
     type Err = crate::Error;
     fn from_str(s: &str) -> crate::Result<Self> {
@@ -224,7 +233,7 @@ impl Profile {
             if let Some(ok) = self.map_types {
                 if !ok.contains(&m.map_type) {
                     v.push(format!(
-                        "map {} is a {} map, which {:?} does not support",
+                        "map {} is a {} map, which {} does not support",
                         m.name, m.type_name, self.target
                     ));
                 }
@@ -240,7 +249,7 @@ impl Profile {
             for h in &r.helpers {
                 if !ok.contains(&h.id) {
                     v.push(format!(
-                        "{} calls {} (helper {}), not available on {:?}",
+                        "{} calls {} (helper {}), not available on {}",
                         r.program, h.name, h.id, self.target
                     ));
                 }
@@ -249,7 +258,7 @@ impl Profile {
         if !self.kfuncs {
             for k in &r.kfuncs {
                 v.push(format!(
-                    "{} calls the kfunc {k}, not available on {:?}",
+                    "{} calls the kfunc {k}, not available on {}",
                     r.program, self.target
                 ));
             }
@@ -257,7 +266,7 @@ impl Profile {
         for s in &r.ctx_stores {
             if !self.ctx_stores.contains(s) {
                 v.push(format!(
-                    "{} writes the context at offset {s}, which {:?} does not allow",
+                    "{} writes the context at offset {s}, which {} does not allow",
                     r.program, self.target
                 ));
             }
@@ -308,7 +317,7 @@ pub struct Plan {
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     /// The target cannot run the program as built.
-    #[error("{target:?} cannot run the offload: {}", reasons.join("; "))]
+    #[error("{target} cannot run the offload: {}", reasons.join("; "))]
     Target {
         /// Target.
         target: Target,
@@ -338,7 +347,7 @@ pub fn plan(
     let profile = target.profile().clone();
     if sources == 0 || sources > profile.max_replicas {
         return Err(PlanError::Invalid(format!(
-            "{sources} source replicas on {target:?}: use 1..={}",
+            "{sources} source replicas on {target}: use 1..={}",
             profile.max_replicas
         )));
     }
@@ -367,7 +376,7 @@ pub fn plan(
             }
             OpKind::FlowId { mode } if key_mode.is_none() => {
                 key_mode = Some(*mode);
-                format!("FlowID = jhash of the {mode:?} key")
+                format!("FlowID = jhash of the {mode} key")
             }
             OpKind::Filter { predicate } if filter.is_none() => {
                 if let Err(why) = predicate.fits(ST_OFF_CLAUSES, ST_OFF_RANGES) {
@@ -417,7 +426,7 @@ pub fn plan(
         key_mode = Some(partition.unwrap_or(KeyMode::Bidir));
         if let Some(p) = placement.first_mut() {
             p.note.push_str(&format!(
-                "; FlowID ({:?}) computed to steer records to {sources} replicas",
+                "; FlowID ({}) computed to steer records to {sources} replicas",
                 key_mode.unwrap_or(KeyMode::Bidir)
             ));
         }
@@ -447,8 +456,10 @@ pub fn plan(
                 (
                     false,
                     format!(
-                        "{}: key-by stays: its key needs {:?} steering, records are steered by {:?}",
-                        op.name, part, key_mode
+                        "{}: key-by stays: its key needs {} steering, records are steered by {}",
+                        op.name,
+                        part.map_or("no".into(), |m| m.to_string()),
+                        key_mode.map_or("nothing".into(), |m| m.to_string())
                     ),
                 )
             } else if *par != sources as usize {
@@ -463,7 +474,7 @@ pub fn plan(
                 (
                     true,
                     format!(
-                        "{}: the NIC steers by the {:?} FlowID, which refines its key: records go one-to-one to its {par} replicas (chained)",
+                        "{}: the NIC steers by the {} FlowID, which refines its key: records go one-to-one to its {par} replicas (chained)",
                         op.name,
                         part.unwrap_or(KeyMode::FiveTuple)
                     ),
@@ -515,7 +526,7 @@ impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} on {:?}, {} source replica(s): {} of {} operators in XDP",
+            "{} on {}, {} source replica(s): {} of {} operators in XDP",
             self.app,
             self.target,
             self.sources,
@@ -554,7 +565,7 @@ impl fmt::Display for Plan {
             },
             maps.join(", ")
         )?;
-        write!(f, "  fits {:?}: yes", self.target)
+        write!(f, "  fits {}: yes", self.target)
     }
 }
 

@@ -35,6 +35,23 @@ pub enum OnOff {
     Off,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TsArg {
+    /// The driver's RX timestamp when it has one, else bpf_ktime_get_ns.
+    RxMeta,
+    /// bpf_ktime_get_ns (a program that is not bound to the device).
+    Software,
+}
+
+impl From<TsArg> for offload::Timestamps {
+    fn from(t: TsArg) -> Self {
+        match t {
+            TsArg::RxMeta => offload::Timestamps::RxMeta,
+            TsArg::Software => offload::Timestamps::Software,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum TargetArg {
     /// XDP in the host driver.
@@ -109,6 +126,10 @@ pub struct RunArgs {
     /// (default: the number of queues).
     #[arg(long)]
     pub sources: Option<u32>,
+    /// With --offload on: record timestamps from the driver's RX metadata
+    /// when it has them (a device-bound program), or software time only.
+    #[arg(long, value_enum, default_value = "rx-meta")]
+    pub timestamps: TsArg,
     /// flowmeter: also export IPFIX to this UDP collector (HOST:PORT).
     #[arg(long)]
     pub ipfix: Option<SocketAddr>,
@@ -269,6 +290,7 @@ fn object() -> &'static std::path::Path {
 fn offload_source(
     spec: &str,
     sources: Option<u32>,
+    ts: TsArg,
     graph: &AppGraph,
     quiet: bool,
 ) -> Result<AnySource> {
@@ -278,9 +300,9 @@ fn offload_source(
     if !quiet {
         eprintln!("{plan}");
     }
-    Ok(AnySource::XdpTuple(XdpTupleSource::open(
-        XdpTupleConfig::from_plan(&plan, &rx)?,
-    )?))
+    let mut cfg = XdpTupleConfig::from_plan(&plan, &rx)?;
+    cfg.offload.timestamps = ts.into();
+    Ok(AnySource::XdpTuple(XdpTupleSource::open(cfg)?))
 }
 
 fn plan_cmd(a: &PlanArgs) -> Result<()> {
@@ -326,7 +348,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
         }
         OnOff::On => {
             let g = cfgs.graph().context("app graph")?;
-            offload_source(&a.source, a.sources, &g, a.json)?
+            offload_source(&a.source, a.sources, a.timestamps, &g, a.json)?
         }
     };
     let stats = src.stats();
