@@ -33,7 +33,7 @@ use rampart_stream::source::xdp_tuple::{XdpTupleConfig, XdpTupleSource};
 use rampart_stream::source::{AnySource, PacketSource};
 use serde::Serialize;
 
-use super::stream::{App, OnOff};
+use super::stream::{App, OnOff, TsArg};
 use super::util::{print_json, si};
 
 #[derive(Debug, Args)]
@@ -65,6 +65,10 @@ pub struct StreamBenchArgs {
     /// Generator rate, packets per second (default: as fast as it goes).
     #[arg(long)]
     pub pps: Option<f64>,
+    /// Offload record timestamps: the driver's RX metadata when it has
+    /// them (device-bound program), or software time only.
+    #[arg(long, value_enum, default_value = "rx-meta")]
+    pub timestamps: TsArg,
     /// One JSON object per run, then one per configuration (medians).
     #[arg(long)]
     pub json: bool,
@@ -94,6 +98,10 @@ struct Run {
     afxdp_ceiling_per_s: f64,
     ratio_to_ceiling: f64,
     threads: usize,
+    /// CPU seconds the app's threads used while the generator ran (user + system).
+    app_cpu_s: f64,
+    /// ... per tuple ingested, ns.
+    app_cpu_ns_per_tuple: f64,
     timestamps: String,
     xdp: Option<offload::Counters>,
     filtered: u64,
@@ -156,6 +164,36 @@ fn unpin(ncpu: usize) {
             libc::CPU_SET(c, &mut set);
         }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// CPU ticks (user + system) of every thread of this process but the
+/// calling one: the app's threads while it runs.
+fn other_threads_ticks() -> u64 {
+    // SAFETY: plain syscall.
+    let me = unsafe { libc::gettid() };
+    let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    rd.flatten()
+        .filter(|e| e.file_name().to_str() != Some(&me.to_string()))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|st| {
+            // Fields after the command name, which may hold spaces.
+            let rest = &st[st.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .sum()
+}
+
+fn ticks_per_s() -> f64 {
+    // SAFETY: plain libc call.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
     }
 }
 
@@ -293,7 +331,10 @@ fn one(
     let stop = p.cancel_flag();
     let h = std::thread::spawn(move || p.run());
     std::thread::sleep(Duration::from_millis(150));
+    let cpu0 = other_threads_ticks();
     let g = c.gen.run(c.cancel);
+    // The generator's threads have ended: what is left are the app's.
+    let app_cpu_s = other_threads_ticks().saturating_sub(cpu0) as f64 / ticks_per_s();
     std::thread::sleep(Duration::from_millis(150));
     stop.store(true, Ordering::Relaxed);
     let st = h
@@ -335,6 +376,8 @@ fn one(
         afxdp_ceiling_per_s: ceil,
         ratio_to_ceiling: tps / ceil.max(1.0),
         threads,
+        app_cpu_s,
+        app_cpu_ns_per_tuple: app_cpu_s * 1e9 / tuples.max(1) as f64,
         timestamps,
         xdp,
         filtered: s.filtered,
