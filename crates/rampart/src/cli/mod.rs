@@ -4,4 +4,5 @@ pub mod demo;
 pub mod lab;
 pub mod stream;
 pub mod stream_bench;
+pub mod tenant;
 pub mod util;

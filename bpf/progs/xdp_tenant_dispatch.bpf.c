@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * The tenant infrastructure program (DESIGN §5), attached to the host's
+ * ingress with a bpf_link:
+ *
+ *   accounting (close the previous slice, open this packet's)
+ *   → demultiplexer (one LPM lookup: interface, VXLAN VNI, VLAN id or
+ *     destination prefix → tenant id)
+ *   → fairness check (bucket = granted - used; <= 0 → drop, NO_TOKENS)
+ *   → tail call into the tenant's program (its wrapper: tenant code +
+ *     verdict mapping); a tenant without a program (empty slot) gets XDP_PASS.
+ *
+ * A packet's CPU time is charged when the next boundary closes its slice
+ * (the next packet's entry here, a kernel-path event in xdp_tenant_acct, or
+ * the end of the NAPI poll), so the driver's work after the verdict — the
+ * XDP_TX flush, building the skb for XDP_PASS — is charged to it too.
+ *
+ * One program array per generation: the host agent builds a new
+ * dispatcher and array for every change and swaps the link atomically.
+ */
+#include "../lib/tenant.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, TENANT_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+} rampart_t_progs SEC(".maps");
+
+SEC("xdp")
+int xdp_tenant_dispatch(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct tenant_acct_cpu *a = tenant_acct();
+	struct tenant_global *g;
+	struct tenant_stats *s;
+	struct tenant_cfg *cfg;
+	struct pkt_info pi;
+	__u64 now = 0;
+	__u32 zero = 0, tid, action;
+	int pstatus, malformed;
+
+	if (!a)
+		return XDP_ABORTED;
+	g = bpf_map_lookup_elem(&rampart_t_glob, &zero);
+	if (!g)
+		return XDP_ABORTED;
+	/* One clock read per packet, at entry: parsing belongs to this packet. */
+	if (g->account)
+		now = bpf_ktime_get_ns();
+	pstatus = parse_packet(data, data_end, &pi);
+	tid = tenant_demux(data, data_end, ctx->ingress_ifindex, pstatus, &pi, g->vxlan_port, &malformed);
+	cfg = bpf_map_lookup_elem(&rampart_t_cfg, &tid);
+	if (tid && (!cfg || !(cfg->flags & TENANT_F_ACTIVE)))
+		tid = 0;
+	/*
+	 * Trailing boundary: what ran since the last one belongs to its owner
+	 * (the driver's work on the previous packet) — or to this packet when
+	 * the slice was opened by the NAPI thread waking up for it.
+	 */
+	if (g->account) {
+		tenant_slice_close(a, now, a->owner == TENANT_PENDING ? tid : a->owner);
+		tenant_slice_open(a, now, tid, 0);
+	} else {
+		a->owner = tid;
+	}
+
+	s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
+	if (s) {
+		s->packets++;
+		s->bytes += data_end - data;
+	}
+	if (malformed) {
+		tenant_count_drop(s, TDROP_MALFORMED);
+		tenant_count_verdict(s, XDP_DROP);
+		return XDP_DROP;
+	}
+	if (tid == 0) {
+		action = g->default_action == XDP_DROP ? XDP_DROP : XDP_PASS;
+		if (action == XDP_DROP)
+			tenant_count_drop(s, TDROP_DEFAULT);
+		tenant_count_verdict(s, action);
+		return action;
+	}
+	if (g->enforce) {
+		__u64 *granted = bpf_map_lookup_elem(&rampart_t_grant, &tid);
+		__u64 *used = bpf_map_lookup_elem(&rampart_t_used, &tid);
+
+		if (granted && used && (__s64)(*granted - *used) <= 0) {
+			tenant_count_drop(s, TDROP_NO_TOKENS);
+			tenant_count_verdict(s, XDP_DROP);
+			return XDP_DROP;
+		}
+	}
+	a->entry_tid = tid;
+	bpf_tail_call(ctx, &rampart_t_progs, tid);
+	/* Only reached when the tenant has no program in this generation. */
+	tenant_count_verdict(s, XDP_PASS);
+	return XDP_PASS;
+}
+
+RAMPART_LICENSE;

@@ -1,0 +1,69 @@
+//! Errors of the tenant offload.
+
+/// Everything that can go wrong in `rampart tenant`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad configuration or request input; the message says what and how to fix it.
+    #[error("{0}")]
+    Invalid(String),
+    /// A tenant program was refused before it reached the kernel (confinement rule).
+    #[error("program refused: {reason}")]
+    Refused {
+        /// Which rule, in words the tenant can act on.
+        reason: String,
+    },
+    /// The C source did not compile.
+    #[error("compilation failed:\n{stderr}")]
+    Compile {
+        /// clang's diagnostics.
+        stderr: String,
+    },
+    /// The kernel's verifier rejected the program.
+    #[error("the kernel verifier rejected the program: {summary}")]
+    Verifier {
+        /// The last line(s) of the log that say why.
+        summary: String,
+        /// The verifier log (tail if very long).
+        log: String,
+    },
+    /// Unknown tenant, map or key.
+    #[error("{0}")]
+    NotFound(String),
+    /// A selector is already owned by another tenant.
+    #[error("{0}")]
+    Conflict(String),
+    /// Data-plane failure (load, attach, map access).
+    #[error(transparent)]
+    Dataplane(#[from] rampart_dataplane::Error),
+    /// Lab failure (services, generator).
+    #[error(transparent)]
+    Lab(#[from] rampart_lab::Error),
+    /// I/O failure with context.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn bpf(context: impl Into<String>, source: libbpf_rs::Error) -> Self {
+        Error::Dataplane(rampart_dataplane::Error::Bpf {
+            context: context.into(),
+            source,
+        })
+    }
+}

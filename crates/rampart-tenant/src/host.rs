@@ -1,0 +1,1099 @@
+//! The host agent (DESIGN §5): owns one instance of the infrastructure
+//! program — its shared maps, the attached dispatcher, the accounting
+//! tracepoints, the tenants and their programs — and swaps generations
+//! atomically.
+//!
+//! A *generation* is a dispatcher program plus its program array, filled
+//! with the tenants' current programs. Every change of a program builds a
+//! new generation and replaces the running one with `bpf_link_update` on
+//! every interface: a packet runs either the old or the new generation
+//! entirely, never a mix, and none is lost. All generations share the
+//! instance's maps (selectors, buckets, statistics, accounting state), and
+//! a tenant's new program reuses its maps when their definition is
+//! unchanged, so map state survives swaps.
+//!
+//! Pins (for inspection with bpftool; removed when the agent stops):
+//! `/sys/fs/bpf/rampart/tenant/<instance>/maps/<shared map>` and
+//! `…/tenants/<tenant>/maps/<map>`.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{AsRawLibbpf, MapCore};
+use rampart_bpf::xdp_tenant_acct::{XdpTenantAcctSkel, XdpTenantAcctSkelBuilder};
+use rampart_bpf::xdp_tenant_dispatch::{XdpTenantDispatchSkel, XdpTenantDispatchSkelBuilder};
+use rampart_dataplane::xdp::XdpLink;
+use rampart_dataplane::{netns, pin};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::abi::{self, DevKey, Global, Stats, Truth, F_ACTIVE, TENANT_MAX, TENANT_PORTS_MAX};
+use crate::compiler::Built;
+use crate::config::{Config, DefaultAction, TenantConfig};
+use crate::confine::MapDecl;
+use crate::error::{Error, Result};
+use crate::selector::Selector;
+use crate::tokens::{TenantTokens, TokenGenerator};
+
+/// Prefix of the maps every object of an instance shares.
+const SHARED_PREFIX: &str = "rampart_t_";
+/// The per-generation program array (not shared).
+const PROGS_MAP: &str = "rampart_t_progs";
+/// The wrapper's entry program in a linked tenant object.
+const WRAPPER_PROG: &str = "rampart_tenant_entry";
+
+/// One tenant as the agent holds it.
+#[derive(Debug)]
+struct Tenant {
+    cfg: TenantConfig,
+    program: Option<Program>,
+    versions: u64,
+}
+
+/// A loaded tenant program.
+struct Program {
+    /// Owns the program and the tenant's maps while they run.
+    _obj: libbpf_rs::Object,
+    fd: RawFd,
+    info: ProgramInfo,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Program").field("info", &self.info).finish()
+    }
+}
+
+/// What the API reports about a tenant's program.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProgramInfo {
+    /// Increases with every accepted submission.
+    pub version: u64,
+    /// `running`.
+    pub status: &'static str,
+    /// SHA-256 of the tenant object.
+    pub sha256: String,
+    /// `c` or `object`.
+    pub from: &'static str,
+    /// Instructions of the tenant's code.
+    pub insns: usize,
+    /// Instructions the verifier processed for the linked program.
+    pub verified_insns: Option<u64>,
+    /// Helpers used.
+    pub helpers: Vec<String>,
+    /// Maps, and whether their state was kept from the previous program.
+    pub maps: Vec<MapState>,
+    /// Kernel program id.
+    pub prog_id: u32,
+    /// Seconds since the epoch.
+    pub loaded_at: u64,
+    /// Generation of the infrastructure program that first ran it.
+    pub generation: u64,
+    /// clang warnings.
+    pub warnings: String,
+}
+
+/// A tenant map after a load.
+#[derive(Debug, Clone, Serialize)]
+pub struct MapState {
+    /// Declaration.
+    #[serde(flatten)]
+    pub decl: MapDecl,
+    /// true: the previous program's map (and its state) was reused.
+    pub kept: bool,
+}
+
+/// Per-tenant statistics (all CPUs).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TenantStats {
+    /// Tenant name (`(none)` for id 0).
+    pub name: String,
+    /// Tenant id.
+    pub id: u32,
+    /// Packets seen by the dispatcher.
+    pub packets: u64,
+    /// Bytes seen.
+    pub bytes: u64,
+    /// CPU time charged, ns.
+    pub cpu_ns: u64,
+    /// Of which charged on the kernel path after XDP (stack, transmit, domain), ns.
+    pub stack_ns: u64,
+    /// Final verdicts.
+    pub verdicts: BTreeMap<&'static str, u64>,
+    /// Drops by reason.
+    pub drops: BTreeMap<&'static str, u64>,
+    /// Token bucket.
+    pub tokens: TenantTokens,
+}
+
+/// Independent figures for validating the accounting.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct TruthTotals {
+    /// NET_RX softirq time on all CPUs (softirq_entry → exit), ns.
+    pub net_rx_ns: u64,
+    /// NET_RX softirq runs.
+    pub net_rx_runs: u64,
+    /// NAPI polls that closed an accounting slice.
+    pub polls: u64,
+    /// Time the watched NAPI threads were on a CPU (sched_switch in → out), ns.
+    pub thread_ns: u64,
+    /// NET_RX softirq time outside those threads in runs that handled a tenant packet, ns.
+    pub net_rx_ours_ns: u64,
+    /// CPU time charged while no watched thread was running, ns.
+    pub charged_out_ns: u64,
+}
+
+/// The host agent.
+pub struct HostAgent {
+    cfg: Config,
+    dir: PathBuf,
+    shared: BTreeMap<String, OwnedFd>,
+    generation: Option<XdpTenantDispatchSkel<'static>>,
+    gen_no: u64,
+    links: Vec<(String, XdpLink)>,
+    acct: Option<XdpTenantAcctSkel<'static>>,
+    ifindexes: Vec<(String, u32)>,
+    tenants: BTreeMap<u32, Tenant>,
+    tokens: TokenGenerator,
+}
+
+impl std::fmt::Debug for HostAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostAgent")
+            .field("instance", &self.cfg.infra.name)
+            .field("generation", &self.gen_no)
+            .finish()
+    }
+}
+
+fn ctx_err(what: impl Into<String>) -> impl FnOnce(libbpf_rs::Error) -> Error {
+    let w = what.into();
+    move |e| Error::bpf(w, e)
+}
+
+fn reuse_shared(obj: &mut libbpf_rs::OpenObject, shared: &BTreeMap<String, OwnedFd>) -> Result<()> {
+    for mut m in obj.maps_mut() {
+        let name = m.name().to_string_lossy().into_owned();
+        if name == PROGS_MAP || !name.starts_with(SHARED_PREFIX) {
+            continue;
+        }
+        let fd = shared
+            .get(&name)
+            .ok_or_else(|| Error::Invalid(format!("object declares unknown shared map {name}")))?;
+        m.reuse_fd(fd.as_fd())
+            .map_err(ctx_err(format!("reusing map {name}")))?;
+    }
+    Ok(())
+}
+
+/// Inode of a network namespace (`None`: the caller's).
+fn netns_ino(ns: Option<&str>) -> Result<u32> {
+    let p = match ns {
+        Some(n) => netns::path(n),
+        None => PathBuf::from("/proc/thread-self/ns/net"),
+    };
+    let md = std::fs::metadata(&p).map_err(|e| Error::io(format!("reading {}", p.display()), e))?;
+    Ok(md.ino() as u32)
+}
+
+fn percpu_values(fd: RawFd, key: u32, size: usize) -> Result<Vec<Vec<u8>>> {
+    let ncpu = rampart_dataplane::maps::possible_cpus();
+    let stride = (size + 7) & !7;
+    let mut buf = vec![0u8; stride * ncpu];
+    // SAFETY: `buf` holds one rounded value per possible CPU, as the kernel writes for per-CPU maps.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), buf.as_mut_ptr().cast())
+    };
+    if rc < 0 {
+        return Err(Error::io(
+            "reading a per-CPU map",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
+    }
+    Ok(buf.chunks(stride).map(|c| c[..size].to_vec()).collect())
+}
+
+fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
+    let mut v = 0u64;
+    // SAFETY: 4-byte key and 8-byte value buffers match the map.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), (&raw mut v).cast())
+    };
+    if rc < 0 {
+        return Err(Error::io(
+            "reading a map",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
+    }
+    Ok(v)
+}
+
+fn delete_raw(fd: RawFd, key: &[u8]) -> Result<()> {
+    // SAFETY: key buffer of the map's key size.
+    let rc = unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) };
+    if rc < 0 && -rc != libc::ENOENT {
+        return Err(Error::io(
+            "deleting a map entry",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
+    }
+    Ok(())
+}
+
+fn map_info(fd: RawFd) -> Option<libbpf_sys::bpf_map_info> {
+    let mut info = libbpf_sys::bpf_map_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
+    // SAFETY: `info` is valid for `len` bytes.
+    let rc = unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd, &mut info, &mut len) };
+    (rc == 0).then_some(info)
+}
+
+fn prog_id(fd: RawFd) -> u32 {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is valid for `len` bytes.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc == 0 {
+        info.id
+    } else {
+        0
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The verifier's verdict line(s): the last non-empty lines of the log.
+fn verifier_summary(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let tail: Vec<&str> = lines
+        .iter()
+        .rev()
+        .filter(|l| !l.starts_with("processed ") && !l.starts_with("verification time"))
+        .take(2)
+        .copied()
+        .collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+}
+
+impl HostAgent {
+    /// Create the instance: shared maps, first generation, accounting,
+    /// tenants from the config, token generator; attach when configured.
+    ///
+    /// # Errors
+    /// Missing privileges, an instance of the same name already running,
+    /// missing interfaces or namespaces, load or attach failures (the
+    /// partial instance is removed).
+    pub fn start(cfg: Config) -> Result<Self> {
+        rampart_dataplane::features::require_root("rampart tenant")?;
+        pin::ensure_bpffs()?;
+        let dir = pin::path(&["tenant", &cfg.infra.name]);
+        if dir.exists() {
+            return Err(Error::Invalid(format!(
+                "tenant instance {:?} already exists ({}): another `rampart tenant serve` runs it, or it crashed — \
+                 stop it, or remove the directory",
+                cfg.infra.name,
+                dir.display()
+            )));
+        }
+        let ns = cfg.infra.netns.clone();
+        let mut ifindexes = Vec::new();
+        for i in &cfg.infra.interfaces {
+            ifindexes.push((i.clone(), netns::ifindex(ns.as_deref(), i)?));
+        }
+        // First generation: its load creates the shared maps.
+        let open = XdpTenantDispatchSkelBuilder::default()
+            .open(rampart_dataplane::skel::object_storage())
+            .map_err(ctx_err("opening xdp_tenant_dispatch"))?;
+        let skel = open
+            .load()
+            .map_err(ctx_err("loading xdp_tenant_dispatch"))?;
+        let mut shared = BTreeMap::new();
+        for m in skel.object().maps() {
+            let name = m.name().to_string_lossy().into_owned();
+            if name.starts_with(SHARED_PREFIX) && name != PROGS_MAP {
+                let fd = m
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .map_err(|e| Error::io("duplicating a map fd", e))?;
+                shared.insert(name, fd);
+            }
+        }
+        let fairness = cfg.fairness.tokens();
+        let tokens = TokenGenerator::start(
+            fairness,
+            shared["rampart_t_grant"]
+                .try_clone()
+                .map_err(|e| Error::io("duplicating a map fd", e))?,
+            shared["rampart_t_used"]
+                .try_clone()
+                .map_err(|e| Error::io("duplicating a map fd", e))?,
+        )?;
+        let mut agent = Self {
+            cfg,
+            dir,
+            shared,
+            generation: Some(skel),
+            gen_no: 1,
+            links: Vec::new(),
+            acct: None,
+            ifindexes,
+            tenants: BTreeMap::new(),
+            tokens,
+        };
+        if let Err(e) = agent.setup() {
+            agent.shutdown();
+            return Err(e);
+        }
+        Ok(agent)
+    }
+
+    fn setup(&mut self) -> Result<()> {
+        let maps = pin::dir(&["tenant", &self.cfg.infra.name, "maps"])?;
+        for (name, fd) in &self.shared {
+            pin::pin_fd(fd.as_raw_fd(), &maps.join(name))?;
+        }
+        self.set_global()?;
+        let tenants = self.cfg.tenants.clone();
+        for t in tenants {
+            self.add_tenant(t)?;
+        }
+        if self.cfg.infra.accounting {
+            let mut open = XdpTenantAcctSkelBuilder::default()
+                .open(rampart_dataplane::skel::object_storage())
+                .map_err(ctx_err("opening xdp_tenant_acct"))?;
+            reuse_shared(open.open_object_mut(), &self.shared)?;
+            let mut skel = open
+                .load()
+                .map_err(ctx_err("loading xdp_tenant_acct (tp_btf tracepoints)"))?;
+            skel.attach()
+                .map_err(ctx_err("attaching the accounting tracepoints"))?;
+            self.acct = Some(skel);
+        }
+        if self.cfg.infra.attach {
+            let fd = self.dispatcher_fd();
+            for (name, _) in self.ifindexes.clone() {
+                let link = XdpLink::attach(
+                    fd,
+                    self.cfg.infra.netns.as_deref(),
+                    &name,
+                    self.cfg.infra.mode,
+                )?;
+                self.links.push((name, link));
+            }
+        }
+        Ok(())
+    }
+
+    fn shared_fd(&self, name: &str) -> RawFd {
+        self.shared.get(name).map_or(-1, AsRawFd::as_raw_fd)
+    }
+
+    /// Write the global switches from the config.
+    fn set_global(&self) -> Result<()> {
+        let g = Global {
+            enforce: u32::from(self.cfg.fairness.enabled),
+            default_action: match self.cfg.infra.default_action {
+                DefaultAction::Pass => 2,
+                DefaultAction::Drop => 1,
+            },
+            vxlan_port: u32::from(self.cfg.infra.vxlan_port),
+            recheck: u32::from(self.cfg.infra.recheck),
+            account: u32::from(self.cfg.infra.accounting),
+            _pad: 0,
+        };
+        rampart_dataplane::maps::update_raw(
+            self.shared_fd("rampart_t_glob"),
+            &0u32.to_ne_bytes(),
+            abi::bytes(&g),
+            0,
+        )?;
+        Ok(())
+    }
+
+    /// Turn the fairness check on or off at run time (accounting continues).
+    /// Switching it on starts every tenant with a full bucket: the CPU they
+    /// used beyond their share while nothing limited them is not a debt.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] to turn fairness on without accounting; map update failure.
+    pub fn set_fairness(&mut self, on: bool) -> Result<()> {
+        if on && !self.cfg.infra.accounting {
+            return Err(Error::Invalid(
+                "fairness needs accounting (infra.accounting = true)".into(),
+            ));
+        }
+        if on && !self.cfg.fairness.enabled {
+            self.tokens.refill_all()?;
+        }
+        self.cfg.fairness.enabled = on;
+        self.set_global()
+    }
+
+    /// Turn the per-packet CPU accounting in the dispatcher on or off at
+    /// run time (for measuring its cost). The kernel-path tracepoints are
+    /// attached at start only when the configuration had accounting on.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] to turn it off while fairness is on; map update failure.
+    pub fn set_accounting(&mut self, on: bool) -> Result<()> {
+        if !on && self.cfg.fairness.enabled {
+            return Err(Error::Invalid("turn fairness off before accounting".into()));
+        }
+        self.cfg.infra.accounting = on;
+        self.set_global()
+    }
+
+    /// The instance's configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// fd of the running dispatcher program (for BPF_PROG_RUN).
+    pub fn dispatcher_fd(&self) -> RawFd {
+        self.generation
+            .as_ref()
+            .map_or(-1, |g| g.progs.xdp_tenant_dispatch.as_fd().as_raw_fd())
+    }
+
+    /// Number of the running generation.
+    pub fn generation(&self) -> u64 {
+        self.gen_no
+    }
+
+    /// Interfaces and their indexes.
+    pub fn interfaces(&self) -> &[(String, u32)] {
+        &self.ifindexes
+    }
+
+    /// Tenant id by name.
+    pub fn tenant_id(&self, name: &str) -> Option<u32> {
+        self.tenants
+            .iter()
+            .find(|(_, t)| t.cfg.name == name)
+            .map(|(id, _)| *id)
+    }
+
+    /// A tenant's configuration.
+    pub fn tenant(&self, tid: u32) -> Option<&TenantConfig> {
+        self.tenants.get(&tid).map(|t| &t.cfg)
+    }
+
+    /// All tenant ids.
+    pub fn tenant_ids(&self) -> Vec<u32> {
+        self.tenants.keys().copied().collect()
+    }
+
+    /// Tenant id whose token hashes to `hash`, compared in constant time.
+    pub fn authenticate(&self, token: &str) -> Option<u32> {
+        let want = crate::config::token_hash(token);
+        let mut found = None;
+        for (id, t) in &self.tenants {
+            let have = t.cfg.hash().unwrap_or_default();
+            let eq = have.len() == want.len()
+                && have
+                    .bytes()
+                    .zip(want.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0;
+            if eq {
+                found = Some(*id);
+            }
+        }
+        found
+    }
+
+    fn add_tenant(&mut self, t: TenantConfig) -> Result<()> {
+        let tid =
+            t.id.ok_or_else(|| Error::Invalid(format!("tenant {:?} has no id", t.name)))?;
+        if tid == 0 || tid >= TENANT_MAX {
+            return Err(Error::Invalid(format!("tenant id {tid} out of range")));
+        }
+        let cfg = abi::Cfg {
+            flags: F_ACTIVE,
+            _pad: 0,
+        };
+        rampart_dataplane::maps::update_raw(
+            self.shared_fd("rampart_t_cfg"),
+            &tid.to_ne_bytes(),
+            abi::bytes(&cfg),
+            0,
+        )?;
+        // Redirect ports: resolved inside the namespace (DEVMAP semantics).
+        let ports_fd = self.shared_fd("rampart_t_ports");
+        let ns = self.cfg.infra.netns.clone();
+        let ino = netns_ino(ns.as_deref())?;
+        let mut devs = Vec::new();
+        for (n, port) in t.ports.iter().enumerate() {
+            let idx = netns::ifindex(ns.as_deref(), port)?;
+            let slot = tid * TENANT_PORTS_MAX + n as u32;
+            netns::run_in(ns.as_deref(), || {
+                rampart_dataplane::maps::update_raw(
+                    ports_fd,
+                    &slot.to_ne_bytes(),
+                    &idx.to_ne_bytes(),
+                    0,
+                )
+            })?;
+            devs.push(DevKey {
+                netns_ino: ino,
+                ifindex: idx,
+            });
+        }
+        if let Some(dns) = &t.domain_netns {
+            let dino = netns_ino(Some(dns))?;
+            let idxs = netns::run_in(Some(dns), || {
+                Ok(nix::net::if_::if_nameindex()
+                    .map(|l| {
+                        l.iter()
+                            .filter(|i| i.name().to_bytes() != b"lo")
+                            .map(|i| i.index())
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default())
+            })?;
+            devs.extend(idxs.into_iter().map(|i| DevKey {
+                netns_ino: dino,
+                ifindex: i,
+            }));
+        }
+        for d in &devs {
+            rampart_dataplane::maps::update_raw(
+                self.shared_fd("rampart_t_devs"),
+                abi::bytes(d),
+                &tid.to_ne_bytes(),
+                0,
+            )?;
+        }
+        self.tokens.set_tenant(tid, t.weight)?;
+        let sels = t.selectors.clone();
+        self.tenants.insert(
+            tid,
+            Tenant {
+                cfg: TenantConfig {
+                    selectors: Vec::new(),
+                    ..t
+                },
+                program: None,
+                versions: 0,
+            },
+        );
+        self.set_selectors(tid, sels)?;
+        Ok(())
+    }
+
+    fn selector_keys(&self, sel: &Selector) -> Result<Vec<abi::SelKey>> {
+        Ok(match sel {
+            Selector::Iface(name) => {
+                let idx = self.ifindexes.iter().find(|(n, _)| n == name).map(|(_, i)| *i).ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "iface:{name} is not an interface the infrastructure program runs on ({})",
+                        self.ifindexes.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                    ))
+                })?;
+                vec![sel.key(idx)]
+            }
+            _ => self.ifindexes.iter().map(|(_, i)| sel.key(*i)).collect(),
+        })
+    }
+
+    /// Replace a tenant's selectors (new ones are installed before old
+    /// ones are removed, so a selector kept in both is never missing).
+    ///
+    /// # Errors
+    /// [`Error::Conflict`] if another tenant owns one of them; bad interface names.
+    pub fn set_selectors(&mut self, tid: u32, sels: Vec<Selector>) -> Result<()> {
+        for (oid, o) in &self.tenants {
+            if *oid == tid {
+                continue;
+            }
+            if let Some(s) = sels
+                .iter()
+                .find(|s| o.cfg.selectors.iter().any(|x| x.same_key(s)))
+            {
+                return Err(Error::Conflict(format!(
+                    "selector {s} belongs to another tenant"
+                )));
+            }
+        }
+        let mut new_keys = Vec::new();
+        for s in &sels {
+            new_keys.extend(self.selector_keys(s)?);
+        }
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        let mut old_keys = Vec::new();
+        for s in &t.cfg.selectors {
+            old_keys.extend(self.selector_keys(s)?);
+        }
+        let fd = self.shared_fd("rampart_t_sel");
+        for k in &new_keys {
+            rampart_dataplane::maps::update_raw(fd, abi::bytes(k), &tid.to_ne_bytes(), 0)?;
+        }
+        for k in old_keys
+            .iter()
+            .filter(|k| !new_keys.iter().any(|n| abi::bytes(n) == abi::bytes(*k)))
+        {
+            delete_raw(fd, abi::bytes(k))?;
+        }
+        if let Some(t) = self.tenants.get_mut(&tid) {
+            t.cfg.selectors = sels;
+        }
+        Ok(())
+    }
+
+    /// Build a new generation (dispatcher + program array with every
+    /// tenant's current program) and swap it in on every interface.
+    fn swap(&mut self, programs: &BTreeMap<u32, RawFd>) -> Result<()> {
+        let mut open = XdpTenantDispatchSkelBuilder::default()
+            .open(rampart_dataplane::skel::object_storage())
+            .map_err(ctx_err("opening xdp_tenant_dispatch"))?;
+        reuse_shared(open.open_object_mut(), &self.shared)?;
+        let skel = open
+            .load()
+            .map_err(ctx_err("loading xdp_tenant_dispatch"))?;
+        for (tid, fd) in programs {
+            skel.maps
+                .rampart_t_progs
+                .update(
+                    &tid.to_ne_bytes(),
+                    &fd.to_ne_bytes(),
+                    libbpf_rs::MapFlags::ANY,
+                )
+                .map_err(ctx_err(format!("installing tenant {tid}'s program")))?;
+        }
+        let fd = skel.progs.xdp_tenant_dispatch.as_fd().as_raw_fd();
+        for (_, link) in &self.links {
+            link.update(fd)?;
+        }
+        self.generation = Some(skel);
+        self.gen_no += 1;
+        Ok(())
+    }
+
+    fn current_programs(&self) -> BTreeMap<u32, RawFd> {
+        self.tenants
+            .iter()
+            .filter_map(|(id, t)| t.program.as_ref().map(|p| (*id, p.fd)))
+            .collect()
+    }
+
+    fn tenant_maps_dir(&self, name: &str) -> PathBuf {
+        self.dir.join("tenants").join(name).join("maps")
+    }
+
+    /// Load a built program for tenant `tid` (the verifier runs here) and
+    /// swap it in. The previous program keeps running until the swap.
+    ///
+    /// # Errors
+    /// [`Error::Verifier`] with the log; load or swap failures. On error
+    /// nothing changes.
+    pub fn install(&mut self, tid: u32, built: &Built) -> Result<ProgramInfo> {
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        let name = t.cfg.name.clone();
+        let maps_dir = self.tenant_maps_dir(&name);
+        std::fs::create_dir_all(&maps_dir)
+            .map_err(|e| Error::io("creating the tenant's pin directory", e))?;
+        let mut stats_log = vec![0u8; 64 * 1024];
+        let (obj, kept) = match self.load_linked(&built.linked, tid, &maps_dir, 4, &mut stats_log) {
+            Ok(x) => x,
+            Err(_) => {
+                // Load again with the full verifier log for the tenant.
+                let mut log = vec![0u8; 4 << 20];
+                let r = self.load_linked(&built.linked, tid, &maps_dir, 1, &mut log);
+                let text =
+                    String::from_utf8_lossy(log.split(|&b| b == 0).next().unwrap_or_default())
+                        .into_owned();
+                return Err(match r {
+                    Ok(_) => Error::Invalid(
+                        "the program failed to load once and then loaded: retry".into(),
+                    ),
+                    Err(e) if text.trim().is_empty() => e,
+                    Err(_) => {
+                        let tail: String = if text.len() > 256 * 1024 {
+                            text[text.len() - 256 * 1024..].to_string()
+                        } else {
+                            text.clone()
+                        };
+                        Error::Verifier {
+                            summary: verifier_summary(&text),
+                            log: tail,
+                        }
+                    }
+                });
+            }
+        };
+        let stats_text =
+            String::from_utf8_lossy(stats_log.split(|&b| b == 0).next().unwrap_or_default())
+                .into_owned();
+        let verified = stats_text
+            .split("processed ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok());
+        let prog = obj
+            .progs()
+            .find(|p| p.name() == WRAPPER_PROG)
+            .ok_or_else(|| Error::Invalid("linked object has no wrapper program".into()))?;
+        let fd = prog.as_fd().as_raw_fd();
+        // Pin maps that are new (kept ones are pinned already).
+        for m in obj.maps() {
+            let n = m.name().to_string_lossy().into_owned();
+            if n.starts_with(SHARED_PREFIX) || n.contains('.') || kept.contains(&n) {
+                continue;
+            }
+            let p = maps_dir.join(&n);
+            let _ = std::fs::remove_file(&p);
+            pin::pin_fd(m.as_fd().as_raw_fd(), &p)?;
+        }
+        let t = self
+            .tenants
+            .get_mut(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        t.versions += 1;
+        let info = ProgramInfo {
+            version: t.versions,
+            status: "running",
+            sha256: Sha256::digest(&built.tenant_object)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+            from: built.info.from,
+            insns: built.report.insns,
+            verified_insns: verified,
+            helpers: built.report.helpers.clone(),
+            maps: built
+                .report
+                .maps
+                .iter()
+                .map(|d| MapState {
+                    decl: d.clone(),
+                    kept: kept.contains(&d.name),
+                })
+                .collect(),
+            prog_id: prog_id(fd),
+            loaded_at: unix_now(),
+            generation: self.gen_no + 1,
+            warnings: built.info.warnings.clone(),
+        };
+        let mut programs = self.current_programs();
+        programs.insert(tid, fd);
+        self.swap(&programs)?;
+        let t = self
+            .tenants
+            .get_mut(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        t.program = Some(Program {
+            _obj: obj,
+            fd,
+            info: info.clone(),
+        });
+        Ok(info)
+    }
+
+    /// Open and load a linked tenant object, reusing the shared maps and
+    /// the tenant's pinned maps whose definition is unchanged. Returns the
+    /// object and the names of the maps kept.
+    fn load_linked(
+        &self,
+        linked: &[u8],
+        tid: u32,
+        maps_dir: &Path,
+        log_level: u32,
+        log: &mut [u8],
+    ) -> Result<(libbpf_rs::Object, Vec<String>)> {
+        let mut b = libbpf_rs::ObjectBuilder::default();
+        b.name(format!("tenant{tid}"))
+            .map_err(ctx_err("naming the object"))?;
+        let mut open = b
+            .open_memory(linked)
+            .map_err(ctx_err("opening the linked program"))?;
+        reuse_shared(&mut open, &self.shared)?;
+        let mut kept = Vec::new();
+        let mut pinned_fds = Vec::new();
+        for mut m in open.maps_mut() {
+            let n = m.name().to_string_lossy().into_owned();
+            if n.starts_with(SHARED_PREFIX) || n.contains('.') {
+                continue;
+            }
+            let p = maps_dir.join(&n);
+            let Ok(fd) = pin::open_pinned(&p) else {
+                continue;
+            };
+            let ty: u32 = m.map_type().into();
+            let same = map_info(fd.as_raw_fd()).is_some_and(|i| {
+                i.type_ == ty
+                    && i.key_size == m.key_size()
+                    && i.value_size == m.value_size()
+                    && i.max_entries == m.max_entries()
+                    && i.map_flags == m.map_flags()
+            });
+            if same {
+                m.reuse_fd(fd.as_fd())
+                    .map_err(ctx_err(format!("reusing map {n}")))?;
+                kept.push(n);
+                pinned_fds.push(fd);
+            }
+        }
+        for mut p in open.progs_mut() {
+            if p.name() == WRAPPER_PROG {
+                p.set_log_level(log_level);
+                let raw = p.as_libbpf_object().as_ptr();
+                // SAFETY: `raw` is a live program of `open`; `log` outlives the load below.
+                let rc = unsafe {
+                    libbpf_sys::bpf_program__set_log_buf(
+                        raw,
+                        log.as_mut_ptr().cast(),
+                        log.len() as _,
+                    )
+                };
+                if rc != 0 {
+                    return Err(Error::Invalid(
+                        "setting the verifier log buffer failed".into(),
+                    ));
+                }
+            }
+        }
+        let obj = open.load().map_err(ctx_err("loading the tenant program"))?;
+        Ok((obj, kept))
+    }
+
+    /// Remove a tenant's program (its packets get XDP_PASS); its maps stay.
+    ///
+    /// # Errors
+    /// Swap failure.
+    pub fn remove_program(&mut self, tid: u32) -> Result<bool> {
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        if t.program.is_none() {
+            return Ok(false);
+        }
+        let mut programs = self.current_programs();
+        programs.remove(&tid);
+        self.swap(&programs)?;
+        if let Some(t) = self.tenants.get_mut(&tid) {
+            t.program = None;
+        }
+        Ok(true)
+    }
+
+    /// Rebuild the running generation with the same programs (a swap with no change).
+    ///
+    /// # Errors
+    /// Load or swap failure.
+    pub fn reswap(&mut self) -> Result<()> {
+        let programs = self.current_programs();
+        self.swap(&programs)
+    }
+
+    /// The tenant's program, if any.
+    pub fn program(&self, tid: u32) -> Option<&ProgramInfo> {
+        self.tenants
+            .get(&tid)
+            .and_then(|t| t.program.as_ref())
+            .map(|p| &p.info)
+    }
+
+    /// fd of a tenant's loaded program (its wrapper entry), for tests.
+    pub fn program_fd(&self, tid: u32) -> Option<RawFd> {
+        self.tenants
+            .get(&tid)
+            .and_then(|t| t.program.as_ref())
+            .map(|p| p.fd)
+    }
+
+    /// Statistics of one tenant (0: packets of no tenant).
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn stats(&self, tid: u32) -> Result<TenantStats> {
+        let name = if tid == 0 {
+            "(none)".to_string()
+        } else {
+            self.tenants
+                .get(&tid)
+                .map(|t| t.cfg.name.clone())
+                .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?
+        };
+        let vals = percpu_values(
+            self.shared_fd("rampart_t_stats"),
+            tid,
+            std::mem::size_of::<Stats>(),
+        )?;
+        let mut out = TenantStats {
+            name,
+            id: tid,
+            ..Default::default()
+        };
+        let mut verdicts = [0u64; abi::VERDICTS];
+        let mut drops = [0u64; abi::DROP_REASONS.len()];
+        for v in vals {
+            let s: Stats = abi::read(&v);
+            out.packets += s.packets;
+            out.bytes += s.bytes;
+            out.cpu_ns += s.cpu_ns;
+            out.stack_ns += s.stack_ns;
+            for (a, b) in verdicts.iter_mut().zip(s.verdict) {
+                *a += b;
+            }
+            for (a, b) in drops.iter_mut().zip(s.drop) {
+                *a += b;
+            }
+        }
+        out.verdicts = abi::VERDICT_NAMES.iter().copied().zip(verdicts).collect();
+        out.drops = abi::DROP_REASONS.iter().copied().zip(drops).collect();
+        out.tokens = if tid == 0 {
+            TenantTokens::default()
+        } else {
+            self.tokens.tenant(tid)
+        };
+        Ok(out)
+    }
+
+    /// CPU time charged to a tenant so far (ns), from the shared counter.
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn used_ns(&self, tid: u32) -> Result<u64> {
+        lookup_u64(self.shared_fd("rampart_t_used"), tid)
+    }
+
+    /// The accounting's ground truth, summed over CPUs.
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn truth(&self) -> Result<TruthTotals> {
+        let mut t = TruthTotals::default();
+        for v in percpu_values(
+            self.shared_fd("rampart_t_truth"),
+            0,
+            std::mem::size_of::<Truth>(),
+        )? {
+            let x: Truth = abi::read(&v);
+            t.net_rx_ns += x.net_rx_ns;
+            t.net_rx_runs += x.net_rx_runs;
+            t.polls += x.polls;
+            t.thread_ns += x.thread_ns;
+            t.net_rx_ours_ns += x.net_rx_ours_ns;
+            t.charged_out_ns += x.charged_out_ns;
+        }
+        Ok(t)
+    }
+
+    /// Tell the accounting which threads run the NAPI of the dispatcher's
+    /// devices (threaded NAPI, see [`crate::hostcpu`]): the time such a
+    /// thread spends from waking up to its first packet is charged to that
+    /// packet's tenant.
+    ///
+    /// # Errors
+    /// Map update failure.
+    pub fn watch_napi_threads(&self, pids: &[i32]) -> Result<()> {
+        for &p in pids {
+            let pid = u32::try_from(p).map_err(|_| Error::Invalid(format!("bad thread id {p}")))?;
+            rampart_dataplane::maps::update_raw(
+                self.shared_fd("rampart_t_threads"),
+                &pid.to_ne_bytes(),
+                &1u32.to_ne_bytes(),
+                0,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Tokens discarded (all buckets full) and rounds run by the generator.
+    pub fn token_totals(&self) -> (u64, u64) {
+        self.tokens.totals()
+    }
+
+    /// fd of a tenant's pinned map by name.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the tenant has no such map.
+    pub fn tenant_map(&self, tid: u32, map: &str) -> Result<OwnedFd> {
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        if map.is_empty() || map.contains('/') || map.contains('.') {
+            return Err(Error::NotFound(format!("no map {map:?}")));
+        }
+        let p = self.tenant_maps_dir(&t.cfg.name).join(map);
+        pin::open_pinned(&p)
+            .map_err(|_| Error::NotFound(format!("tenant {} has no map {map:?}", t.cfg.name)))
+    }
+
+    /// Names of a tenant's pinned maps.
+    pub fn tenant_map_names(&self, tid: u32) -> Vec<String> {
+        let Some(t) = self.tenants.get(&tid) else {
+            return Vec::new();
+        };
+        let mut v: Vec<String> = std::fs::read_dir(self.tenant_maps_dir(&t.cfg.name))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Detach, unpin and release everything. Idempotent.
+    pub fn shutdown(&mut self) {
+        for (_, l) in self.links.drain(..) {
+            let _ = l.detach();
+        }
+        self.acct = None;
+        for t in self.tenants.values_mut() {
+            t.program = None;
+        }
+        self.generation = None;
+        let _ = pin::remove_tree(&self.dir);
+        pin::prune_empty_parents(&self.dir);
+    }
+}
+
+impl Drop for HostAgent {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Path of the pin directory of an instance (not created).
+pub fn instance_dir(name: &str) -> PathBuf {
+    pin::path(&["tenant", name])
+}
+
+/// Remove a crashed instance's pins (links were not pinned: a dead agent's
+/// program is already detached).
+///
+/// # Errors
+/// When the directory exists but cannot be removed.
+pub fn cleanup(name: &str) -> Result<bool> {
+    let d = instance_dir(name);
+    if !d.exists() {
+        return Ok(false);
+    }
+    pin::remove_tree(&d)?;
+    pin::prune_empty_parents(&d);
+    Ok(true)
+}

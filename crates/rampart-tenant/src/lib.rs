@@ -1,0 +1,31 @@
+//! `rampart tenant`: multi-tenant offload of security programs into one
+//! infrastructure XDP program (DESIGN §5, after Chaignon et al., SecSoN 2018).
+//!
+//! - [`compiler`]: the compiler agent — C source or BPF object → checked
+//!   ([`confine`]) and linked with the infrastructure wrapper;
+//! - [`host`]: the host agent — shared maps, demultiplexer selectors,
+//!   generations swapped atomically with `bpf_link_update`, accounting;
+//! - [`tokens`]: Algorithm 1, the work-conserving weighted token generator;
+//! - [`api`]: the HTTP API with tenant-token authentication and `/metrics`;
+//! - [`services`]: the lab's tenant services (UDP sink, nginx, dnsmasq);
+//! - [`bench`]: `rampart bench tenant-fairness`.
+
+pub mod abi;
+pub mod agent;
+pub mod api;
+pub mod bench;
+pub mod client;
+pub mod compiler;
+pub mod config;
+pub mod confine;
+pub mod error;
+pub mod host;
+pub mod hostcpu;
+pub mod metrics;
+pub mod selector;
+pub mod serve;
+pub mod services;
+pub mod tokens;
+pub mod traffic;
+
+pub use error::{Error, Result};

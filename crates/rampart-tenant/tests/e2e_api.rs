@@ -1,0 +1,242 @@
+//! The HTTP API end to end: token authentication, each tenant confined to
+//! its own program, selectors and maps, errors that say what is wrong
+//! (refusal reason, compiler output, verifier log), and /metrics.
+
+mod common;
+
+use rampart_tenant::client::Client;
+use rampart_tenant::config::Config;
+use rampart_tenant::serve::Server;
+use serde_json::json;
+
+fn server() -> Server {
+    assert!(
+        rampart_dataplane::features::is_root(),
+        "tenant API tests need root: run them with ./run test"
+    );
+    let name = rampart_lab::testing::unique_prefix("tapi");
+    let cfg = format!(
+        r#"
+        [server]
+        listen = "127.0.0.1:0"
+        [infra]
+        name = "{name}"
+        interfaces = ["lo"]
+        attach = false
+        [[tenant]]
+        name = "a"
+        token = "token-aaaaaaaa"
+        selectors = ["prefix:10.20.1.0/24"]
+        [[tenant]]
+        name = "b"
+        token_sha256 = "{}"
+        selectors = ["prefix:10.20.2.0/24"]
+        "#,
+        rampart_tenant::config::token_hash("token-bbbbbbbb")
+    );
+    Server::start(Config::parse(&cfg).unwrap()).unwrap()
+}
+
+fn url(s: &Server) -> String {
+    format!("http://{}", s.addr)
+}
+
+#[test]
+fn requests_need_a_valid_token() {
+    let s = server();
+    for token in ["", "wrong-token", "token-aaaaaaa"] {
+        let r = Client::new(&url(&s), token)
+            .get("/v1/tenant")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(r.status, 401, "{token:?}");
+        assert!(
+            r.message().contains("token") || r.message().contains("Bearer"),
+            "{}",
+            r.message()
+        );
+    }
+    // The hashed token works like the plain one.
+    let b = Client::new(&url(&s), "token-bbbbbbbb")
+        .get("/v1/tenant")
+        .unwrap()
+        .unwrap();
+    assert_eq!(b["name"], "b");
+    // /metrics and /healthz need no token.
+    assert_eq!(
+        Client::new(&url(&s), "").get_text("/healthz").unwrap(),
+        "ok\n"
+    );
+}
+
+#[test]
+fn a_tenant_sees_and_changes_only_its_own_things() {
+    let s = server();
+    let a = Client::new(&url(&s), "token-aaaaaaaa");
+    let b = Client::new(&url(&s), "token-bbbbbbbb");
+    let me = a.get("/v1/tenant").unwrap().unwrap();
+    assert_eq!(
+        (me["name"].as_str(), me["selectors"][0].as_str()),
+        (Some("a"), Some("prefix:10.20.1.0/24"))
+    );
+    assert!(me["program"].is_null());
+
+    let info = a
+        .put(
+            "/v1/program",
+            common::counter_prog(1, "XDP_DROP").as_bytes(),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (info["version"].as_u64(), info["status"].as_str()),
+        (Some(1), Some("running"))
+    );
+    assert_eq!(info["maps"][0]["name"], "counts");
+    // b has no program and no maps; a's map is invisible to b.
+    assert_eq!(b.get("/v1/program").unwrap().unwrap_err().status, 404);
+    assert_eq!(b.get("/v1/maps").unwrap().unwrap(), json!([]));
+    assert_eq!(b.get("/v1/maps/counts").unwrap().unwrap_err().status, 404);
+    // a reads and writes its own map.
+    let k = "00000000";
+    a.put(
+        "/v1/maps/counts",
+        json!({"key": k, "value": "2a00000000000000"})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap()
+    .unwrap();
+    let dump = a.get("/v1/maps/counts").unwrap().unwrap();
+    assert_eq!(
+        dump["entries"][0],
+        json!({"key": k, "value": "2a00000000000000"})
+    );
+    let e = a
+        .put("/v1/maps/counts", br#"{"key": "00", "value": "00"}"#)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(e.message().contains("4 bytes"), "{}", e.message());
+
+    // Selectors: b cannot take a's, a can change its own.
+    let e = b
+        .put("/v1/selectors", br#"["prefix:10.20.1.0/24"]"#)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.status, 409, "{}", e.message());
+    let e = b
+        .put("/v1/selectors", br#"["vlan:99999"]"#)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(e.message().contains("vlan"), "{}", e.message());
+    let v = a
+        .put("/v1/selectors", br#"["prefix:10.20.1.0/24", "vlan:101"]"#)
+        .unwrap()
+        .unwrap();
+    assert_eq!(v, json!(["prefix:10.20.1.0/24", "vlan:101"]));
+    assert_eq!(
+        b.get("/v1/selectors").unwrap().unwrap(),
+        json!(["prefix:10.20.2.0/24"])
+    );
+
+    // Stats are per tenant.
+    assert_eq!(a.get("/v1/stats").unwrap().unwrap()["name"], "a");
+    assert_eq!(b.get("/v1/stats").unwrap().unwrap()["name"], "b");
+
+    // Removing a's program leaves b untouched.
+    assert_eq!(
+        a.delete("/v1/program").unwrap().unwrap(),
+        json!({"removed": true})
+    );
+    assert_eq!(
+        a.delete("/v1/program").unwrap().unwrap(),
+        json!({"removed": false})
+    );
+}
+
+#[test]
+fn bad_programs_come_back_with_the_reason() {
+    let s = server();
+    let a = Client::new(&url(&s), "token-aaaaaaaa");
+    // Confinement.
+    let hostile = "#include \"rampart_tenant.h\"\nint tenant_main(struct xdp_md *ctx) { long (*h)(long) = (void *)113; return h(0); }\n";
+    let e = a
+        .put("/v1/program", hostile.as_bytes())
+        .unwrap()
+        .unwrap_err();
+    assert_eq!((e.status, e.body["error"].as_str()), (422, Some("refused")));
+    assert!(
+        e.message().contains("bpf_probe_read_kernel"),
+        "{}",
+        e.message()
+    );
+    // Compiler errors.
+    let e = a
+        .put(
+            "/v1/program",
+            b"int tenant_main(struct xdp_md *ctx) { return }",
+        )
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.body["error"], "compile");
+    assert!(
+        e.body["compiler"].as_str().unwrap().contains("tenant.c:1:"),
+        "{}",
+        e.body
+    );
+    // The verifier's log.
+    let unsafe_read = "#include \"rampart_tenant.h\"\nint tenant_main(struct xdp_md *ctx) { __u8 *p = (void *)(long)ctx->data; return p[40]; }\n";
+    let e = a
+        .put("/v1/program", unsafe_read.as_bytes())
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.body["error"], "verifier");
+    assert!(
+        e.body["verifier_log"]
+            .as_str()
+            .unwrap()
+            .contains("invalid access to packet"),
+        "{}",
+        e.body
+    );
+    // Nothing was installed by any of these.
+    assert_eq!(a.get("/v1/program").unwrap().unwrap_err().status, 404);
+    assert_eq!(a.put("/v1/program", b"").unwrap().unwrap_err().status, 400);
+}
+
+#[test]
+fn metrics_cover_every_tenant() {
+    let s = server();
+    let a = Client::new(&url(&s), "token-aaaaaaaa");
+    a.put(
+        "/v1/program",
+        common::counter_prog(1, "XDP_DROP").as_bytes(),
+    )
+    .unwrap()
+    .unwrap();
+    // Drive one packet through the data path.
+    let agent = s.agent().unwrap();
+    let frame = common::udp4([10, 20, 1, 2], 9);
+    let act = agent
+        .call(move |h| {
+            rampart_dataplane::testrun::run_packet(h.dispatcher_fd(), &frame, 1)
+                .unwrap()
+                .retval
+        })
+        .unwrap();
+    assert_eq!(act, 1);
+    let m = a.get_text("/metrics").unwrap();
+    for line in [
+        "rampart_tenant_packets_total{tenant=\"a\"} 1",
+        "rampart_tenant_packets_total{tenant=\"b\"} 0",
+        "rampart_tenant_verdicts_total{tenant=\"a\",verdict=\"drop\"} 1",
+        "rampart_tenant_drops_total{reason=\"no_tokens\",tenant=\"a\"} 0",
+        "rampart_tenant_program_version{tenant=\"a\"} 1",
+    ] {
+        assert!(m.lines().any(|l| l == line), "missing {line:?} in:\n{m}");
+    }
+    assert!(m.contains("rampart_tenant_cpu_nanoseconds_total{tenant=\"a\"}"));
+    assert!(m.contains("rampart_tenant_tokens_nanoseconds{tenant=\"b\"}"));
+}

@@ -1,0 +1,235 @@
+//! `rampart tenant …` end to end: `serve` from a config file, the tenant
+//! client commands against it, one clear error line for every mistake, and
+//! a clean teardown on SIGTERM.
+
+use std::io::Write;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use rampart_lab::testing::{require_kernel, unique_prefix};
+
+fn rampart(args: &[&str], token: Option<&str>, server: &str) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    c.args(args)
+        .env("RAMPART_TENANT_SERVER", server)
+        .env_remove("RAMPART_TENANT_TOKEN");
+    if let Some(t) = token {
+        c.env("RAMPART_TENANT_TOKEN", t);
+    }
+    c.output().expect("run rampart")
+}
+
+fn assert_one_error_line(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one error line, got: {err:?}");
+    assert!(
+        lines[0].starts_with("error:") && lines[0].contains(needle),
+        "{err:?} should mention {needle:?}"
+    );
+    assert_ne!(o.status.code(), Some(0));
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Serve {
+    child: Child,
+    name: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+        let _ = Command::new(env!("CARGO_BIN_EXE_rampart"))
+            .args(["tenant", "cleanup", "--name", &self.name])
+            .output();
+    }
+}
+
+fn serve(port: u16) -> Serve {
+    require_kernel();
+    let name = unique_prefix("tcli");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tenant.toml");
+    let mut f = std::fs::File::create(&cfg).unwrap();
+    write!(
+        f,
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+[infra]
+name = "{name}"
+interfaces = ["lo"]
+attach = false
+[[tenant]]
+name = "acme"
+token = "acme-secret-token"
+selectors = ["prefix:10.20.1.0/24"]
+"#
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["tenant", "serve", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "serve did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Serve {
+        child,
+        name,
+        _dir: dir,
+    }
+}
+
+#[test]
+fn a_tenant_drives_its_program_from_the_cli() {
+    let port = free_port();
+    let s = serve(port);
+    let server = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("drop.c");
+    std::fs::write(
+        &prog,
+        "#include \"rampart_tenant.h\"\nint tenant_main(struct xdp_md *ctx) { return XDP_DROP; }\n",
+    )
+    .unwrap();
+    let o = rampart(
+        &["tenant", "submit", prog.to_str().unwrap()],
+        Some("acme-secret-token"),
+        &server,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).starts_with("program v1 running"),
+        "{o:?}"
+    );
+    let o = rampart(
+        &["tenant", "stats", "--json"],
+        Some("acme-secret-token"),
+        &server,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["name"], "acme");
+    let o = rampart(
+        &[
+            "tenant",
+            "selectors",
+            "--set",
+            "prefix:10.20.1.0/24",
+            "vlan:7",
+        ],
+        Some("acme-secret-token"),
+        &server,
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "prefix:10.20.1.0/24\nvlan:7\n"
+    );
+    let o = rampart(&["tenant", "remove"], Some("acme-secret-token"), &server);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "program removed\n");
+    // The header the programs compile against is printable.
+    let o = rampart(&["tenant", "header"], None, &server);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("int tenant_main(struct xdp_md *ctx);"));
+
+    // Mistakes: one clear line each.
+    assert_one_error_line(&rampart(&["tenant", "stats"], None, &server), "no token");
+    assert_one_error_line(
+        &rampart(&["tenant", "stats"], Some("nope-nope-nope"), &server),
+        "unknown token",
+    );
+    assert_one_error_line(
+        &rampart(
+            &["tenant", "selectors", "--set", "vlan:0"],
+            Some("acme-secret-token"),
+            &server,
+        ),
+        "vlan",
+    );
+    let bad = dir.path().join("bad.c");
+    std::fs::write(&bad, "#include \"rampart_tenant.h\"\nint tenant_main(struct xdp_md *ctx) { long (*h)(long) = (void *)23; return h(0); }\n").unwrap();
+    assert_one_error_line(
+        &rampart(
+            &["tenant", "submit", bad.to_str().unwrap()],
+            Some("acme-secret-token"),
+            &server,
+        ),
+        "bpf_redirect",
+    );
+    assert_one_error_line(
+        &rampart(&["tenant", "stats"], Some("x"), "http://127.0.0.1:1"),
+        "cannot reach the tenant API",
+    );
+    // The verifier log is shown before the error line.
+    let unsafe_c = dir.path().join("unsafe.c");
+    std::fs::write(&unsafe_c, "#include \"rampart_tenant.h\"\nint tenant_main(struct xdp_md *ctx) { __u8 *p = (void *)(long)ctx->data; return p[9]; }\n").unwrap();
+    let o = rampart(
+        &["tenant", "submit", unsafe_c.to_str().unwrap()],
+        Some("acme-secret-token"),
+        &server,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--- verifier log ---") && err.contains("invalid access to packet"),
+        "{err}"
+    );
+    assert!(
+        err.trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("error: the kernel verifier rejected the program"),
+        "{err}"
+    );
+    drop(s);
+}
+
+#[test]
+fn serve_refuses_bad_configs_with_one_line() {
+    require_kernel();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("t.toml");
+    std::fs::write(&cfg, "[infra]\ninterfaces = []\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["tenant", "serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_one_error_line(&o, "interfaces is empty");
+    let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["tenant", "serve", "--config", "/nonexistent/t.toml"])
+        .output()
+        .unwrap();
+    assert_one_error_line(&o, "/nonexistent/t.toml");
+}
+
+#[test]
+fn serve_stops_cleanly_and_removes_its_pins() {
+    let port = free_port();
+    let s = serve(port);
+    let dir = rampart_tenant::host::instance_dir(&s.name);
+    assert!(dir.join("maps/rampart_t_sel").exists());
+    let mut s = s;
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+    let st = s.child.wait().unwrap();
+    assert!(st.success(), "{st}");
+    assert!(!dir.exists(), "pins left behind at {}", dir.display());
+}
