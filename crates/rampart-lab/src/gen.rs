@@ -138,6 +138,8 @@ impl GenSpec {
                 ));
             }
         }
+        // The frame's size and headers, before anything touches the lab.
+        crate::packet::build(&self.frame_spec())?;
         Ok(())
     }
 

@@ -727,7 +727,7 @@ mod tests {
         let e = plan(&fm(1), Target::Nfp, 65, obj())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("65 source replicas on Nfp"), "{e}");
+        assert!(e.contains("65 source replicas on nfp"), "{e}");
         let mut g = fm(1);
         g.ops.remove(0);
         let e = plan(&g, Target::HostXdp, 1, obj()).unwrap_err().to_string();

@@ -126,6 +126,9 @@ struct Summary {
     runs_on_over_off: Vec<f64>,
     lost_ratio_on: Option<f64>,
     lost_ratio_off: Option<f64>,
+    /// Median CPU time of the app's threads per tuple ingested, ns.
+    app_cpu_ns_per_tuple_on: Option<f64>,
+    app_cpu_ns_per_tuple_off: Option<f64>,
     machine: Machine,
 }
 
@@ -167,9 +170,11 @@ fn unpin(ncpu: usize) {
     }
 }
 
-/// CPU ticks (user + system) of every thread of this process but the
-/// calling one: the app's threads while it runs.
-fn other_threads_ticks() -> u64 {
+/// CPU time, ns, of every thread of this process but the calling one:
+/// the app's threads while it runs. `/proc/self/task/*/schedstat` (first
+/// field: time on CPU, ns) rather than `stat`'s 10 ms ticks: a run's app
+/// CPU is a fraction of a second.
+fn other_threads_cpu_ns() -> u64 {
     // SAFETY: plain syscall.
     let me = unsafe { libc::gettid() };
     let Ok(rd) = std::fs::read_dir("/proc/self/task") else {
@@ -177,24 +182,9 @@ fn other_threads_ticks() -> u64 {
     };
     rd.flatten()
         .filter(|e| e.file_name().to_str() != Some(&me.to_string()))
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter_map(|st| {
-            // Fields after the command name, which may hold spaces.
-            let rest = &st[st.rfind(')')? + 2..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("schedstat")).ok())
+        .filter_map(|st| st.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
-}
-
-fn ticks_per_s() -> f64 {
-    // SAFETY: plain libc call.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
 }
 
 fn median(v: &[f64]) -> Option<f64> {
@@ -331,10 +321,10 @@ fn one(
     let stop = p.cancel_flag();
     let h = std::thread::spawn(move || p.run());
     std::thread::sleep(Duration::from_millis(150));
-    let cpu0 = other_threads_ticks();
+    let cpu0 = other_threads_cpu_ns();
     let g = c.gen.run(c.cancel);
     // The generator's threads have ended: what is left are the app's.
-    let app_cpu_s = other_threads_ticks().saturating_sub(cpu0) as f64 / ticks_per_s();
+    let app_cpu_s = other_threads_cpu_ns().saturating_sub(cpu0) as f64 / 1e9;
     std::thread::sleep(Duration::from_millis(150));
     stop.store(true, Ordering::Relaxed);
     let st = h
@@ -499,6 +489,8 @@ pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
             let (on, off) = (pick(true), pick(false));
             let v = |x: &[&Run]| x.iter().map(|r| r.tuples_per_s).collect::<Vec<_>>();
             let l = |x: &[&Run]| median(&x.iter().map(|r| r.lost_ratio).collect::<Vec<_>>());
+            let cpu =
+                |x: &[&Run]| median(&x.iter().map(|r| r.app_cpu_ns_per_tuple).collect::<Vec<_>>());
             let per_rep: Vec<f64> = on
                 .iter()
                 .filter_map(|r| {
@@ -528,6 +520,8 @@ pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
                 runs_on_over_off: per_rep,
                 lost_ratio_on: l(&on),
                 lost_ratio_off: l(&off),
+                app_cpu_ns_per_tuple_on: cpu(&on),
+                app_cpu_ns_per_tuple_off: cpu(&off),
                 machine: machine.clone(),
             });
         }
@@ -637,6 +631,34 @@ fn write_out(
         },
         machine,
     )?;
+    let cpu_series = vec![
+        (
+            "offload off (raw frames, parsed in userspace)".to_string(),
+            sums.iter()
+                .map(|s| s.app_cpu_ns_per_tuple_off.unwrap_or(0.0))
+                .collect(),
+        ),
+        (
+            "offload on (tuples from XDP)".to_string(),
+            sums.iter()
+                .map(|s| s.app_cpu_ns_per_tuple_on.unwrap_or(0.0))
+                .collect(),
+        ),
+    ];
+    let title = format!(
+        "rampart stream {app}: userspace CPU per tuple ingested, XDP offload on vs off (medians of {})",
+        a.repeat
+    );
+    report::bar_chart(
+        &dir.join(format!("stream-offload-{app}-cpu.png")),
+        &BarChart {
+            title: &title,
+            y_label: "ns of app CPU per tuple",
+            categories: &cats,
+            series: &cpu_series,
+        },
+        machine,
+    )?;
     let rows: Vec<Vec<String>> = sums
         .iter()
         .map(|s| {
@@ -649,6 +671,8 @@ fn write_out(
                 format!("{:.0}", s.afxdp_ceiling_per_s),
                 format!("{:.3}", s.on_over_off.unwrap_or(0.0)),
                 format!("{:.3}", s.on_over_ceiling.unwrap_or(0.0)),
+                format!("{:.0}", s.app_cpu_ns_per_tuple_on.unwrap_or(0.0)),
+                format!("{:.0}", s.app_cpu_ns_per_tuple_off.unwrap_or(0.0)),
             ]
         })
         .collect();
@@ -663,6 +687,8 @@ fn write_out(
             "afxdp_ceiling_per_s",
             "on_over_off",
             "on_over_ceiling",
+            "app_cpu_ns_per_tuple_on",
+            "app_cpu_ns_per_tuple_off",
         ],
         &rows,
     )?;
