@@ -618,7 +618,7 @@ fn write_out(
         ),
     ];
     let title = format!(
-        "rampart stream {app}: tuples ingested per second, XDP offload on vs off ({} flows, medians of {})",
+        "stream {app}: tuples/s ingested, offload on vs off ({} flows, medians of {})",
         a.flows, a.repeat
     );
     report::bar_chart(
@@ -646,7 +646,7 @@ fn write_out(
         ),
     ];
     let title = format!(
-        "rampart stream {app}: userspace CPU per tuple ingested, XDP offload on vs off (medians of {})",
+        "stream {app}: app CPU per tuple, offload on vs off (medians of {})",
         a.repeat
     );
     report::bar_chart(
