@@ -41,6 +41,11 @@ fn rx(lab: &TestLab) -> AfXdpConfig {
         // host0 has two RX queues; frames may arrive on either.
         queues: 2,
         seconds: Some(60.0),
+        // Room for every frame a test sends (≤ 20,000) on one socket: a
+        // replica thread the scheduler keeps off the CPU for a while (other
+        // work on this machine) must not cost frames, whatever the timing.
+        frames: 32_768,
+        ring: 32_768,
         ..AfXdpConfig::default()
     }
 }
@@ -315,9 +320,17 @@ fn portscan_offloaded_flags_the_same_scanners() {
         }
         drive(&src, p, frames.len() as u64, || inject(&lab, &frames));
         if let Some(t) = tuple {
+            // The source's figure is XDP's counter as of its last refresh;
+            // the stack's own packets on the link (IPv6 neighbour discovery,
+            // MLD) are filtered too and may arrive at any moment, so read
+            // the source first and XDP's counter after.
+            let reported = src.stats().snapshot().filtered;
             let c = t.counters().unwrap();
             assert!(c.filtered >= noise, "UDP and ICMP dropped in XDP: {c:?}");
-            assert_eq!(src.stats().snapshot().filtered, c.filtered);
+            assert!(
+                (noise..=c.filtered).contains(&reported),
+                "the source reports XDP's filtered frames: {reported} of {c:?}"
+            );
         }
         let mut got: Vec<(String, u64, u64)> = alerts
             .lock()

@@ -68,8 +68,8 @@ impl Default for XdpTupleConfig {
 }
 
 impl XdpTupleConfig {
-    /// The source a host-XDP offload `plan` needs, on the interface and
-    /// queues of `rx` (an `afxdp:` spec).
+    /// The source a host-XDP offload `plan` needs, on the interface,
+    /// queues and UMEM/ring sizes of `rx` (an `afxdp:` spec).
     ///
     /// # Errors
     /// A plan for a target other than host XDP (an nfp plan cannot run here).
@@ -86,6 +86,8 @@ impl XdpTupleConfig {
             queues: rx.queues,
             seconds: rx.seconds,
             packets: rx.packets,
+            frames: rx.frames,
+            ring: rx.ring,
             offload: plan.config.clone(),
             applied: Applied {
                 app: Some(plan.app.clone()),
