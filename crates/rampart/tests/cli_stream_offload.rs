@@ -124,9 +124,13 @@ fn bench_stream_output_and_lab_cleanup() {
 
 fn bench_stream_prints_runs_and_a_summary_and_removes_its_lab() {
     let before = bench_labs();
+    let out = std::env::temp_dir().join(format!("rampart-sb-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
     let o = rampart(&[
         "bench",
         "stream",
+        "--out",
+        out.to_str().unwrap(),
         "--app",
         "synflood",
         "--offload",
@@ -165,6 +169,22 @@ fn bench_stream_prints_runs_and_a_summary_and_removes_its_lab() {
     let s = &objs[2];
     assert_eq!(s["event_type"], "summary");
     assert!(s["on_over_off"].is_number() && s["on_over_ceiling"].is_number());
+    assert!(s["app_cpu_ns_per_tuple_on"].is_number() && s["app_cpu_ns_per_tuple_off"].is_number());
+    // --out: the CSVs and the two figures (PNG signature).
+    for f in [
+        "synflood-runs.csv",
+        "synflood-summary.csv",
+        "stream-offload-synflood.png",
+        "stream-offload-synflood-cpu.png",
+    ] {
+        let b = std::fs::read(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        if f.ends_with(".png") {
+            assert!(b.starts_with(b"\x89PNG\r\n\x1a\n"), "{f} is a PNG");
+        } else {
+            assert!(String::from_utf8_lossy(&b).lines().count() >= 2, "{f}");
+        }
+    }
+    std::fs::remove_dir_all(&out).unwrap();
     assert_eq!(bench_labs(), before, "the benchmark's lab is gone");
 }
 
