@@ -99,7 +99,6 @@ impl XdpTupleConfig {
                     .collect(),
                 partition: plan.key_mode.filter(|_| plan.sources > 1),
             },
-            ..Self::default()
         })
     }
 }
