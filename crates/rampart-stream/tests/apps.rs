@@ -513,6 +513,47 @@ fn portscan_vertical_scan_needs_service_first_contacts() {
     );
 }
 
+#[test]
+fn portscan_forgets_idle_hosts() {
+    // Six silent first contacts, 20 s apart: four in a row flag a scanner
+    // when the walk is kept, never when it is forgotten after 10 s idle.
+    let (scanner, mut p) = (v4(198, 51, 100, 77), Vec::new());
+    for i in 0..6u8 {
+        p.push((
+            T0_NS + u64::from(i) * 20 * S,
+            frame(scanner, v4(10, 10, 3, i + 1), 42000, 22, L4::Tcp(0x02), 0),
+        ));
+    }
+    let f = write_pcap("slowscan.pcap", &p);
+    let run = |idle: u64| {
+        let src = PcapSource::open(f.path(), 1, None).unwrap();
+        let (out, sink) = collect();
+        let cfg = PortscanConfig {
+            host_idle: std::time::Duration::from_secs(idle),
+            ..PortscanConfig::default()
+        };
+        portscan::build(src, &cfg, sink).unwrap().run().unwrap();
+        let v = out.lock().unwrap().clone();
+        v
+    };
+    let kept = run(600);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0].details.first_contacts, 4);
+    assert!(
+        run(10).is_empty(),
+        "a walk idle for 20 s > 10 s must restart"
+    );
+    let bad = PortscanConfig {
+        host_idle: std::time::Duration::ZERO,
+        ..PortscanConfig::default()
+    };
+    assert!(bad
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("host-idle"));
+}
+
 // -------------------------------------------------------------- synflood
 
 fn flood_traffic() -> Vec<(u64, Vec<u8>)> {

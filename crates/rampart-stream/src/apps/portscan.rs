@@ -60,6 +60,12 @@ pub struct PortscanConfig {
     pub response_timeout: Duration,
     /// First-contact definition.
     pub first_contact: FirstContact,
+    /// A remote host's walk (its likelihood ratio and the contacts it
+    /// made) is forgotten after this long without a new outcome, in event
+    /// time (default 600 s). Bounds the state of a long run to the hosts
+    /// active in the last `host_idle`; a scanner idle that long may be
+    /// flagged again when it comes back.
+    pub host_idle: Duration,
     /// Engine settings.
     pub engine: EngineOpts,
 }
@@ -73,6 +79,7 @@ impl Default for PortscanConfig {
             beta: 0.99,
             response_timeout: Duration::from_secs(3),
             first_contact: FirstContact::Host,
+            host_idle: Duration::from_secs(600),
             engine: EngineOpts::default(),
         }
     }
@@ -101,6 +108,11 @@ impl PortscanConfig {
                 "portscan: α ({}) must be below β ({})",
                 self.alpha, self.beta
             )));
+        }
+        if self.host_idle.is_zero() {
+            return Err(crate::Error::Invalid(
+                "portscan: --host-idle must be > 0".into(),
+            ));
         }
         if self.response_timeout.is_zero() {
             return Err(crate::Error::Invalid(
@@ -223,6 +235,8 @@ struct Walk {
     fail: u64,
     ok: u64,
     scanner: bool,
+    /// Event time of the host's latest outcome, ns.
+    last_ns: u64,
 }
 
 /// The `handshake` Filter: TCP SYN (a SYN or SYN-ACK) or RST+ACK.
@@ -311,8 +325,21 @@ pub fn build<S: PacketSource>(
     );
     let service = cfg.first_contact == FirstContact::Service;
     let mut hosts: FxHashMap<Addr, Walk> = FxHashMap::default();
+    let idle_ns = u64::try_from(cfg.host_idle.as_nanos()).unwrap_or(u64::MAX);
+    let mut next_sweep = 0u64;
     let walk = move |o: Outcome, sh: &mut Shipper<'_, ScanAlert>| {
+        let now = o.first_syn;
+        // Forget hosts idle for `host_idle`, a quarter of it at a time
+        // (amortised: one pass over the table per quarter of event time).
+        if now >= next_sweep {
+            hosts.retain(|_, h| now.saturating_sub(h.last_ns) < idle_ns);
+            next_sweep = now.saturating_add((idle_ns / 4).max(1));
+        }
         let h = hosts.entry(o.key.initiator).or_default();
+        if h.n > 0 && now.saturating_sub(h.last_ns) >= idle_ns {
+            *h = Walk::default();
+        }
+        h.last_ns = h.last_ns.max(now);
         if h.scanner {
             return;
         }
@@ -333,6 +360,9 @@ pub fn build<S: PacketSource>(
         }
         if h.llr >= eta1 {
             h.scanner = true;
+            let contacted = std::mem::take(&mut h.order);
+            // Decided: only the flag is needed until the host goes idle.
+            h.contacted = FxHashSet::default();
             sh.ship(ScanAlert {
                 ts_ns: o.first_syn,
                 src: o.key.initiator,
@@ -342,7 +372,7 @@ pub fn build<S: PacketSource>(
                     successes: h.ok,
                     log_likelihood_ratio: h.llr,
                     log_eta1: eta1,
-                    contacted: h.order.clone(),
+                    contacted,
                     attempt_ts: iso8601(o.first_syn),
                 },
             });

@@ -163,6 +163,9 @@ pub struct RunArgs {
     /// portscan: seconds without an answer after which an attempt failed.
     #[arg(long, default_value_t = 3.0)]
     pub response_timeout: f64,
+    /// portscan: seconds (event time) after which an idle host's walk is forgotten.
+    #[arg(long, default_value_t = 600.0)]
+    pub host_idle: f64,
     /// portscan: what counts as a first contact.
     #[arg(long, value_enum, default_value = "host")]
     pub first_contact: Contact,
@@ -251,6 +254,7 @@ fn app_cfgs(a: &RunArgs) -> Result<AppCfgs> {
                 alpha: a.alpha,
                 beta: a.beta,
                 response_timeout: secs("response-timeout", a.response_timeout)?,
+                host_idle: secs("host-idle", a.host_idle)?,
                 first_contact: match a.first_contact {
                     Contact::Host => portscan::FirstContact::Host,
                     Contact::Service => portscan::FirstContact::Service,
