@@ -163,12 +163,21 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 				return PARSE_TRUNCATED;
 			fo = bpf_ntohs(fh->frag_off);
 			/* IPv6: offset in the top 13 bits, M flag is bit 0. */
-			if (fo & 0xfff8)
-				pi->frag = FRAG_LATER;
-			else if (fo & 1)
-				pi->frag = FRAG_FIRST;
 			nexthdr = fh->nexthdr;
 			off += sizeof(*fh);
+			if (fo & 0xfff8) {
+				/*
+				 * A later fragment: everything after this header is
+				 * fragment payload, extension headers of the
+				 * fragmentable part included. Never walk it.
+				 */
+				pi->frag = FRAG_LATER;
+				pi->l4_proto = nexthdr;
+				pi->l4_off = off;
+				return PARSE_OK;
+			}
+			if (fo & 1)
+				pi->frag = FRAG_FIRST;
 			break;
 		}
 		default:

@@ -81,3 +81,5 @@ const _: () = assert!(size_of::<StreamOffCfg>() <= 64 && size_of::<StreamOffPref
 // The array lengths repeat `#define`s that BTF does not carry: these fail to compile if they drift.
 const _: fn(&StreamOffCfg) -> [u8; ST_OFF_CLAUSES] = |c| c.clause_mask;
 const _: fn(&StreamOffPrefix) -> [u32; 4] = |p| p.mask;
+
+pub mod ddos;

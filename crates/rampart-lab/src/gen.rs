@@ -138,8 +138,9 @@ impl GenSpec {
                 ));
             }
         }
-        // The frame's size and headers, before anything touches the lab.
-        crate::packet::build(&self.frame_spec())?;
+        // Size and header fit, checked here (not only when the generator is
+        // built) so a bad size is reported whether or not a lab is up.
+        packet::build(&self.frame_spec())?;
         Ok(())
     }
 

@@ -26,21 +26,15 @@ enum Cmd {
     /// Stream analytics: flowmeter, portscan, synflood on pcap, synthetic or AF_XDP sources.
     #[command(subcommand)]
     Stream(cli::stream::StreamCmd),
+    /// DDoS data plane: XDP source blacklist and feature extraction (state pinned).
+    #[command(subcommand)]
+    Ddos(cli::ddos::DdosCmd),
     /// Tenant offload: serve the API, or act as a tenant (submit, stats, …).
     #[command(subcommand)]
     Tenant(cli::tenant::TenantCmd),
-    /// Benchmarks.
+    /// Benchmarks: `rampart bench <name>`.
     #[command(subcommand)]
-    Bench(BenchCmd),
-}
-
-/// `rampart bench <name>`: each application's benchmarks, one group.
-#[derive(Debug, Subcommand)]
-enum BenchCmd {
-    #[command(flatten)]
-    Stream(cli::stream::BenchCmd),
-    #[command(flatten)]
-    Tenant(cli::tenant::TenantBench),
+    Bench(cli::bench::BenchCmd),
 }
 
 /// clap renders errors over several lines (usage, hints); rampart's CLI
@@ -102,9 +96,9 @@ fn main() -> ExitCode {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
         Cmd::Stream(c) => cli::stream::run(c, &cancel),
+        Cmd::Ddos(c) => cli::ddos::run(c, &cancel),
         Cmd::Tenant(c) => cli::tenant::run(c, &cancel),
-        Cmd::Bench(BenchCmd::Stream(c)) => cli::stream::run_bench(c, &cancel),
-        Cmd::Bench(BenchCmd::Tenant(b)) => cli::tenant::run_bench(b, &cancel),
+        Cmd::Bench(c) => cli::bench::run(c, &cancel),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,7 @@
 //! Subcommands, one module per application.
 
+pub mod bench;
+pub mod ddos;
 pub mod demo;
 pub mod lab;
 pub mod stream;

@@ -1,0 +1,162 @@
+//! Benchmarks of the ddos data plane, each in a lab of its own (unique
+//! prefix, removed at the end — also on error and on Ctrl-C, which the
+//! binary turns into the `cancel` flag every loop checks).
+//!
+//! - [`filter`]: drop rate of the blacklist against bare XDP_DROP and the
+//!   peers (nftables set, iptables rules, xdp-filter), alternated
+//!   repetitions, medians;
+//! - [`features`]: time to read one feature interval;
+//! - [`update`]: blacklist updates of up to 1M entries under a flood.
+
+pub mod features;
+pub mod filter;
+pub mod peers;
+pub mod update;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rampart_lab::topology::UpOptions;
+use rampart_lab::Lab;
+
+use crate::error::{Error, Result};
+
+/// A lab brought up for one benchmark and removed when dropped.
+#[derive(Debug)]
+pub struct BenchLab {
+    /// The lab.
+    pub lab: Lab,
+}
+
+impl BenchLab {
+    /// Bring up a lab with a unique prefix starting with `tag`.
+    ///
+    /// # Errors
+    /// Lab errors (the partial lab is removed).
+    pub fn up(tag: &str) -> Result<Self> {
+        let prefix = rampart_lab::testing::unique_prefix(tag);
+        let lab = Lab::new(&prefix)?;
+        if let Err(e) = lab.up(&UpOptions::default()) {
+            let _ = lab.down();
+            return Err(e.into());
+        }
+        Ok(Self { lab })
+    }
+}
+
+impl Drop for BenchLab {
+    fn drop(&mut self) {
+        if let Err(e) = self.lab.down() {
+            tracing::warn!("removing bench lab {}: {e}", self.lab.prefix());
+        }
+    }
+}
+
+/// Median of a sample (mean of the middle two for even sizes); NaN when empty.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Fail with [`Error::Interrupted`] once `cancel` is set.
+///
+/// # Errors
+/// [`Error::Interrupted`].
+pub fn check(cancel: &AtomicBool) -> Result<()> {
+    if cancel.load(Ordering::Relaxed) {
+        Err(Error::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// Run a command, optionally feeding `stdin`; stdout on success.
+///
+/// # Errors
+/// [`Error::Command`] with its stderr (or a hint to install the tool).
+pub fn run_cmd(prog: &str, args: &[&str], stdin: Option<&[u8]>) -> Result<String> {
+    use std::io::Write;
+    let line = format!("{prog} {}", args.join(" "));
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if stdin.is_some() {
+        cmd.stdin(std::process::Stdio::piped());
+    }
+    let mut child = cmd.spawn().map_err(|e| Error::Command {
+        cmd: line.clone(),
+        stderr: if e.kind() == std::io::ErrorKind::NotFound {
+            format!("{prog} is not installed (./run deps installs the benchmark peers)")
+        } else {
+            e.to_string()
+        },
+    })?;
+    if let Some(data) = stdin {
+        if let Some(mut si) = child.stdin.take() {
+            si.write_all(data)
+                .map_err(|e| Error::io(format!("writing to {prog}"), e))?;
+        }
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::io(format!("waiting for {prog}"), e))?;
+    if !out.status.success() {
+        let mut stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if stderr.len() > 400 {
+            stderr.truncate(400);
+            stderr.push('…');
+        }
+        return Err(Error::Command {
+            cmd: truncate_line(&line),
+            stderr,
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn truncate_line(s: &str) -> String {
+    if s.len() > 200 {
+        format!("{}…", &s[..200])
+    } else {
+        s.to_string()
+    }
+}
+
+/// Frames the XDP program of `iface` (in `ns`) dropped, from the veth
+/// driver's per-queue counters (`rx_queue_<n>_xdp_drops`): the counting
+/// point every XDP variant shares.
+///
+/// # Errors
+/// A failing `ethtool`.
+pub fn veth_xdp_drops(ns: &str, iface: &str) -> Result<u64> {
+    let out = run_cmd("ip", &["netns", "exec", ns, "ethtool", "-S", iface], None)?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.trim().split_once(": "))
+        .filter(|(k, _)| k.starts_with("rx_queue_") && k.ends_with("_xdp_drops"))
+        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+        .sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        assert_eq!(median(&[f64::NAN, 1.0]), 1.0);
+    }
+}

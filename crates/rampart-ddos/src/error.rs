@@ -1,0 +1,130 @@
+//! Errors of the ddos data plane. Each message says what is wrong and how
+//! to fix it, on one line.
+
+use std::path::PathBuf;
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// From the data-plane toolkit (BPF, netns, pins, features).
+    #[error(transparent)]
+    Dataplane(#[from] rampart_dataplane::Error),
+    /// From the lab (benchmarks).
+    #[error(transparent)]
+    Lab(#[from] rampart_lab::Error),
+    /// A prefix that cannot be parsed or is refused.
+    #[error("bad prefix {input:?}{}: {reason}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    BadPrefix {
+        /// What the user wrote.
+        input: String,
+        /// Line of the file it came from, if any.
+        line: Option<usize>,
+        /// Why, and what to write instead.
+        reason: String,
+    },
+    /// The same prefix twice in one request.
+    #[error("duplicate prefix {prefix} in the request{}: give each prefix once", .where_.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    Duplicate {
+        /// The normalised prefix.
+        prefix: String,
+        /// Where the two occurrences are (lines), if known.
+        where_: Option<String>,
+    },
+    /// A prefix to block is blocked already.
+    #[error("{prefix} is already blocked: unblock it first, or use --replace to make the list exactly what you give")]
+    AlreadyBlocked {
+        /// The prefix.
+        prefix: String,
+    },
+    /// A prefix to unblock is not blocked.
+    #[error("{prefix} is not blocked (see `rampart ddos list`)")]
+    NotBlocked {
+        /// The prefix.
+        prefix: String,
+    },
+    /// The update would exceed a table's capacity.
+    #[error("{kind} table full: {have} entries + {adding} new > capacity {cap}; nothing was changed (re-attach with a larger {flag})")]
+    TableFull {
+        /// Which table.
+        kind: &'static str,
+        /// Entries in it now (after the update's removals).
+        have: usize,
+        /// Entries the update adds.
+        adding: usize,
+        /// Its capacity.
+        cap: usize,
+        /// The attach option that sets it.
+        flag: &'static str,
+    },
+    /// No filter is attached where the user pointed.
+    #[error("no rampart ddos filter at {where_} (pins {}): attach one with `rampart ddos attach --iface IF [--netns NS]`", path.display())]
+    NotAttached {
+        /// Interface description.
+        where_: String,
+        /// Pin directory looked at.
+        path: PathBuf,
+    },
+    /// A filter is attached already.
+    #[error("a rampart ddos filter is already attached at {where_} (pins {}): detach it first with `rampart ddos detach`", path.display())]
+    AlreadyAttached {
+        /// Interface description.
+        where_: String,
+        /// Pin directory.
+        path: PathBuf,
+    },
+    /// Several filters exist and the command did not say which.
+    #[error(
+        "several rampart ddos filters are attached ({0}): choose one with --iface IF [--netns NS]"
+    )]
+    Ambiguous(String),
+    /// The pinned state is not what this version expects.
+    #[error("pinned ddos state at {} is unusable ({reason}): detach and attach again", path.display())]
+    BadState {
+        /// Pin directory.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A setting is out of range.
+    #[error("{0}")]
+    Invalid(String),
+    /// An I/O error with context.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An external command failed (benchmark peers).
+    #[error("`{cmd}` failed: {stderr}")]
+    Command {
+        /// The command line.
+        cmd: String,
+        /// Its standard error, trimmed.
+        stderr: String,
+    },
+    /// The operation was interrupted (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+}
+
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn errno(context: impl Into<String>, rc: i32) -> Self {
+        Error::Io {
+            context: context.into(),
+            source: std::io::Error::from_raw_os_error(rc.abs()),
+        }
+    }
+}
+
+/// Result alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

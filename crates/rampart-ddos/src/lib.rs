@@ -1,0 +1,22 @@
+//! rampart ddos, data plane (DESIGN §3): the XDP source blacklist with
+//! per-entry counters ([`filter`]), the per-(source, destination) feature
+//! stage with atomic interval snapshots ([`features`]), and the benchmarks
+//! that compare them with their peers ([`bench`]).
+//!
+//! The control plane (detectors, rate monitor, offload planner, daemon)
+//! builds on [`filter::Filter`] (block/unblock/replace/entries/stats) and
+//! [`features::Features`] (interval snapshots).
+
+pub mod bench;
+pub mod clock;
+pub mod error;
+pub mod features;
+pub mod filter;
+pub mod maps;
+pub mod prefix;
+pub mod table;
+
+pub use error::{Error, Result};
+pub use features::{FeatureRecord, Features, Snapshot};
+pub use filter::{BlockEntry, Filter, FilterConfig, Scope, Update};
+pub use prefix::{Kind, Prefix};
