@@ -55,4 +55,31 @@ pub const ST_FLOWID_SEED: u32 = 0x7261;
 const _: () = assert!(size_of::<StreamTuple>() == 56);
 const _: () = assert!(std::mem::align_of::<StreamTuple>() == 8);
 
+// --- rampart stream offload (bpf/shared/stream_offload.h) -----------------
+
+/// Configuration of `xdp_stream` (`struct stream_off_cfg`, map `stream_off_cfg[0]`).
+pub use crate::xdp_stream::types::stream_off_cfg as StreamOffCfg;
+/// An inclusive port range (`struct stream_off_port_range`).
+pub use crate::xdp_stream::types::stream_off_port_range as StreamOffPortRange;
+/// An address prefix as (address, mask) words (`struct stream_off_prefix`).
+pub use crate::xdp_stream::types::stream_off_prefix as StreamOffPrefix;
+
+/// TCP flag clauses, and port ranges / prefixes per direction (`ST_OFF_CLAUSES`, `ST_OFF_RANGES`).
+pub const ST_OFF_CLAUSES: usize = 4;
+/// Port ranges and prefixes per direction.
+pub const ST_OFF_RANGES: usize = 4;
+/// XSKMAP slots (`ST_OFF_XSKS`): RX queue × replicas + replica.
+pub const ST_OFF_XSKS: u32 = 64;
+/// `enum stream_off_counter` entries (`ST_CNT_MAX`).
+pub const ST_CNT_MAX: u32 = 9;
+
+const _: () = assert!(size_of::<StreamOffCfg>() == 40);
+const _: () = assert!(size_of::<StreamOffPortRange>() == 4);
+const _: () = assert!(size_of::<StreamOffPrefix>() == 36);
+// The nfp profile: every map entry of the offload fits in 64 bytes.
+const _: () = assert!(size_of::<StreamOffCfg>() <= 64 && size_of::<StreamOffPrefix>() <= 64);
+// The array lengths repeat `#define`s that BTF does not carry: these fail to compile if they drift.
+const _: fn(&StreamOffCfg) -> [u8; ST_OFF_CLAUSES] = |c| c.clause_mask;
+const _: fn(&StreamOffPrefix) -> [u32; 4] = |p| p.mask;
+
 pub mod ddos;

@@ -20,6 +20,16 @@ pub enum KeyMode {
     Bidir = 3,
 }
 
+impl std::fmt::Display for KeyMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::FiveTuple => "five-tuple",
+            Self::SynPair => "syn-pair",
+            Self::Bidir => "bidir",
+        })
+    }
+}
+
 const JHASH_INITVAL: u32 = 0xdead_beef;
 
 #[inline(always)]

@@ -25,6 +25,11 @@ fn open(lab: &TestLab) -> AfXdpSource {
         iface: topology::HOST_IF.into(),
         queues: 2,
         seconds: Some(60.0),
+        // Room for every frame a test sends (20,000) on one socket: a
+        // replica the scheduler keeps off the CPU for a while (other work
+        // on this machine) must not cost frames, whatever the timing.
+        frames: 32_768,
+        ring: 32_768,
         ..AfXdpConfig::default()
     })
     .expect("AF_XDP source on host0")
@@ -114,8 +119,12 @@ fn afxdp_flowmeter_and_synflood_in_the_lab() {
         "IP bytes of 64-byte frames"
     );
     assert_eq!(st.dropped, 0, "AF_XDP dropped frames: {st:?}");
+    // No generator frame was passed to the stack (the per-flow sum above
+    // counts every one); `passed` can only be the kernel's own packets
+    // (neighbour discovery, MLD) arriving once the replicas have closed
+    // their sockets and before the source detaches.
     assert!(
-        redirected >= n && passed == 0,
+        redirected >= n,
         "xdp_stream_rx: {redirected} redirected, {passed} passed"
     );
 

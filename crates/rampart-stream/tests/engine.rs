@@ -578,3 +578,77 @@ fn watermarks_fire_windows_and_count_late_records() {
     assert_eq!(w.late_dropped, 1);
     assert_eq!(w.windows_fired, 10);
 }
+
+/// A source already partitioned by key (replica `r` emits the keys with
+/// `key % 2 == r`, as a NIC steering by key would), a count window per key.
+fn partitioned(assume: bool, window_par: usize) -> (Vec<(u16, u64)>, usize) {
+    let g = PipeGraph::new(GraphConfig {
+        name: "p".into(),
+        mode: ExecMode::Deterministic,
+        chaining: true,
+        ..GraphConfig::default()
+    })
+    .unwrap();
+    let src = Source::new("src", |ctx| {
+        let r = ctx.replica() as u16;
+        for i in 0..10_000u64 {
+            let key = (i % 64) as u16;
+            if key % 2 == r {
+                ctx.emit_seq(i, i, key);
+            }
+        }
+        Ok(())
+    })
+    .with_parallelism(2)
+    .with_output_batch(16);
+    let out: Arc<Mutex<Vec<(u16, u64)>>> = Arc::default();
+    let o2 = Arc::clone(&out);
+    let p = g
+        .source(src)
+        .unwrap()
+        .assume_partitioned(assume)
+        .add(
+            KeyedWindow::new(
+                "count",
+                |k: &u16| *k,
+                WindowSpec::count_tumbling(10),
+                agg(
+                    || 0u64,
+                    |a: &mut u64, _: &u16| *a += 1,
+                    |k: &u16, a: u64, _: &WindowInfo| (*k, a),
+                ),
+            )
+            .with_parallelism(window_par),
+        )
+        .unwrap()
+        .sink(Sink::new("sink", move |r: Option<(u16, u64)>| {
+            if let Some(r) = r {
+                o2.lock().unwrap().push(r);
+            }
+        }))
+        .unwrap();
+    let threads = p.threads();
+    p.run().unwrap();
+    let mut v = out.lock().unwrap().clone();
+    v.sort_unstable();
+    (v, threads)
+}
+
+#[test]
+fn assume_partitioned_hands_records_over_one_to_one() {
+    let (keyed, t_keyed) = partitioned(false, 2);
+    let (direct, t_direct) = partitioned(true, 2);
+    assert_eq!(keyed, direct, "same windows either way");
+    assert_eq!(
+        keyed.len(),
+        64 * 16,
+        "156 or 157 records per key: 15 full windows and a partial one"
+    );
+    // Key-by: 2 source + 2 window threads + sink; one-to-one: the window
+    // fuses into each source replica.
+    assert_eq!((t_keyed, t_direct), (5, 3));
+    // Different parallelism: the declaration cannot apply, key-by as usual.
+    let (other, t_other) = partitioned(true, 3);
+    assert_eq!(other, keyed);
+    assert_eq!(t_other, 6);
+}

@@ -5,7 +5,10 @@
 //! default); non-first fragments count under their 3-tuple with ports 0.
 //!
 //! Graph: Source → Map(FlowID, five-tuple) → Keyed Window (session per
-//! 5-tuple: idle gap, active timeout) → Sink.
+//! 5-tuple: idle gap, active timeout) → Sink. With the offload ([`graph`]
+//! is what the planner sees), the Source and the FlowID run in XDP and the
+//! records arrive steered by the five-tuple FlowID, so the window's key-by
+//! is a one-to-one hand-over when it has as many replicas as the source.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,6 +19,7 @@ use super::{flow_id_map, Addr, EngineOpts};
 use crate::engine::{agg, KeyedWindow, Pipeline, Sink, WindowInfo, WindowSpec};
 use crate::export::json::{epoch_secs, iso8601, proto_name};
 use crate::flowid::KeyMode;
+use crate::offload::planner::{AppGraph, OpDesc, OpKind};
 use crate::source::{self, PacketSource};
 use crate::tuple::StreamTuple;
 
@@ -129,10 +133,39 @@ struct Acc {
     flow_id: u32,
 }
 
+/// The operator graph as the offload planner sees it (names as in [`build`]).
+pub fn graph(cfg: &FlowmeterConfig) -> AppGraph {
+    AppGraph {
+        app: "flowmeter".into(),
+        ops: vec![
+            OpDesc::new("source", OpKind::Source, "frames → tuples"),
+            OpDesc::new(
+                "flowid",
+                OpKind::FlowId {
+                    mode: KeyMode::FiveTuple,
+                },
+                "FlowID: jhash of the 5-tuple",
+            ),
+            OpDesc::new(
+                "flows",
+                OpKind::Keyed {
+                    key: "the 5-tuple (session window: idle and active timeouts)".into(),
+                    partition: Some(KeyMode::FiveTuple),
+                    note: None,
+                    parallelism: cfg.engine.workers,
+                },
+                "flow records",
+            ),
+            OpDesc::new("export", OpKind::Sink, "EVE flow JSON lines / IPFIX"),
+        ],
+    }
+}
+
 /// Build the graph; `out` gets every record, then `None` at the end.
+/// Operators the source already applied (an offload) are left out.
 ///
 /// # Errors
-/// Invalid settings.
+/// Invalid settings, or a source offloaded for another app.
 pub fn build<S: PacketSource>(
     src: S,
     cfg: &FlowmeterConfig,
@@ -144,6 +177,8 @@ pub fn build<S: PacketSource>(
         ));
     }
     let e = &cfg.engine;
+    let applied = src.applied();
+    applied.check_app("flowmeter")?;
     let g = e.graph("flowmeter")?;
     let p = src.parallelism();
     let window = agg(
@@ -175,8 +210,15 @@ pub fn build<S: PacketSource>(
             flow_id: a.flow_id,
         },
     );
-    Ok(g.source(source::operator(src, e.batch))?
-        .add(flow_id_map(KeyMode::FiveTuple, p, e.batch))?
+    let pipe = g.source(source::operator(src, e.batch))?;
+    let pipe = if applied.has("flowid") {
+        pipe
+    } else {
+        pipe.add(flow_id_map(KeyMode::FiveTuple, p, e.batch))?
+    };
+    // Steered by the five-tuple FlowID: every flow on one replica.
+    Ok(pipe
+        .assume_partitioned(applied.partition == Some(KeyMode::FiveTuple))
         .add(
             KeyedWindow::new(
                 "flows",

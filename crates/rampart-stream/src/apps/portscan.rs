@@ -29,6 +29,8 @@ use crate::engine::{
 };
 use crate::export::json::{epoch_secs, iso8601, Alert, AlertInfo};
 use crate::flowid::jhash2;
+use crate::offload::planner::{AppGraph, OpDesc, OpKind};
+use crate::offload::predicate::{FlagClause, Predicate};
 use crate::source::{self, PacketSource};
 use crate::tuple::{tcp, StreamTuple, TupleExt, ST_FLOWID_SEED};
 
@@ -237,10 +239,70 @@ struct Walk {
     last_ns: u64,
 }
 
+/// The `handshake` Filter: TCP SYN (a SYN or SYN-ACK) or RST+ACK.
+pub fn handshake_filter() -> Predicate {
+    Predicate {
+        protos: vec![crate::tuple::proto::TCP],
+        tcp_flags: vec![
+            FlagClause::all(tcp::SYN),
+            FlagClause::all(tcp::RST | tcp::ACK),
+        ],
+        ..Predicate::default()
+    }
+}
+
+/// The operator graph as the offload planner sees it (names as in [`build`]).
+pub fn graph(cfg: &PortscanConfig) -> AppGraph {
+    let w = cfg.engine.workers;
+    AppGraph {
+        app: "portscan".into(),
+        ops: vec![
+            OpDesc::new("source", OpKind::Source, "frames → tuples"),
+            OpDesc::new(
+                "handshake",
+                OpKind::Filter {
+                    predicate: handshake_filter(),
+                },
+                "SYN, SYN-ACK, RST-ACK",
+            ),
+            OpDesc::new(
+                "attempt",
+                OpKind::Stateless,
+                "Map: tuple → connection attempt event (not a tuple: XDP emits tuples only)",
+            ),
+            OpDesc::new(
+                "attempts",
+                OpKind::Keyed {
+                    key: "⟨initiator, responder, port⟩ (session window = response timeout)".into(),
+                    partition: None,
+                    note: Some(
+                        "a RST-ACK's attempt key is ⟨dst, src, sport⟩, which the SYN-pair FlowID does not pair with its SYN (it pairs SYN-ACKs only), and the direction-independent one also splits by the initiator's source port".into(),
+                    ),
+                    parallelism: w,
+                },
+                "attempt outcomes",
+            ),
+            OpDesc::new("initiated", OpKind::Stateless, "Filter: attempts that began with a SYN"),
+            OpDesc::new(
+                "trw",
+                OpKind::Keyed {
+                    key: "the initiator (Threshold Random Walk)".into(),
+                    partition: None,
+                    note: None,
+                    parallelism: w,
+                },
+                "TRW walk per remote host",
+            ),
+            OpDesc::new("alerts", OpKind::Sink, "scanner alerts"),
+        ],
+    }
+}
+
 /// Build the graph; `out` gets every alert, then `None` at the end.
+/// Operators the source already applied (an offload) are left out.
 ///
 /// # Errors
-/// Invalid parameters.
+/// Invalid parameters, or a source offloaded for another app.
 pub fn build<S: PacketSource>(
     src: S,
     cfg: &PortscanConfig,
@@ -248,6 +310,8 @@ pub fn build<S: PacketSource>(
 ) -> crate::Result<Pipeline> {
     cfg.validate()?;
     let e = &cfg.engine;
+    let applied = src.applied();
+    applied.check_app("portscan")?;
     let g = e.graph("portscan")?;
     let p = src.parallelism();
     let gap = cfg.response_timeout;
@@ -317,14 +381,18 @@ pub fn build<S: PacketSource>(
             h.llr = 0.0;
         }
     };
-    Ok(g.source(source::operator(src, e.batch))?
-        .add(
-            Filter::new("handshake", |t: &StreamTuple| {
-                t.tcp_has(tcp::SYN) || t.tcp_has(tcp::RST | tcp::ACK)
-            })
-            .with_parallelism(p)
-            .with_output_batch(e.batch),
+    let pipe = g.source(source::operator(src, e.batch))?;
+    let pipe = if applied.has("handshake") {
+        pipe
+    } else {
+        let f = handshake_filter().compile();
+        pipe.add(
+            Filter::new("handshake", move |t: &StreamTuple| f.matches(t))
+                .with_parallelism(p)
+                .with_output_batch(e.batch),
         )?
+    };
+    Ok(pipe
         .add(
             Map::new("attempt", |t: StreamTuple| {
                 let (s, d) = (Addr::src(&t), Addr::dst(&t));

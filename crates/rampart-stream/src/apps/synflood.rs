@@ -17,6 +17,9 @@ use super::{Addr, EngineOpts};
 use crate::engine::{agg, Filter, KeyedWindow, Map, Pipeline, Sink, WindowInfo, WindowSpec};
 use crate::export::json::{epoch_secs, iso8601, Alert, AlertInfo};
 use crate::flowid::jhash2;
+use crate::flowid::KeyMode;
+use crate::offload::planner::{AppGraph, OpDesc, OpKind};
+use crate::offload::predicate::{FlagClause, Predicate};
 use crate::source::{self, PacketSource};
 use crate::tuple::{tcp, StreamTuple, TupleExt, ST_FLOWID_SEED};
 
@@ -156,10 +159,81 @@ impl FloodAlert {
     }
 }
 
+/// The `tcp-handshake` Filter: TCP with SYN, or ACK without RST and SYN.
+pub fn handshake_filter() -> Predicate {
+    Predicate {
+        protos: vec![crate::tuple::proto::TCP],
+        tcp_flags: vec![
+            FlagClause::all(tcp::SYN),
+            FlagClause {
+                mask: tcp::ACK | tcp::RST | tcp::SYN,
+                value: tcp::ACK,
+            },
+        ],
+        ..Predicate::default()
+    }
+}
+
+/// The operator graph as the offload planner sees it (names as in [`build`]).
+pub fn graph(cfg: &SynfloodConfig) -> AppGraph {
+    let w = cfg.engine.workers;
+    AppGraph {
+        app: "synflood".into(),
+        ops: vec![
+            OpDesc::new("source", OpKind::Source, "frames → tuples"),
+            OpDesc::new(
+                "tcp-handshake",
+                OpKind::Filter {
+                    predicate: handshake_filter(),
+                },
+                "SYN, SYN-ACK, client ACK",
+            ),
+            OpDesc::new(
+                "hs-key",
+                OpKind::Stateless,
+                "Map: tuple → handshake event (not a tuple: XDP emits tuples only)",
+            ),
+            OpDesc::new(
+                "handshakes",
+                OpKind::Keyed {
+                    key: "⟨client, server, port⟩ (tumbling window)".into(),
+                    partition: Some(KeyMode::SynPair),
+                    note: None,
+                    parallelism: w,
+                },
+                "SYN / SYN-ACK / ACK counts per handshake",
+            ),
+            OpDesc::new(
+                "incomplete",
+                OpKind::Stateless,
+                "Filter: incomplete handshakes",
+            ),
+            OpDesc::new(
+                "per-destination",
+                OpKind::Keyed {
+                    key: "the server (tumbling window)".into(),
+                    partition: None,
+                    note: None,
+                    parallelism: w,
+                },
+                "incomplete handshakes per destination",
+            ),
+            OpDesc::new(
+                "over-threshold",
+                OpKind::Stateless,
+                "Filter: over the threshold",
+            ),
+            OpDesc::new("alert", OpKind::Stateless, "Map: the alert"),
+            OpDesc::new("alerts", OpKind::Sink, "SYN-flood alerts"),
+        ],
+    }
+}
+
 /// Build the graph; `out` gets every alert, then `None` at the end.
+/// Operators the source already applied (an offload) are left out.
 ///
 /// # Errors
-/// Invalid settings.
+/// Invalid settings, or a source offloaded for another app.
 pub fn build<S: PacketSource>(
     src: S,
     cfg: &SynfloodConfig,
@@ -171,19 +245,24 @@ pub fn build<S: PacketSource>(
         ));
     }
     let e = &cfg.engine;
+    let applied = src.applied();
+    applied.check_app("synflood")?;
     let g = e.graph("synflood")?;
     let p = src.parallelism();
     let threshold = cfg.threshold;
     let spec = WindowSpec::time_tumbling(cfg.window);
-    Ok(g.source(source::operator(src, e.batch))?
-        .add(
-            Filter::new("tcp-handshake", |t: &StreamTuple| {
-                t.tcp_has(tcp::SYN)
-                    || (t.tcp_has(tcp::ACK) && t.tcp_flags & (tcp::RST | tcp::SYN) == 0)
-            })
-            .with_parallelism(p)
-            .with_output_batch(e.batch),
+    let pipe = g.source(source::operator(src, e.batch))?;
+    let pipe = if applied.has("tcp-handshake") {
+        pipe
+    } else {
+        let f = handshake_filter().compile();
+        pipe.add(
+            Filter::new("tcp-handshake", move |t: &StreamTuple| f.matches(t))
+                .with_parallelism(p)
+                .with_output_batch(e.batch),
         )?
+    };
+    Ok(pipe
         .add(
             Map::new("hs-key", |t: StreamTuple| {
                 let (s, d) = (Addr::src(&t), Addr::dst(&t));
@@ -212,6 +291,8 @@ pub fn build<S: PacketSource>(
             .with_parallelism(p)
             .with_output_batch(e.batch),
         )?
+        // Steered by the SYN-pair FlowID: every handshake key on one replica.
+        .assume_partitioned(applied.partition == Some(KeyMode::SynPair))
         .add(
             KeyedWindow::new(
                 "handshakes",

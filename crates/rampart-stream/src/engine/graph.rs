@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::emit::Emitter;
+use super::emit::{Emitter, Route};
 use super::ops::{run_source, Nothing, NullOut, Operator, Sink, Source, SourceCtx};
 use super::queue::{edge, Tx};
 use super::{input, Counters, Error, ExecMode, Out, Result, TimePolicy};
@@ -152,6 +152,7 @@ impl PipeGraph {
                 source: true,
             }],
             build,
+            partitioned: false,
         })
     }
 }
@@ -166,6 +167,7 @@ pub struct Pipe<T> {
     last: String,
     ops: Vec<OpInfo>,
     build: BuildFn<T>,
+    partitioned: bool,
 }
 
 impl<T> std::fmt::Debug for Pipe<T> {
@@ -195,8 +197,13 @@ impl<T: Clone + Send + 'static> Pipe<T> {
                 why: "two operators have this name: give each its own (it names threads and statistics)".into(),
             });
         }
-        let route = op.route();
         let p_up = self.parallelism;
+        // Keys already partitioned across the upstream replicas (declared by
+        // the app, see `assume_partitioned`): key-by becomes one-to-one.
+        let route = match op.route() {
+            Route::Key(_) if self.partitioned && p == p_up => Route::Forward,
+            r => r,
+        };
         let chain = self.cfg.chaining && p == p_up && (route.is_forward() || p == 1);
         let one_to_one = route.is_forward() && p == p_up;
         let counters = Arc::new(Counters::default());
@@ -257,7 +264,27 @@ impl<T: Clone + Send + 'static> Pipe<T> {
             last: name,
             ops,
             build,
+            partitioned: false,
         })
+    }
+
+    /// Declare that the records on this pipe are already partitioned for
+    /// the next keyed operator: every record of one key is on the same
+    /// replica of the last operator (e.g. the NIC steered them by a FlowID
+    /// that refines the key, issue #5). If that operator has the same
+    /// parallelism, its key-by becomes a one-to-one hand-over (and can be
+    /// chained); otherwise it keys by as usual. Applies to the next
+    /// operator only; `false` declares nothing. Like Flink's
+    /// `reinterpretAsKeyedStream`: a wrong declaration sends one key to
+    /// several replicas.
+    pub fn assume_partitioned(mut self, yes: bool) -> Self {
+        self.partitioned = yes;
+        self
+    }
+
+    /// Parallelism of the last operator.
+    pub fn parallelism(&self) -> usize {
+        self.parallelism
     }
 
     /// End the pipe in a sink: the result can run.
@@ -333,6 +360,11 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
+    /// Operator names, in pipe order.
+    pub fn operators(&self) -> Vec<String> {
+        self.ops.iter().map(|o| o.name.clone()).collect()
+    }
+
     /// Threads this graph runs on (after chaining).
     pub fn threads(&self) -> usize {
         self.plan.threads.len()

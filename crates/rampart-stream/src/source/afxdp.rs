@@ -3,16 +3,13 @@
 //! socket), and the replica parses the frame in userspace
 //! ([`crate::parse::parse_frame`]) — the "no offload" baseline.
 //!
-//! The socket is written against the kernel ABI (`linux/if_xdp.h`, through
-//! `libc`) rather than with xsk-rs: xsk-rs links libxdp, which bundles a
-//! second copy of libbpf next to the one `libbpf-sys` vendors for the rest
-//! of rampart. On veth (the lab) AF_XDP runs in copy mode (zero-copy
-//! returns EOPNOTSUPP there, DESIGN §7). Needs kernel ≥ 5.4 (XSKMAP
-//! lookups by `bpf_redirect_map` flags); tested on 6.18.
+//! The sockets are [`super::xsk::Xsk`] (hand-written, copy mode on veth:
+//! zero-copy returns EOPNOTSUPP there, DESIGN §7). Needs kernel ≥ 5.4
+//! (XSKMAP lookups by `bpf_redirect_map` flags); tested on 6.18.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,345 +25,7 @@ use crate::error::{io as io_err, Error, Result};
 use crate::parse::parse_frame;
 use crate::tuple::StreamTuple;
 
-/// UMEM frame size (one frame per chunk; a veth frame fits).
-pub const FRAME_SIZE: u32 = 2048;
-
-struct Ring {
-    producer: *const AtomicU32,
-    consumer: *const AtomicU32,
-    desc: *mut u8,
-    mask: u32,
-    size: u32,
-    map: *mut libc::c_void,
-    map_len: usize,
-}
-
-impl Ring {
-    /// # Safety
-    /// `fd` is an XDP socket whose ring `pgoff` has `size` entries of
-    /// `entry` bytes at the offsets `off`.
-    unsafe fn map(
-        fd: RawFd,
-        off: &libc::xdp_ring_offset,
-        size: u32,
-        entry: usize,
-        pgoff: i64,
-    ) -> io::Result<Self> {
-        let len = off.desc as usize + size as usize * entry;
-        // SAFETY: mapping a kernel ring of the socket; length from XDP_MMAP_OFFSETS.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                pgoff,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = map.cast::<u8>();
-        // SAFETY: the offsets are inside the mapping (kernel-provided).
-        unsafe {
-            Ok(Self {
-                producer: base.add(off.producer as usize).cast(),
-                consumer: base.add(off.consumer as usize).cast(),
-                desc: base.add(off.desc as usize),
-                mask: size - 1,
-                size,
-                map,
-                map_len: len,
-            })
-        }
-    }
-    fn prod(&self) -> &AtomicU32 {
-        // SAFETY: points into our live mapping, a u32 the kernel updates atomically.
-        unsafe { &*self.producer }
-    }
-    fn cons(&self) -> &AtomicU32 {
-        // SAFETY: as above.
-        unsafe { &*self.consumer }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmapping our own mapping once.
-        unsafe {
-            libc::munmap(self.map, self.map_len);
-        }
-    }
-}
-
-/// One AF_XDP socket with its own UMEM, bound to one RX queue, receiving.
-pub struct Xsk {
-    rx: Ring,
-    fill: Ring,
-    _comp: Ring,
-    umem: *mut u8,
-    umem_len: usize,
-    fd: OwnedFd,
-    queue: u32,
-}
-
-// SAFETY: the raw pointers are private mappings owned by this value; only
-// the owning thread touches them (the kernel synchronises through the ring
-// indices, which are atomics).
-unsafe impl Send for Xsk {}
-
-impl std::fmt::Debug for Xsk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Xsk")
-            .field("fd", &self.fd.as_raw_fd())
-            .field("queue", &self.queue)
-            .finish()
-    }
-}
-
-fn setsockopt<T>(fd: RawFd, opt: i32, v: &T) -> io::Result<()> {
-    // SAFETY: `v` is a valid value of the size we pass.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_XDP,
-            opt,
-            (v as *const T).cast(),
-            std::mem::size_of::<T>() as u32,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-impl Xsk {
-    /// Create a socket for `queue` of `ifindex` (in the calling thread's
-    /// network namespace), copy mode, with `frames` UMEM frames and rings
-    /// of `ring` entries (powers of two).
-    ///
-    /// # Errors
-    /// The failing step and the kernel's error.
-    pub fn new(ifindex: u32, queue: u32, frames: u32, ring: u32) -> Result<Self> {
-        if !frames.is_power_of_two() || !ring.is_power_of_two() || ring > frames {
-            return Err(Error::Invalid(format!(
-                "AF_XDP frames {frames} / ring {ring}: powers of two, ring <= frames"
-            )));
-        }
-        // SAFETY: plain syscall.
-        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if raw < 0 {
-            return Err(
-                io_err("socket(AF_XDP) (needs root and CONFIG_XDP_SOCKETS)")(
-                    io::Error::last_os_error(),
-                ),
-            );
-        }
-        // SAFETY: fresh fd we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let umem_len = (frames * FRAME_SIZE) as usize;
-        // SAFETY: anonymous private mapping.
-        let umem = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                umem_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if umem == libc::MAP_FAILED {
-            return Err(io_err("mmap of the AF_XDP UMEM")(io::Error::last_os_error()));
-        }
-        let umem = umem.cast::<u8>();
-        // From here on, unmap on error.
-        let cleanup = |e: Error| {
-            // SAFETY: unmapping the region mapped above.
-            unsafe { libc::munmap(umem.cast(), umem_len) };
-            e
-        };
-        let reg = libc::xdp_umem_reg {
-            addr: umem as u64,
-            len: umem_len as u64,
-            chunk_size: FRAME_SIZE,
-            headroom: 0,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        setsockopt(raw, libc::XDP_UMEM_REG, &reg)
-            .map_err(|e| cleanup(io_err("XDP_UMEM_REG")(e)))?;
-        setsockopt(raw, libc::XDP_UMEM_FILL_RING, &frames)
-            .map_err(|e| cleanup(io_err("XDP_UMEM_FILL_RING")(e)))?;
-        setsockopt(raw, libc::XDP_UMEM_COMPLETION_RING, &ring)
-            .map_err(|e| cleanup(io_err("XDP_UMEM_COMPLETION_RING")(e)))?;
-        setsockopt(raw, libc::XDP_RX_RING, &ring).map_err(|e| cleanup(io_err("XDP_RX_RING")(e)))?;
-        // SAFETY: zeroed POD filled by the kernel.
-        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-        let mut optlen = std::mem::size_of::<libc::xdp_mmap_offsets>() as u32;
-        // SAFETY: valid out-pointer and length.
-        let rc = unsafe {
-            libc::getsockopt(
-                raw,
-                libc::SOL_XDP,
-                libc::XDP_MMAP_OFFSETS,
-                (&raw mut off).cast(),
-                &mut optlen,
-            )
-        };
-        if rc < 0 {
-            return Err(cleanup(io_err("XDP_MMAP_OFFSETS")(
-                io::Error::last_os_error(),
-            )));
-        }
-        // SAFETY: ring sizes and offsets as configured/reported above.
-        let rx = unsafe { Ring::map(raw, &off.rx, ring, 16, libc::XDP_PGOFF_RX_RING) }
-            .map_err(|e| cleanup(io_err("mmap of the RX ring")(e)))?;
-        // SAFETY: as above.
-        let fill = unsafe {
-            Ring::map(
-                raw,
-                &off.fr,
-                frames,
-                8,
-                libc::XDP_UMEM_PGOFF_FILL_RING as i64,
-            )
-        }
-        .map_err(|e| cleanup(io_err("mmap of the fill ring")(e)))?;
-        // SAFETY: as above.
-        let comp = unsafe {
-            Ring::map(
-                raw,
-                &off.cr,
-                ring,
-                8,
-                libc::XDP_UMEM_PGOFF_COMPLETION_RING as i64,
-            )
-        }
-        .map_err(|e| cleanup(io_err("mmap of the completion ring")(e)))?;
-        let mut s = Self {
-            rx,
-            fill,
-            _comp: comp,
-            umem,
-            umem_len,
-            fd,
-            queue,
-        };
-        // Every frame starts in the fill ring.
-        for i in 0..frames {
-            // SAFETY: index < fill ring size, entries are u64 addresses.
-            unsafe { *(s.fill.desc.cast::<u64>().add(i as usize)) = u64::from(i * FRAME_SIZE) };
-        }
-        s.fill.prod().store(frames, Ordering::Release);
-        let sa = libc::sockaddr_xdp {
-            sxdp_family: libc::AF_XDP as u16,
-            sxdp_flags: libc::XDP_COPY,
-            sxdp_ifindex: ifindex,
-            sxdp_queue_id: queue,
-            sxdp_shared_umem_fd: 0,
-        };
-        // SAFETY: valid sockaddr of the stated size.
-        let rc = unsafe {
-            libc::bind(
-                raw,
-                (&raw const sa).cast(),
-                std::mem::size_of::<libc::sockaddr_xdp>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(io_err(format!(
-                "binding AF_XDP to ifindex {ifindex} queue {queue}"
-            ))(io::Error::last_os_error()));
-        }
-        s.queue = queue;
-        Ok(s)
-    }
-
-    /// The socket fd (for the XSKMAP).
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-
-    /// Receive up to `max` frames, call `f` on each, give their frames back
-    /// to the kernel. Returns how many were received.
-    pub fn recv(&mut self, max: u32, mut f: impl FnMut(&[u8])) -> u32 {
-        let cons = self.rx.cons().load(Ordering::Relaxed);
-        let prod = self.rx.prod().load(Ordering::Acquire);
-        let n = prod.wrapping_sub(cons).min(max);
-        if n == 0 {
-            return 0;
-        }
-        let fprod = self.fill.prod().load(Ordering::Relaxed);
-        for k in 0..n {
-            let idx = (cons.wrapping_add(k) & self.rx.mask) as usize;
-            // SAFETY: idx < ring size; the kernel produced this descriptor (acquire above).
-            let d = unsafe { std::ptr::read(self.rx.desc.cast::<libc::xdp_desc>().add(idx)) };
-            let (addr, len) = (d.addr as usize, d.len as usize);
-            if addr + len <= self.umem_len {
-                // SAFETY: inside the UMEM, written by the kernel before publishing the descriptor.
-                let frame = unsafe { std::slice::from_raw_parts(self.umem.add(addr), len) };
-                f(frame);
-            }
-            let base = (d.addr as u64) & !u64::from(FRAME_SIZE - 1);
-            let fidx = (fprod.wrapping_add(k) & self.fill.mask) as usize;
-            // SAFETY: the fill ring holds `frames` entries and we only return
-            // frames we received, so it cannot overflow.
-            unsafe { *(self.fill.desc.cast::<u64>().add(fidx)) = base };
-        }
-        self.rx
-            .cons()
-            .store(cons.wrapping_add(n), Ordering::Release);
-        self.fill
-            .prod()
-            .store(fprod.wrapping_add(n), Ordering::Release);
-        let _ = self.fill.size;
-        n
-    }
-
-    /// Wait up to `timeout` for frames.
-    pub fn wait(&self, timeout: Duration) {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) };
-    }
-
-    /// Frames the kernel dropped for this socket (ring full, no fill frame).
-    pub fn dropped(&self) -> u64 {
-        // SAFETY: zeroed POD filled by the kernel.
-        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::xdp_statistics>() as u32;
-        // SAFETY: valid out-pointer and length.
-        let rc = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&raw mut st).cast(),
-                &mut len,
-            )
-        };
-        if rc < 0 {
-            return 0;
-        }
-        st.rx_dropped + st.rx_ring_full + st.rx_fill_ring_empty_descs
-    }
-}
-
-impl Drop for Xsk {
-    fn drop(&mut self) {
-        // Rings are unmapped by their own Drop; the UMEM here (the socket fd
-        // closes after, releasing the kernel's pin on it).
-        // SAFETY: unmapping our own region once.
-        unsafe { libc::munmap(self.umem.cast(), self.umem_len) };
-    }
-}
+pub use super::xsk::{Xsk, FRAME_SIZE};
 
 /// Settings of an [`AfXdpSource`].
 #[derive(Debug, Clone)]
@@ -534,6 +193,47 @@ impl AfXdpSource {
             *o = vals.iter().sum();
         }
         Ok((out[0], out[1]))
+    }
+
+    /// The raw AF_XDP receive ceiling: a thread per socket receives frames
+    /// and hands them back without reading them, until `stop` is set.
+    /// Returns the frames received. Takes the sockets (the source cannot
+    /// run afterwards).
+    ///
+    /// # Errors
+    /// The sockets were already taken.
+    pub fn receive_only(&self, stop: &std::sync::atomic::AtomicBool) -> Result<u64> {
+        let socks: Vec<Xsk> = self
+            .inner
+            .socks
+            .lock()
+            .map_err(|_| Error::Invalid("socket table poisoned".into()))?
+            .iter_mut()
+            .filter_map(Option::take)
+            .collect();
+        if socks.len() != self.inner.cfg.queues as usize {
+            return Err(Error::Invalid(
+                "the AF_XDP sockets are already in use".into(),
+            ));
+        }
+        let total = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for mut x in socks {
+                let total = &total;
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let got = x.recv(256, |_| {});
+                        if got == 0 {
+                            x.wait(Duration::from_millis(5));
+                        }
+                        n += u64::from(got);
+                    }
+                    total.fetch_add(n, Ordering::Relaxed);
+                });
+            }
+        });
+        Ok(total.load(Ordering::Relaxed))
     }
 
     /// Detach the XDP program now (the sockets stop receiving).

@@ -7,14 +7,18 @@
 //! - [`synthetic::SyntheticSource`]: generated tuples (engine benchmarks, demos);
 //! - [`afxdp::AfXdpSource`]: whole frames over AF_XDP (one socket per RX
 //!   queue, one replica per socket), parsed in userspace — the "no offload"
-//!   baseline. The stream offload (issue #5) plugs in a tuple source that
-//!   receives ready-made tuples over AF_XDP in its place; nothing in the
-//!   apps changes, because a tuple whose `flow_id` is already computed in
-//!   the key mode an app wants is not hashed again (see `apps::flow_id_map`).
+//!   baseline;
+//! - [`xdp_tuple::XdpTupleSource`]: the offloaded Source — `xdp_stream`
+//!   turns frames into tuple records (and runs the app's FlowID and Filter)
+//!   in XDP and steers each to the replica that owns its key; the replica
+//!   only copies records into the engine. It says what it already applied
+//!   ([`PacketSource::applied`]), and the apps skip those operators.
 
 pub mod afxdp;
 pub mod pcap;
 pub mod synthetic;
+pub mod xdp_tuple;
+pub mod xsk;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -36,6 +40,8 @@ pub struct SourceStats {
     pub reordered: AtomicU64,
     /// Frames the kernel dropped before the source saw them (AF_XDP ring full, ...).
     pub dropped: AtomicU64,
+    /// Frames an offloaded Filter rejected before they became tuples.
+    pub filtered: AtomicU64,
 }
 
 impl SourceStats {
@@ -54,6 +60,7 @@ impl SourceStats {
             too_deep: g(&self.no_tuple[3]),
             reordered: g(&self.reordered),
             dropped: g(&self.dropped),
+            filtered: g(&self.filtered),
         }
     }
 }
@@ -77,6 +84,43 @@ pub struct SourceReport {
     pub reordered: u64,
     /// Frames dropped before the source saw them.
     pub dropped: u64,
+    /// Frames an offloaded Filter rejected.
+    pub filtered: u64,
+}
+
+/// What the records of a source have been through already: the app
+/// operators an offload ran before the source (by name), and how records
+/// are spread over the replicas.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Applied {
+    /// The app whose operators were offloaded.
+    pub app: Option<String>,
+    /// Names of those operators (the app skips them).
+    pub ops: Vec<String>,
+    /// Records are partitioned over the replicas by the FlowID of this
+    /// mode (every key of a compatible keyed operator on one replica).
+    pub partition: Option<crate::flowid::KeyMode>,
+}
+
+impl Applied {
+    /// Was operator `op` applied?
+    pub fn has(&self, op: &str) -> bool {
+        self.ops.iter().any(|o| o == op)
+    }
+
+    /// Check that this was planned for `app` (an offload configured for
+    /// another app would silently drop what this one needs).
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] naming both apps.
+    pub fn check_app(&self, app: &str) -> crate::Result<()> {
+        match &self.app {
+            Some(a) if a != app => Err(crate::Error::Invalid(format!(
+                "the source's offload was planned for {a}, not {app}: plan it for {app}"
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// A source of packet tuples that any app can run on.
@@ -87,6 +131,11 @@ pub trait PacketSource: Clone + Send + 'static {
     fn parallelism(&self) -> usize;
     /// Counters, shared by all replicas.
     fn stats(&self) -> Arc<SourceStats>;
+    /// Operators already applied before the records reach the source
+    /// (an offload); nothing for a plain source.
+    fn applied(&self) -> Applied {
+        Applied::default()
+    }
     /// Replica `ctx.replica()`: emit tuples until the input ends or
     /// `ctx.is_cancelled()`. Emitted in non-decreasing timestamp order, with
     /// a global sequence number when the input has one.
@@ -164,26 +213,56 @@ pub fn parse_spec(spec: &str) -> crate::Result<AnySource> {
             }
             Ok(AnySource::Synthetic(synthetic::SyntheticSource::new(s)?))
         }
-        "afxdp" => {
-            let (ns, iface) = match head.split_once('/') {
-                Some((n, i)) => (Some(n.to_string()), i.to_string()),
-                None => (None, head.to_string()),
-            };
-            let mut c = afxdp::AfXdpConfig { netns: ns, iface, ..afxdp::AfXdpConfig::default() };
-            for (k, v) in kv {
-                match k {
-                    "queues" => c.queues = num(k, v)? as u32,
-                    "seconds" => c.seconds = Some(num(k, v)?),
-                    "packets" => c.packets = Some(num(k, v)? as u64),
-                    _ => return Err(crate::Error::Invalid(format!("--source {spec}: unknown option {k:?} (afxdp takes queues=Q, seconds=S, packets=P)"))),
-                }
-            }
-            Ok(AnySource::AfXdp(afxdp::AfXdpSource::open(c)?))
-        }
+        "afxdp" => Ok(AnySource::AfXdp(afxdp::AfXdpSource::open(parse_afxdp(spec)?)?)),
         _ => Err(crate::Error::Invalid(format!(
             "--source {spec}: unknown source kind {kind:?}: use pcap:FILE, synthetic:flows=N,tuples=M or afxdp:[NETNS/]IFACE"
         ))),
     }
+}
+
+/// The settings of an `afxdp:[NETNS/]IFACE[,queues=Q][,seconds=S][,packets=P]`
+/// spec, without opening anything (the offload builds its own source from them).
+///
+/// # Errors
+/// [`crate::Error::Invalid`] saying what is wrong and what is accepted.
+pub fn parse_afxdp(spec: &str) -> crate::Result<afxdp::AfXdpConfig> {
+    let rest = spec.strip_prefix("afxdp:").ok_or_else(|| {
+        crate::Error::Invalid(format!(
+            "--source {spec}: the offload receives over AF_XDP: use --source afxdp:[NETNS/]IFACE"
+        ))
+    })?;
+    let mut parts = rest.split(',').filter(|s| !s.is_empty());
+    let head = parts.next().unwrap_or("");
+    let (ns, iface) = match head.split_once('/') {
+        Some((n, i)) => (Some(n.to_string()), i.to_string()),
+        None => (None, head.to_string()),
+    };
+    let mut c = afxdp::AfXdpConfig {
+        netns: ns,
+        iface,
+        ..afxdp::AfXdpConfig::default()
+    };
+    for p in parts {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        let x = v
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| {
+                crate::Error::Invalid(format!("--source {spec}: {k}={v:?} is not a number"))
+            })?;
+        match k {
+            "queues" => c.queues = x as u32,
+            "seconds" => c.seconds = Some(x),
+            "packets" => c.packets = Some(x as u64),
+            _ => {
+                return Err(crate::Error::Invalid(format!(
+                    "--source {spec}: unknown option {k:?} (afxdp takes queues=Q, seconds=S, packets=P)"
+                )))
+            }
+        }
+    }
+    Ok(c)
 }
 
 /// Any of this crate's sources (what the CLI builds from `--source`).
@@ -195,6 +274,8 @@ pub enum AnySource {
     Synthetic(synthetic::SyntheticSource),
     /// AF_XDP sockets.
     AfXdp(afxdp::AfXdpSource),
+    /// Tuple records from the XDP offload over AF_XDP.
+    XdpTuple(xdp_tuple::XdpTupleSource),
 }
 
 impl std::fmt::Debug for AnySource {
@@ -209,6 +290,7 @@ impl PacketSource for AnySource {
             Self::Pcap(s) => s.name(),
             Self::Synthetic(s) => s.name(),
             Self::AfXdp(s) => s.name(),
+            Self::XdpTuple(s) => s.name(),
         }
     }
     fn parallelism(&self) -> usize {
@@ -216,6 +298,7 @@ impl PacketSource for AnySource {
             Self::Pcap(s) => s.parallelism(),
             Self::Synthetic(s) => s.parallelism(),
             Self::AfXdp(s) => s.parallelism(),
+            Self::XdpTuple(s) => s.parallelism(),
         }
     }
     fn stats(&self) -> Arc<SourceStats> {
@@ -223,6 +306,13 @@ impl PacketSource for AnySource {
             Self::Pcap(s) => s.stats(),
             Self::Synthetic(s) => s.stats(),
             Self::AfXdp(s) => s.stats(),
+            Self::XdpTuple(s) => s.stats(),
+        }
+    }
+    fn applied(&self) -> Applied {
+        match self {
+            Self::XdpTuple(s) => s.applied(),
+            _ => Applied::default(),
         }
     }
     fn run(&mut self, ctx: &mut SourceCtx<'_, StreamTuple>) -> std::result::Result<(), String> {
@@ -230,6 +320,7 @@ impl PacketSource for AnySource {
             Self::Pcap(s) => s.run(ctx),
             Self::Synthetic(s) => s.run(ctx),
             Self::AfXdp(s) => s.run(ctx),
+            Self::XdpTuple(s) => s.run(ctx),
         }
     }
 }

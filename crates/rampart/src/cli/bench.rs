@@ -163,7 +163,7 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
             })?;
             Ok(())
         }
-        BenchCmd::Stream(c) => super::stream::run_bench(c),
+        BenchCmd::Stream(c) => super::stream::run_bench(c, cancel),
         BenchCmd::Tenant(b) => super::tenant::run_bench(b, cancel),
         BenchCmd::FilterUpdate(a) => {
             let spec = rampart_ddos::bench::update::UpdateSpec {

@@ -14,7 +14,9 @@ use rampart_stream::apps::{flowmeter, portscan, synflood, EngineOpts};
 use rampart_stream::bench::{self, BenchResult};
 use rampart_stream::engine::{Pipeline, RunStats};
 use rampart_stream::export::ipfix::Exporter;
-use rampart_stream::source::{self, PacketSource, SourceReport};
+use rampart_stream::offload::{self, AppGraph, Target};
+use rampart_stream::source::xdp_tuple::{XdpTupleConfig, XdpTupleSource};
+use rampart_stream::source::{self, AnySource, PacketSource, SourceReport};
 
 use super::util::{print_json, si};
 
@@ -22,6 +24,68 @@ use super::util::{print_json, si};
 pub enum StreamCmd {
     /// Run an analytics app on a packet source until the source ends (or Ctrl-C).
     Run(RunArgs),
+    /// Which of an app's operators run in XDP on a target; checks the
+    /// target's limits against the built program.
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TsArg {
+    /// The driver's RX timestamp when it has one, else bpf_ktime_get_ns.
+    RxMeta,
+    /// bpf_ktime_get_ns (a program that is not bound to the device).
+    Software,
+}
+
+impl From<TsArg> for offload::Timestamps {
+    fn from(t: TsArg) -> Self {
+        match t {
+            TsArg::RxMeta => offload::Timestamps::RxMeta,
+            TsArg::Software => offload::Timestamps::Software,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TargetArg {
+    /// XDP in the host driver.
+    HostXdp,
+    /// Netronome nfp SmartNIC profile (checked against the object; EMULATED: no nfp here).
+    Nfp,
+}
+
+impl From<TargetArg> for Target {
+    fn from(t: TargetArg) -> Self {
+        match t {
+            TargetArg::HostXdp => Target::HostXdp,
+            TargetArg::Nfp => Target::Nfp,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The app.
+    #[arg(value_enum)]
+    pub app: App,
+    /// Offload target.
+    #[arg(long, value_enum, default_value = "host-xdp")]
+    pub target: TargetArg,
+    /// Source replicas (AF_XDP sockets per RX queue on host-xdp; RX queues on nfp).
+    #[arg(long, default_value_t = 1)]
+    pub sources: u32,
+    /// Replicas of the keyed operators.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// One JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -54,6 +118,18 @@ pub struct RunArgs {
     /// JSON lines on stdout (EVE/Zeek field names), then one stats object.
     #[arg(long)]
     pub json: bool,
+    /// Run the app's leading operators (source, FlowID, filter) in XDP and
+    /// receive finished tuples (needs --source afxdp:...).
+    #[arg(long, value_enum, default_value = "off")]
+    pub offload: OnOff,
+    /// With --offload on: source replicas, i.e. AF_XDP sockets per RX queue
+    /// (default: the number of queues).
+    #[arg(long)]
+    pub sources: Option<u32>,
+    /// With --offload on: record timestamps from the driver's RX metadata
+    /// when it has them (a device-bound program), or software time only.
+    #[arg(long, value_enum, default_value = "rx-meta")]
+    pub timestamps: TsArg,
     /// flowmeter: also export IPFIX to this UDP collector (HOST:PORT).
     #[arg(long)]
     pub ipfix: Option<SocketAddr>,
@@ -145,23 +221,145 @@ fn out_line(s: &str) {
     let _ = writeln!(o, "{s}");
 }
 
-pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
-    let StreamCmd::Run(a) = cmd;
-    let src = source::parse_spec(&a.source)?;
+/// The app settings of a run (built before the source: the offload plan needs the graph).
+struct AppCfgs {
+    flowmeter: Option<flowmeter::FlowmeterConfig>,
+    portscan: Option<portscan::PortscanConfig>,
+    synflood: Option<synflood::SynfloodConfig>,
+}
+
+fn app_cfgs(a: &RunArgs) -> Result<AppCfgs> {
     let engine = EngineOpts {
         workers: a.workers,
         batch: a.batch,
         chaining: !a.no_chaining,
     };
+    let mut c = AppCfgs {
+        flowmeter: None,
+        portscan: None,
+        synflood: None,
+    };
+    match a.app {
+        App::Flowmeter => {
+            c.flowmeter = Some(flowmeter::FlowmeterConfig {
+                idle: secs("idle-timeout", a.idle_timeout)?,
+                active: secs("active-timeout", a.active_timeout)?,
+                engine,
+            });
+        }
+        App::Portscan => {
+            let p = portscan::PortscanConfig {
+                theta0: a.theta0,
+                theta1: a.theta1,
+                alpha: a.alpha,
+                beta: a.beta,
+                response_timeout: secs("response-timeout", a.response_timeout)?,
+                host_idle: secs("host-idle", a.host_idle)?,
+                first_contact: match a.first_contact {
+                    Contact::Host => portscan::FirstContact::Host,
+                    Contact::Service => portscan::FirstContact::Service,
+                },
+                engine,
+            };
+            p.validate()?;
+            c.portscan = Some(p);
+        }
+        App::Synflood => {
+            c.synflood = Some(synflood::SynfloodConfig {
+                window: secs("window", a.window)?,
+                threshold: a.threshold,
+                engine,
+            });
+        }
+    }
+    Ok(c)
+}
+
+impl AppCfgs {
+    fn graph(&self) -> Option<AppGraph> {
+        self.flowmeter
+            .as_ref()
+            .map(flowmeter::graph)
+            .or_else(|| self.portscan.as_ref().map(portscan::graph))
+            .or_else(|| self.synflood.as_ref().map(synflood::graph))
+    }
+}
+
+/// The object the planner checks: the one this binary embeds.
+fn object() -> &'static std::path::Path {
+    std::path::Path::new(rampart_bpf::XDP_STREAM_OBJ)
+}
+
+/// `--offload on`: plan for host XDP, open the tuple source.
+fn offload_source(
+    spec: &str,
+    sources: Option<u32>,
+    ts: TsArg,
+    graph: &AppGraph,
+    quiet: bool,
+) -> Result<AnySource> {
+    let rx = source::parse_afxdp(spec)?;
+    let sources = sources.unwrap_or(rx.queues);
+    let plan = offload::plan(graph, Target::HostXdp, sources, object())?;
+    if !quiet {
+        eprintln!("{plan}");
+    }
+    let mut cfg = XdpTupleConfig::from_plan(&plan, &rx)?;
+    cfg.offload.timestamps = ts.into();
+    Ok(AnySource::XdpTuple(XdpTupleSource::open(cfg)?))
+}
+
+fn plan_cmd(a: &PlanArgs) -> Result<()> {
+    let engine = EngineOpts {
+        workers: a.workers,
+        ..EngineOpts::default()
+    };
+    let g = match a.app {
+        App::Flowmeter => flowmeter::graph(&flowmeter::FlowmeterConfig {
+            engine,
+            ..Default::default()
+        }),
+        App::Portscan => portscan::graph(&portscan::PortscanConfig {
+            engine,
+            ..Default::default()
+        }),
+        App::Synflood => synflood::graph(&synflood::SynfloodConfig {
+            engine,
+            ..Default::default()
+        }),
+    };
+    let p = offload::plan(&g, a.target.into(), a.sources, object())?;
+    if a.json {
+        print_json(&p)
+    } else {
+        println!("{p}");
+        Ok(())
+    }
+}
+
+pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
+    let a = match cmd {
+        StreamCmd::Run(a) => a,
+        StreamCmd::Plan(p) => return plan_cmd(&p),
+    };
+    let cfgs = app_cfgs(&a)?;
+    let src = match a.offload {
+        OnOff::Off => {
+            if a.sources.is_some() {
+                bail!("--sources is for --offload on (without it, one source replica per AF_XDP queue: queues=Q)");
+            }
+            source::parse_spec(&a.source)?
+        }
+        OnOff::On => {
+            let g = cfgs.graph().context("app graph")?;
+            offload_source(&a.source, a.sources, a.timestamps, &g, a.json)?
+        }
+    };
     let stats = src.stats();
     let json = a.json;
     match a.app {
         App::Flowmeter => {
-            let cfg = flowmeter::FlowmeterConfig {
-                idle: secs("idle-timeout", a.idle_timeout)?,
-                active: secs("active-timeout", a.active_timeout)?,
-                engine,
-            };
+            let cfg = cfgs.flowmeter.context("flowmeter settings")?;
             let ipfix = match a.ipfix {
                 Some(c) => Some(Arc::new(Mutex::new(Exporter::connect(c, 1)?))),
                 None => None,
@@ -254,19 +452,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
             }
         }
         App::Portscan => {
-            let cfg = portscan::PortscanConfig {
-                theta0: a.theta0,
-                theta1: a.theta1,
-                alpha: a.alpha,
-                beta: a.beta,
-                response_timeout: secs("response-timeout", a.response_timeout)?,
-                host_idle: secs("host-idle", a.host_idle)?,
-                first_contact: match a.first_contact {
-                    Contact::Host => portscan::FirstContact::Host,
-                    Contact::Service => portscan::FirstContact::Service,
-                },
-                engine,
-            };
+            let cfg = cfgs.portscan.context("portscan settings")?;
             let n = Arc::new(Mutex::new(0u64));
             let n2 = Arc::clone(&n);
             let p = portscan::build(src, &cfg, move |x: Option<portscan::ScanAlert>| {
@@ -285,11 +471,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
             report(json, "portscan", &stats.snapshot(), st, alerts)?;
         }
         App::Synflood => {
-            let cfg = synflood::SynfloodConfig {
-                window: secs("window", a.window)?,
-                threshold: a.threshold,
-                engine,
-            };
+            let cfg = cfgs.synflood.context("synflood settings")?;
             let n = Arc::new(Mutex::new(0u64));
             let n2 = Arc::clone(&n);
             let p = synflood::build(src, &cfg, move |x: Option<synflood::FloodAlert>| {
@@ -347,6 +529,10 @@ fn report(
 pub enum BenchCmd {
     /// The stream engine benchmark (issue #9 item 5): full and empty pipelines.
     StreamEngine(BenchArgs),
+    /// The stream offload benchmark (issue #5): an app fed by the lab
+    /// generator with the XDP offload on and off, and the raw AF_XDP
+    /// receive ceiling, in a lab of its own.
+    Stream(super::stream_bench::StreamBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -372,9 +558,10 @@ pub struct BenchArgs {
     pub tuple_bytes: usize,
 }
 
-pub fn run_bench(cmd: BenchCmd) -> Result<()> {
+pub fn run_bench(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
     match cmd {
         BenchCmd::StreamEngine(a) => bench_stream_engine(&a),
+        BenchCmd::Stream(a) => super::stream_bench::run(&a, cancel),
     }
 }
 

@@ -1,0 +1,765 @@
+//! The offload planner: from an app's operator graph and a target profile,
+//! which leading operators run in XDP, how records are steered to the
+//! source replicas, and whether the key-by after them becomes free.
+//!
+//! Rules (DESIGN §4):
+//! - the Source (frame → tuple) always goes down;
+//! - then, in order, every operator the target can run: a FlowID (a
+//!   supported key mode) or a Filter whose predicate fits the program's
+//!   maps; the first other operator (a Map changing the record type, a
+//!   keyed operator, a sink) stops the offloaded prefix;
+//! - steering key: the offloaded FlowID's mode; without one, the mode the
+//!   first keyed operator declares compatible with its key (its FlowID
+//!   classes refine the key), so the NIC routes by key; without either,
+//!   a direction-independent FlowID only spreads load — and with a single
+//!   replica there is nothing to steer, so no FlowID is computed;
+//! - the key-by of the first keyed operator is free (records handed over
+//!   one-to-one, chainable) when it is compatible with the steering mode,
+//!   has as many replicas as the source, and only same-parallelism
+//!   stateless operators stand between;
+//! - the target profile is checked against the built object (instruction
+//!   count, stack, map types and entry sizes, helpers, kfuncs, context
+//!   stores); any violation refuses the plan, with the reason.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::config::{Action, OffloadConfig, Timestamps};
+use super::objcheck::{self, ObjectReport};
+use super::predicate::Predicate;
+use crate::flowid::KeyMode;
+use rampart_bpf::abi::{ST_OFF_CLAUSES, ST_OFF_RANGES, ST_OFF_XSKS};
+
+/// What kind of operator, as far as offloading is concerned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum OpKind {
+    /// Frame → tuple.
+    Source,
+    /// FlowID on the tuple (stateless, tuple → tuple).
+    FlowId {
+        /// Key mode.
+        mode: KeyMode,
+    },
+    /// A Filter on tuples with an offloadable predicate.
+    Filter {
+        /// The predicate.
+        predicate: Predicate,
+    },
+    /// A stateless operator that XDP cannot run (changes the record type,
+    /// or arbitrary code).
+    Stateless,
+    /// A keyed (stateful) operator: records are routed by key to it.
+    Keyed {
+        /// What the key is.
+        key: String,
+        /// The FlowID mode whose classes refine the key (steering by it
+        /// keeps every key on one replica), if any.
+        partition: Option<KeyMode>,
+        /// Why no FlowID mode partitions the key, when none does.
+        note: Option<String>,
+        /// Replicas.
+        parallelism: usize,
+    },
+    /// The sink.
+    Sink,
+}
+
+/// One operator of an app's graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpDesc {
+    /// Operator name (as in the built pipeline; the source's name depends
+    /// on the source and is `source` here).
+    pub name: String,
+    /// What it is.
+    #[serde(flatten)]
+    pub kind: OpKind,
+    /// One line for humans.
+    pub what: String,
+}
+
+impl OpDesc {
+    /// Build one.
+    pub fn new(name: &str, kind: OpKind, what: &str) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+            what: what.into(),
+        }
+    }
+}
+
+/// An app's operator graph (a linear pipe), as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AppGraph {
+    /// App name.
+    pub app: String,
+    /// Operators, source first.
+    pub ops: Vec<OpDesc>,
+}
+
+/// Offload targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// XDP in the host driver.
+    HostXdp,
+    /// Netronome nfp SmartNIC (XDP hardware offload): EMULATED profile,
+    /// checked statically against the built object; no nfp here.
+    Nfp,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::HostXdp => "host-xdp",
+            Self::Nfp => "nfp",
+        })
+    }
+}
+
+impl std::str::FromStr for Target {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "host-xdp" => Ok(Self::HostXdp),
+            "nfp" => Ok(Self::Nfp),
+            o => Err(crate::Error::Invalid(format!(
+                "unknown offload target {o:?}: use host-xdp or nfp"
+            ))),
+        }
+    }
+}
+
+/// A target's limits.
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    /// Target.
+    pub target: Target,
+    /// Entry point of `xdp_stream` the target runs.
+    pub program: &'static str,
+    /// How records reach the replica that owns the key.
+    pub delivery: &'static str,
+    /// Where record timestamps come from.
+    pub timestamps: &'static str,
+    /// Most BPF instructions.
+    pub max_insns: usize,
+    /// Most stack bytes.
+    pub max_stack: usize,
+    /// Map types allowed (`None`: any).
+    pub map_types: Option<&'static [u32]>,
+    /// Largest key and value, bytes.
+    pub max_entry_bytes: u32,
+    /// Helpers allowed (`None`: any the kernel offers XDP).
+    pub helpers: Option<&'static [u32]>,
+    /// kfuncs allowed.
+    pub kfuncs: bool,
+    /// `struct xdp_md` fields the program may write (offsets).
+    pub ctx_stores: &'static [u32],
+    /// Most source replicas (sockets per RX queue / RX queues).
+    pub max_replicas: u32,
+}
+
+/// XDP in the host driver: the kernel's own limits.
+pub const HOST_XDP: Profile = Profile {
+    target: Target::HostXdp,
+    program: "xdp_stream",
+    delivery: "bpf_redirect_map through an XSKMAP to the owner's AF_XDP socket on the frame's RX queue (the queue's sockets share its UMEM)",
+    timestamps: "driver RX timestamp (device-bound entry xdp_stream_rxmeta) when the driver has one, else bpf_ktime_get_ns; flagged ST_F_TS_HW",
+    max_insns: 1_000_000,
+    max_stack: 512,
+    map_types: None,
+    max_entry_bytes: u32::MAX,
+    helpers: None,
+    kfuncs: true,
+    ctx_stores: &[],
+    max_replicas: ST_OFF_XSKS,
+};
+
+/// nfp map types: hash (1) and array (2).
+const NFP_MAPS: &[u32] = &[1, 2];
+/// nfp helpers (drivers/net/ethernet/netronome/nfp/bpf/verifier.c):
+/// map lookup/update/delete, get_prandom_u32, perf_event_output,
+/// xdp_adjust_head, xdp_adjust_tail.
+const NFP_HELPERS: &[u32] = &[1, 2, 3, 7, 25, 44, 65];
+
+/// Netronome nfp (DESIGN §1): ~8K instructions, one program, no per-CPU
+/// maps, ≤ 64-byte map entries, no clock helper, queue selection by
+/// writing `rx_queue_index` (offset 16).
+pub const NFP: Profile = Profile {
+    target: Target::Nfp,
+    program: "xdp_stream_nfp",
+    delivery: "RX queue select (ctx->rx_queue_index = owner, XDP_PASS); on the host xdp_stream_rx hands queue q to replica q's AF_XDP socket",
+    timestamps: "none on the NIC (no bpf_ktime_get_ns): ts_ns 0, stamped by the host on receive",
+    max_insns: 8192,
+    max_stack: 512,
+    map_types: Some(NFP_MAPS),
+    max_entry_bytes: 64,
+    helpers: Some(NFP_HELPERS),
+    kfuncs: false,
+    ctx_stores: &[16],
+    max_replicas: 64,
+};
+
+impl Target {
+    /// The profile.
+    pub fn profile(self) -> &'static Profile {
+        match self {
+            Self::HostXdp => &HOST_XDP,
+            Self::Nfp => &NFP,
+        }
+    }
+}
+
+impl Profile {
+    /// Every way `r` breaks this profile (empty: it fits).
+    pub fn violations(&self, r: &ObjectReport) -> Vec<String> {
+        let mut v = Vec::new();
+        if r.insns > self.max_insns {
+            v.push(format!(
+                "{} has {} instructions, the limit is {}",
+                r.program, r.insns, self.max_insns
+            ));
+        }
+        if r.stack_bytes > self.max_stack {
+            v.push(format!(
+                "{} uses {} stack bytes, the limit is {}",
+                r.program, r.stack_bytes, self.max_stack
+            ));
+        }
+        for m in &r.maps {
+            if let Some(ok) = self.map_types {
+                if !ok.contains(&m.map_type) {
+                    v.push(format!(
+                        "map {} is a {} map, which {} does not support",
+                        m.name, m.type_name, self.target
+                    ));
+                }
+            }
+            if m.key_size > self.max_entry_bytes || m.value_size > self.max_entry_bytes {
+                v.push(format!(
+                    "map {} has {}-byte keys and {}-byte values, the limit is {} bytes",
+                    m.name, m.key_size, m.value_size, self.max_entry_bytes
+                ));
+            }
+        }
+        if let Some(ok) = self.helpers {
+            for h in &r.helpers {
+                if !ok.contains(&h.id) {
+                    v.push(format!(
+                        "{} calls {} (helper {}), not available on {}",
+                        r.program, h.name, h.id, self.target
+                    ));
+                }
+            }
+        }
+        if !self.kfuncs {
+            for k in &r.kfuncs {
+                v.push(format!(
+                    "{} calls the kfunc {k}, not available on {}",
+                    r.program, self.target
+                ));
+            }
+        }
+        for s in &r.ctx_stores {
+            if !self.ctx_stores.contains(s) {
+                v.push(format!(
+                    "{} writes the context at offset {s}, which {} does not allow",
+                    r.program, self.target
+                ));
+            }
+        }
+        v
+    }
+}
+
+/// Where one operator runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Placement {
+    /// Operator name.
+    pub name: String,
+    /// `xdp` or `userspace`.
+    pub tier: &'static str,
+    /// What it does there and why.
+    pub note: String,
+}
+
+/// A complete plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// App.
+    pub app: String,
+    /// Target.
+    pub target: Target,
+    /// Source replicas.
+    pub sources: u32,
+    /// Every operator, in order, with its tier.
+    pub placement: Vec<Placement>,
+    /// Names of the operators offloaded (the source included).
+    pub offloaded: Vec<String>,
+    /// FlowID mode computed in XDP (also the steering key).
+    pub key_mode: Option<KeyMode>,
+    /// The first keyed operator receives records one-to-one (no key-by).
+    pub key_by_free: bool,
+    /// Why (not).
+    pub key_by_note: String,
+    /// What `xdp_stream` is configured with.
+    pub config: OffloadConfig,
+    /// The target's limits.
+    pub profile: Profile,
+    /// The built object's program for this target, as checked.
+    pub object: ObjectReport,
+}
+
+/// Why there is no plan.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The target cannot run the program as built.
+    #[error("{target} cannot run the offload: {}", reasons.join("; "))]
+    Target {
+        /// Target.
+        target: Target,
+        /// Every violation.
+        reasons: Vec<String>,
+    },
+    /// The request cannot be met.
+    #[error("{0}")]
+    Invalid(String),
+    /// The object could not be read.
+    #[error(transparent)]
+    Object(#[from] crate::Error),
+}
+
+/// Plan `graph` on `target` with `sources` source replicas, checking the
+/// object at `object` (normally [`rampart_bpf::XDP_STREAM_OBJ`]).
+///
+/// # Errors
+/// [`PlanError`]: the object breaks the profile, too many replicas, a
+/// graph that does not start with a source.
+pub fn plan(
+    graph: &AppGraph,
+    target: Target,
+    sources: u32,
+    object: &Path,
+) -> Result<Plan, PlanError> {
+    let profile = target.profile().clone();
+    if sources == 0 || sources > profile.max_replicas {
+        return Err(PlanError::Invalid(format!(
+            "{sources} source replicas on {target}: use 1..={}",
+            profile.max_replicas
+        )));
+    }
+    if graph.ops.first().map(|o| &o.kind) != Some(&OpKind::Source) {
+        return Err(PlanError::Invalid(format!(
+            "app {}: the graph does not start with a source, nothing to offload",
+            graph.app
+        )));
+    }
+    let report = objcheck::inspect(object, profile.program)?;
+    let reasons = profile.violations(&report);
+    if !reasons.is_empty() {
+        return Err(PlanError::Target { target, reasons });
+    }
+
+    let mut placement = Vec::new();
+    let mut offloaded = Vec::new();
+    let mut key_mode = None;
+    let mut filter: Option<Predicate> = None;
+    let mut i = 0;
+    // The offloaded prefix.
+    for op in &graph.ops {
+        let note = match &op.kind {
+            OpKind::Source => {
+                "parse the frame into the 56-byte tuple; the frame becomes the record".to_string()
+            }
+            OpKind::FlowId { mode } if key_mode.is_none() => {
+                key_mode = Some(*mode);
+                format!("FlowID = jhash of the {mode} key")
+            }
+            OpKind::Filter { predicate } if filter.is_none() => {
+                if let Err(why) = predicate.fits(ST_OFF_CLAUSES, ST_OFF_RANGES) {
+                    placement.push(Placement {
+                        name: op.name.clone(),
+                        tier: "userspace",
+                        note: format!("{predicate}: stays in userspace ({why})"),
+                    });
+                    i += 1;
+                    break;
+                }
+                filter = Some(predicate.clone());
+                format!("filter: {predicate}; rejected frames dropped in XDP")
+            }
+            _ => break,
+        };
+        placement.push(Placement {
+            name: op.name.clone(),
+            tier: "xdp",
+            note,
+        });
+        offloaded.push(op.name.clone());
+        i += 1;
+    }
+
+    // The first keyed operator downstream, and what stands before it.
+    // (The apps run every operator before it with the source's parallelism.)
+    let mut keyed: Option<(&OpDesc, Option<KeyMode>, Option<String>, usize)> = None;
+    for op in &graph.ops[i..] {
+        match &op.kind {
+            OpKind::Keyed {
+                partition,
+                note,
+                parallelism,
+                ..
+            } => {
+                keyed = Some((op, *partition, note.clone(), *parallelism));
+                break;
+            }
+            OpKind::Sink => break,
+            _ => {}
+        }
+    }
+    // Steering mode.
+    let partition = keyed.as_ref().and_then(|k| k.1);
+    if key_mode.is_none() && sources > 1 {
+        key_mode = Some(partition.unwrap_or(KeyMode::Bidir));
+        if let Some(p) = placement.first_mut() {
+            p.note.push_str(&format!(
+                "; FlowID ({}) computed to steer records to {sources} replicas",
+                key_mode.unwrap_or(KeyMode::Bidir)
+            ));
+        }
+    }
+    let (key_by_free, key_by_note) = match &keyed {
+        None => (false, "no keyed operator".to_string()),
+        Some((op, part, note, par)) => {
+            if sources == 1 && *par == 1 {
+                (
+                    true,
+                    format!(
+                        "{}: one source replica and one worker: one-to-one anyway",
+                        op.name
+                    ),
+                )
+            } else if part.is_none() {
+                (
+                    false,
+                    format!(
+                        "{}: key-by stays in userspace: {}",
+                        op.name,
+                        note.clone()
+                            .unwrap_or_else(|| "no FlowID mode partitions its key".into())
+                    ),
+                )
+            } else if *part != key_mode {
+                (
+                    false,
+                    format!(
+                        "{}: key-by stays: its key needs {} steering, records are steered by {}",
+                        op.name,
+                        part.map_or("no".into(), |m| m.to_string()),
+                        key_mode.map_or("nothing".into(), |m| m.to_string())
+                    ),
+                )
+            } else if *par != sources as usize {
+                (
+                    false,
+                    format!(
+                        "{}: key-by stays: {par} workers for {sources} source replicas (make them equal to hand records over one-to-one)",
+                        op.name
+                    ),
+                )
+            } else {
+                (
+                    true,
+                    format!(
+                        "{}: the NIC steers by the {} FlowID, which refines its key: records go one-to-one to its {par} replicas (chained)",
+                        op.name,
+                        part.unwrap_or(KeyMode::FiveTuple)
+                    ),
+                )
+            }
+        }
+    };
+    for op in &graph.ops[i..] {
+        let note = match (&op.kind, keyed.as_ref()) {
+            (OpKind::Keyed { key, .. }, Some(k)) if k.0.name == op.name => {
+                format!("keyed by {key}; {key_by_note}")
+            }
+            (OpKind::Keyed { key, .. }, _) => format!("keyed by {key}"),
+            _ => op.what.clone(),
+        };
+        placement.push(Placement {
+            name: op.name.clone(),
+            tier: "userspace",
+            note,
+        });
+    }
+    let config = OffloadConfig {
+        key_mode,
+        filter,
+        on_filtered: Action::Drop,
+        on_malformed: Action::Drop,
+        timestamps: match target {
+            Target::HostXdp => Timestamps::RxMeta,
+            Target::Nfp => Timestamps::None,
+        },
+        replicas: sources,
+    };
+    Ok(Plan {
+        app: graph.app.clone(),
+        target,
+        sources,
+        placement,
+        offloaded,
+        key_mode,
+        key_by_free,
+        key_by_note,
+        config,
+        profile,
+        object: report,
+    })
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} on {}, {} source replica(s): {} of {} operators in XDP",
+            self.app,
+            self.target,
+            self.sources,
+            self.offloaded.len(),
+            self.placement.len()
+        )?;
+        for p in &self.placement {
+            writeln!(f, "  {:<9} {:<16} {}", p.tier, p.name, p.note)?;
+        }
+        writeln!(f, "  delivery: {}", self.profile.delivery)?;
+        writeln!(f, "  timestamps: {}", self.profile.timestamps)?;
+        let o = &self.object;
+        let maps: Vec<String> = o
+            .maps
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} ({}, {}+{} B)",
+                    m.name, m.type_name, m.key_size, m.value_size
+                )
+            })
+            .collect();
+        let helpers: Vec<&str> = o.helpers.iter().map(|h| h.name.as_str()).collect();
+        writeln!(
+            f,
+            "  object: {} — {} instructions (limit {}), {} stack bytes, helpers [{}]{}, maps [{}]",
+            o.program,
+            o.insns,
+            self.profile.max_insns,
+            o.stack_bytes,
+            helpers.join(", "),
+            if o.kfuncs.is_empty() {
+                String::new()
+            } else {
+                format!(", kfuncs [{}]", o.kfuncs.join(", "))
+            },
+            maps.join(", ")
+        )?;
+        write!(f, "  fits {}: yes", self.target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apps::{flowmeter, portscan, synflood, EngineOpts};
+    use crate::offload::predicate::PortRange;
+
+    fn obj() -> &'static Path {
+        Path::new(rampart_bpf::XDP_STREAM_OBJ)
+    }
+
+    fn engine(workers: usize) -> EngineOpts {
+        EngineOpts {
+            workers,
+            ..EngineOpts::default()
+        }
+    }
+
+    fn fm(workers: usize) -> AppGraph {
+        flowmeter::graph(&flowmeter::FlowmeterConfig {
+            engine: engine(workers),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn flowmeter_offloads_source_and_flowid_and_gets_key_by_free() {
+        let p = plan(&fm(1), Target::HostXdp, 1, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "flowid"]);
+        assert_eq!(p.key_mode, Some(KeyMode::FiveTuple));
+        assert!(p.key_by_free);
+        assert_eq!(p.config.filter, None);
+        assert_eq!(p.config.timestamps, Timestamps::RxMeta);
+        let tiers: Vec<&str> = p.placement.iter().map(|x| x.tier).collect();
+        assert_eq!(tiers, ["xdp", "xdp", "userspace", "userspace"]);
+
+        let p = plan(&fm(2), Target::HostXdp, 2, obj()).unwrap();
+        assert!(p.key_by_free, "{}", p.key_by_note);
+        assert_eq!(p.config.replicas, 2);
+        let p = plan(&fm(1), Target::HostXdp, 2, obj()).unwrap();
+        assert!(!p.key_by_free);
+        assert!(
+            p.key_by_note.contains("1 workers for 2 source replicas"),
+            "{}",
+            p.key_by_note
+        );
+    }
+
+    #[test]
+    fn portscan_offloads_its_filter_but_keeps_its_key_by() {
+        let g = portscan::graph(&portscan::PortscanConfig {
+            engine: engine(2),
+            ..Default::default()
+        });
+        let p = plan(&g, Target::HostXdp, 2, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "handshake"]);
+        assert_eq!(p.config.filter, Some(portscan::handshake_filter()));
+        // Two replicas need a steering key; none partitions the attempt key.
+        assert_eq!(p.key_mode, Some(KeyMode::Bidir));
+        assert!(!p.key_by_free);
+        assert!(p.key_by_note.contains("RST-ACK"), "{}", p.key_by_note);
+        // One replica: nothing to steer, no FlowID in XDP.
+        let p = plan(&g, Target::HostXdp, 1, obj()).unwrap();
+        assert_eq!(p.key_mode, None);
+    }
+
+    #[test]
+    fn synflood_steers_by_the_syn_pair_key_of_its_window() {
+        let g = synflood::graph(&synflood::SynfloodConfig {
+            engine: engine(2),
+            ..Default::default()
+        });
+        let p = plan(&g, Target::HostXdp, 2, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "tcp-handshake"]);
+        assert_eq!(p.key_mode, Some(KeyMode::SynPair));
+        assert!(p.key_by_free, "{}", p.key_by_note);
+        assert!(p.to_string().contains("xdp       tcp-handshake"));
+    }
+
+    #[test]
+    fn a_filter_too_big_for_the_maps_stays_in_userspace() {
+        let mut g = portscan::graph(&portscan::PortscanConfig::default());
+        g.ops[1].kind = OpKind::Filter {
+            predicate: Predicate {
+                dport: vec![PortRange { lo: 1, hi: 2 }; 5],
+                ..Predicate::default()
+            },
+        };
+        let p = plan(&g, Target::HostXdp, 1, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source"]);
+        assert_eq!(p.placement[1].tier, "userspace");
+        assert!(p.placement[1].note.contains("5 destination port ranges"));
+        assert_eq!(p.config.filter, None);
+    }
+
+    #[test]
+    fn the_nfp_entry_point_fits_the_nfp_profile() {
+        let p = plan(&fm(1), Target::Nfp, 1, obj()).unwrap();
+        let o = &p.object;
+        assert_eq!(o.program, "xdp_stream_nfp");
+        assert!(
+            o.insns > 500 && o.insns <= NFP.max_insns,
+            "{} insns",
+            o.insns
+        );
+        assert!(o.kfuncs.is_empty());
+        assert_eq!(o.ctx_stores, [16], "only rx_queue_index is written");
+        let helpers: Vec<u32> = o.helpers.iter().map(|h| h.id).collect();
+        assert!(helpers.contains(&65), "bpf_xdp_adjust_tail: {helpers:?}");
+        assert!(
+            helpers.iter().all(|h| NFP_HELPERS.contains(h)),
+            "{helpers:?}"
+        );
+        assert!(o.maps.iter().all(|m| m.map_type == 2), "{:?}", o.maps);
+        assert!(o.maps.iter().any(|m| m.name == "stream_off_stats_nfp"));
+        assert!(!o.maps.iter().any(|m| m.name == "stream_off_xsks"));
+        assert_eq!(p.config.timestamps, Timestamps::None);
+    }
+
+    #[test]
+    fn the_host_entry_point_breaks_the_nfp_profile_and_says_how() {
+        // The check is real: the host program (XSKMAP, per-CPU counters,
+        // bpf_ktime_get_ns, bpf_redirect_map) is refused by the nfp limits.
+        let r = objcheck::inspect(obj(), "xdp_stream").unwrap();
+        let v = NFP.violations(&r);
+        let all = v.join("\n");
+        for needle in [
+            "stream_off_xsks is a xskmap map",
+            "stream_off_stats is a percpu_array map",
+            "bpf_ktime_get_ns (helper 5)",
+            "bpf_redirect_map (helper 51)",
+        ] {
+            assert!(all.contains(needle), "{needle:?} in\n{all}");
+        }
+        let rx = objcheck::inspect(obj(), "xdp_stream_rxmeta").unwrap();
+        assert_eq!(rx.kfuncs, ["bpf_xdp_metadata_rx_timestamp"]);
+        assert!(NFP
+            .violations(&rx)
+            .iter()
+            .any(|x| x.contains("kfunc bpf_xdp_metadata_rx_timestamp")));
+        assert!(HOST_XDP.violations(&r).is_empty());
+        // A profile with a tighter instruction budget refuses the plan.
+        let tight = Profile {
+            max_insns: 100,
+            ..NFP
+        };
+        let e = tight.violations(&objcheck::inspect(obj(), "xdp_stream_nfp").unwrap());
+        assert!(e[0].contains("instructions, the limit is 100"), "{e:?}");
+    }
+
+    #[test]
+    fn impossible_requests_are_refused() {
+        let e = plan(&fm(1), Target::HostXdp, 0, obj())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use 1..=64"), "{e}");
+        let e = plan(&fm(1), Target::Nfp, 65, obj())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("65 source replicas on nfp"), "{e}");
+        let mut g = fm(1);
+        g.ops.remove(0);
+        let e = plan(&g, Target::HostXdp, 1, obj()).unwrap_err().to_string();
+        assert!(e.contains("does not start with a source"), "{e}");
+        let e = plan(&fm(1), Target::HostXdp, 1, Path::new("/nonexistent.o"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reading the BPF object /nonexistent.o"), "{e}");
+        assert!("smartnic".parse::<Target>().is_err());
+    }
+
+    #[test]
+    fn graphs_name_the_operators_the_apps_build() {
+        use crate::source::synthetic::{SyntheticConfig, SyntheticSource};
+        let src = || {
+            SyntheticSource::new(SyntheticConfig {
+                tuples: 10,
+                ..SyntheticConfig::default()
+            })
+            .unwrap()
+        };
+        let names = |g: &AppGraph| -> Vec<String> {
+            g.ops.iter().skip(1).map(|o| o.name.clone()).collect()
+        };
+        let fc = flowmeter::FlowmeterConfig::default();
+        let built = flowmeter::build(src(), &fc, |_| {}).unwrap().operators();
+        assert_eq!(built[1..], names(&flowmeter::graph(&fc))[..]);
+        let pc = portscan::PortscanConfig::default();
+        let built = portscan::build(src(), &pc, |_| {}).unwrap().operators();
+        assert_eq!(built[1..], names(&portscan::graph(&pc))[..]);
+        let sc = synflood::SynfloodConfig::default();
+        let built = synflood::build(src(), &sc, |_| {}).unwrap().operators();
+        assert_eq!(built[1..], names(&synflood::graph(&sc))[..]);
+    }
+}

@@ -1,0 +1,293 @@
+//! Loading `xdp_stream` and writing its configuration.
+//!
+//! The skeleton is opened and loaded on a thread inside the target network
+//! namespace (a device-bound program resolves its interface there), then
+//! only file descriptors are kept: they are `Send`, libbpf-rs maps are not.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use rampart_bpf::abi::{ST_CNT_MAX, ST_OFF_RANGES};
+use rampart_bpf::xdp_stream::XdpStreamSkelBuilder;
+use rampart_dataplane::error::BpfContext;
+use rampart_dataplane::maps::update_raw;
+use rampart_dataplane::netns;
+use serde::Serialize;
+
+use super::config::OffloadConfig;
+use crate::error::{io as io_err, Error, Result};
+
+/// Which entry point of `xdp_stream` to load on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Entry {
+    /// `xdp_stream`: software timestamps, loadable anywhere (and testable
+    /// with BPF_PROG_RUN).
+    Host,
+    /// `xdp_stream_rxmeta`: device-bound to one interface, asks the driver
+    /// for RX timestamps (Linux ≥ 6.3).
+    HostRxMeta,
+}
+
+/// `enum stream_off_counter`, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Records handed to a socket.
+    pub records: u64,
+    /// Not IPv4/IPv6 (passed to the stack).
+    pub not_ip: u64,
+    /// Truncated IP frames.
+    pub truncated: u64,
+    /// IP frames with an impossible header field.
+    pub bad_header: u64,
+    /// Too many VLAN tags / IPv6 extension headers.
+    pub too_deep: u64,
+    /// Rejected by the offloaded filter.
+    pub filtered: u64,
+    /// The frame could not be resized to the record (dropped).
+    pub rewrite_failed: u64,
+    /// No socket in the owner's XSKMAP slot (dropped).
+    pub no_socket: u64,
+    /// Records stamped with the driver's RX time.
+    pub ts_hw: u64,
+}
+
+impl Counters {
+    fn from_array(v: &[u64; ST_CNT_MAX as usize]) -> Self {
+        Self {
+            records: v[0],
+            not_ip: v[1],
+            truncated: v[2],
+            bad_header: v[3],
+            too_deep: v[4],
+            filtered: v[5],
+            rewrite_failed: v[6],
+            no_socket: v[7],
+            ts_hw: v[8],
+        }
+    }
+    /// Frames the program saw.
+    pub fn frames(&self) -> u64 {
+        self.records
+            + self.not_ip
+            + self.truncated
+            + self.bad_header
+            + self.too_deep
+            + self.filtered
+            + self.rewrite_failed
+            + self.no_socket
+    }
+}
+
+/// A loaded `xdp_stream` (not attached: see [`rampart_dataplane::xdp::XdpLink`]).
+#[derive(Debug)]
+pub struct OffloadProgram {
+    entry: Entry,
+    prog: OwnedFd,
+    cfg: OwnedFd,
+    protos: OwnedFd,
+    ports: OwnedFd,
+    prefixes: OwnedFd,
+    xsks: OwnedFd,
+    stats: OwnedFd,
+}
+
+fn dup(fd: BorrowedFd<'_>, what: &str) -> rampart_dataplane::Result<OwnedFd> {
+    fd.try_clone_to_owned()
+        .map_err(|e| rampart_dataplane::Error::Io {
+            context: format!("duplicating the {what} fd"),
+            source: e,
+        })
+}
+
+/// The bytes of a map value generated from BTF.
+///
+/// Only for the `repr(C)` types of `bpf/shared/stream_offload.h`, whose
+/// padding is spelled out as fields (so every byte is initialised).
+fn value_bytes<T: Copy>(v: &T) -> &[u8] {
+    // SAFETY: `T` is one of the BTF-generated repr(C) structs with explicit
+    // padding fields: all `size_of::<T>()` bytes are initialised.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+}
+
+/// CLOCK_REALTIME − CLOCK_MONOTONIC in ns: what turns `bpf_ktime_get_ns`
+/// into time since the epoch.
+pub fn clock_offset_ns() -> u64 {
+    let read = |c| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid out-pointer.
+        unsafe { libc::clock_gettime(c, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let m0 = read(libc::CLOCK_MONOTONIC);
+    let r = read(libc::CLOCK_REALTIME);
+    let m1 = read(libc::CLOCK_MONOTONIC);
+    r.saturating_sub(m0 / 2 + m1 / 2)
+}
+
+impl OffloadProgram {
+    /// Load the `entry` point. [`Entry::HostRxMeta`] needs the interface it
+    /// will be attached to (`netns`, `iface`): the program is bound to it.
+    ///
+    /// # Errors
+    /// Not root, no such interface, or the verifier's refusal (with its log
+    /// summary) — e.g. a driver without RX metadata support refuses a
+    /// device-bound program.
+    pub fn load(entry: Entry, netns: Option<&str>, iface: Option<&str>) -> Result<Self> {
+        rampart_dataplane::features::require_root("the stream offload")?;
+        let iface = iface.map(str::to_string);
+        if entry == Entry::HostRxMeta && iface.is_none() {
+            return Err(Error::Invalid(
+                "the RX-metadata entry point is bound to an interface: give one".into(),
+            ));
+        }
+        let ns_for_load = if entry == Entry::HostRxMeta {
+            netns
+        } else {
+            None
+        };
+        let fds = netns::run_in(ns_for_load, move || {
+            let ifindex = match (&iface, entry) {
+                (Some(i), Entry::HostRxMeta) => {
+                    let c = std::ffi::CString::new(i.as_str()).unwrap_or_default();
+                    // SAFETY: a NUL-terminated name.
+                    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+                        0 => {
+                            return Err(rampart_dataplane::Error::NoSuchInterface {
+                                iface: i.clone(),
+                                ns: None,
+                            })
+                        }
+                        x => x,
+                    }
+                }
+                _ => 0,
+            };
+            let mut open = XdpStreamSkelBuilder::default()
+                .open(rampart_dataplane::skel::object_storage())
+                .bpf_context(|| "opening xdp_stream".into())?;
+            // The nfp entry point only loads offloaded to an nfp (the kernel
+            // refuses its queue-select store elsewhere): never here.
+            open.progs.xdp_stream_nfp.set_autoload(false);
+            match entry {
+                Entry::Host => open.progs.xdp_stream_rxmeta.set_autoload(false),
+                Entry::HostRxMeta => {
+                    open.progs.xdp_stream.set_autoload(false);
+                    open.progs.xdp_stream_rxmeta.set_ifindex(ifindex);
+                    open.progs
+                        .xdp_stream_rxmeta
+                        .set_flags(libbpf_rs::libbpf_sys::BPF_F_XDP_DEV_BOUND_ONLY);
+                }
+            }
+            let skel = open
+                .load()
+                .bpf_context(|| format!("loading xdp_stream ({entry:?})"))?;
+            let prog = match entry {
+                Entry::Host => dup(skel.progs.xdp_stream.as_fd(), "program")?,
+                Entry::HostRxMeta => dup(skel.progs.xdp_stream_rxmeta.as_fd(), "program")?,
+            };
+            let m = &skel.maps;
+            Ok([
+                prog,
+                dup(m.stream_off_cfg.as_fd(), "config map")?,
+                dup(m.stream_off_protos.as_fd(), "protocol map")?,
+                dup(m.stream_off_ports.as_fd(), "port map")?,
+                dup(m.stream_off_prefixes.as_fd(), "prefix map")?,
+                dup(m.stream_off_xsks.as_fd(), "XSKMAP")?,
+                dup(m.stream_off_stats.as_fd(), "counter map")?,
+            ])
+        })?;
+        let [prog, cfg, protos, ports, prefixes, xsks, stats] = fds;
+        Ok(Self {
+            entry,
+            prog,
+            cfg,
+            protos,
+            ports,
+            prefixes,
+            xsks,
+            stats,
+        })
+    }
+
+    /// The loaded entry point.
+    pub fn entry(&self) -> Entry {
+        self.entry
+    }
+
+    /// The program fd (attach it, or run it with BPF_PROG_RUN).
+    pub fn prog_fd(&self) -> RawFd {
+        self.prog.as_raw_fd()
+    }
+
+    /// The XSKMAP fd (slot `rx_queue * replicas + replica`).
+    pub fn xsks_fd(&self) -> RawFd {
+        self.xsks.as_raw_fd()
+    }
+
+    /// Write `c` into the maps; the main entry last, so a running program
+    /// switches from the old configuration to the new one on one update.
+    ///
+    /// # Errors
+    /// An invalid configuration, or the kernel's error.
+    pub fn configure(&self, c: &OffloadConfig) -> Result<()> {
+        let v = c.map_values(clock_offset_ns())?;
+        for (p, on) in v.protos.iter().enumerate() {
+            update_raw(
+                self.protos.as_raw_fd(),
+                &(p as u32).to_ne_bytes(),
+                &on.to_ne_bytes(),
+                0,
+            )?;
+        }
+        for i in 0..2 * ST_OFF_RANGES {
+            let k = (i as u32).to_ne_bytes();
+            update_raw(self.ports.as_raw_fd(), &k, value_bytes(&v.ports[i]), 0)?;
+            update_raw(
+                self.prefixes.as_raw_fd(),
+                &k,
+                value_bytes(&v.prefixes[i]),
+                0,
+            )?;
+        }
+        update_raw(
+            self.cfg.as_raw_fd(),
+            &0u32.to_ne_bytes(),
+            value_bytes(&v.cfg),
+            0,
+        )?;
+        Ok(())
+    }
+
+    /// The counters, summed over CPUs.
+    ///
+    /// # Errors
+    /// The kernel's error.
+    pub fn counters(&self) -> Result<Counters> {
+        let ncpu = rampart_dataplane::maps::possible_cpus();
+        let mut out = [0u64; ST_CNT_MAX as usize];
+        let mut vals = vec![0u64; ncpu];
+        for (k, o) in out.iter_mut().enumerate() {
+            let key = k as u32;
+            // SAFETY: per-CPU array of u64: ncpu × 8 bytes out, a u32 key in.
+            let rc = unsafe {
+                libbpf_rs::libbpf_sys::bpf_map_lookup_elem(
+                    self.stats.as_raw_fd(),
+                    (&raw const key).cast(),
+                    vals.as_mut_ptr().cast(),
+                )
+            };
+            if rc < 0 {
+                return Err(io_err("reading stream_off_stats")(
+                    io::Error::from_raw_os_error(-rc),
+                ));
+            }
+            *o = vals.iter().sum();
+        }
+        Ok(Counters::from_array(&out))
+    }
+}

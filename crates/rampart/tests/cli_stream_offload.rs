@@ -1,0 +1,221 @@
+//! `rampart stream plan`, `rampart stream run --offload` and `rampart bench
+//! stream` from the command line: the plan's output, one clear line for
+//! bad input, the benchmark's JSON objects, and its lab removed at the end
+//! and on Ctrl-C.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn rampart(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(args)
+        .output()
+        .expect("run rampart")
+}
+
+fn one_error_line(o: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one error line, got: {err:?}");
+    assert!(
+        lines[0].contains(needle),
+        "{err:?} should mention {needle:?}"
+    );
+    assert_ne!(o.status.code(), Some(0));
+}
+
+fn netns() -> BTreeSet<String> {
+    let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Namespaces of a benchmark lab (`sb…-wan`, ...): what `bench stream` creates.
+fn bench_labs() -> BTreeSet<String> {
+    netns()
+        .into_iter()
+        .filter(|n| n.starts_with("sb") && n.ends_with("-host"))
+        .collect()
+}
+
+#[test]
+fn plan_shows_what_runs_in_xdp() {
+    let o = rampart(&[
+        "stream",
+        "plan",
+        "portscan",
+        "--target",
+        "nfp",
+        "--sources",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let p: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert_eq!(p["target"], "nfp");
+    assert_eq!(p["offloaded"], serde_json::json!(["source", "handshake"]));
+    assert_eq!(p["key_by_free"], false);
+    assert_eq!(p["object"]["program"], "xdp_stream_nfp");
+    assert!(p["object"]["insns"].as_u64().unwrap() <= 8192);
+    assert_eq!(p["config"]["timestamps"], "none");
+
+    let o = rampart(&["stream", "plan", "flowmeter"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("xdp       flowid"), "{out}");
+    assert!(out.contains("userspace flows"), "{out}");
+    assert!(out.contains("fits host-xdp: yes"), "{out}");
+}
+
+#[test]
+fn bad_offload_input_gets_one_clear_line() {
+    one_error_line(
+        &rampart(&[
+            "stream",
+            "run",
+            "flowmeter",
+            "--source",
+            "pcap:/nonexistent.pcap",
+            "--offload",
+            "on",
+        ]),
+        "the offload receives over AF_XDP",
+    );
+    one_error_line(
+        &rampart(&[
+            "stream",
+            "run",
+            "flowmeter",
+            "--source",
+            "pcap:/nonexistent.pcap",
+            "--sources",
+            "2",
+        ]),
+        "--sources is for --offload on",
+    );
+    one_error_line(
+        &rampart(&["stream", "plan", "synflood", "--sources", "0"]),
+        "0 source replicas",
+    );
+    one_error_line(
+        &rampart(&["stream", "plan", "synflood", "--target", "smartnic"]),
+        "smartnic",
+    );
+    one_error_line(
+        &rampart(&["bench", "stream", "--sources", "9"]),
+        "--sources: each must be in 1..=8",
+    );
+    one_error_line(
+        &rampart(&["bench", "stream", "--seconds", "0"]),
+        "--seconds 0",
+    );
+}
+
+/// One test, so the two benchmark runs never see each other's lab.
+#[test]
+fn bench_stream_output_and_lab_cleanup() {
+    bench_stream_prints_runs_and_a_summary_and_removes_its_lab();
+    bench_stream_removes_its_lab_on_ctrl_c();
+}
+
+fn bench_stream_prints_runs_and_a_summary_and_removes_its_lab() {
+    let before = bench_labs();
+    let out = std::env::temp_dir().join(format!("rampart-sb-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = rampart(&[
+        "bench",
+        "stream",
+        "--out",
+        out.to_str().unwrap(),
+        "--app",
+        "synflood",
+        "--offload",
+        "on,off",
+        "--seconds",
+        "0.3",
+        "--pps",
+        "100000",
+        "--flows",
+        "256",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let objs: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(objs.len(), 3, "two runs and a summary");
+    for r in &objs[..2] {
+        assert_eq!(r["event_type"], "run");
+        for k in [
+            "tuples_per_s",
+            "afxdp_ceiling_per_s",
+            "packets_lost",
+            "sent_packets",
+        ] {
+            assert!(r[k].is_number(), "{k} in {r}");
+        }
+        // SYNs all pass the handshake filter and become tuples.
+        assert!(r["tuples"].as_u64().unwrap() > 0, "{r}");
+    }
+    assert_eq!(objs[0]["offload"], "on");
+    // The lab's own IPv6 neighbour/MLD frames, dropped by the offloaded filter.
+    assert!(objs[0]["xdp"]["filtered"].is_number());
+    assert_eq!(objs[1]["offload"], "off");
+    let s = &objs[2];
+    assert_eq!(s["event_type"], "summary");
+    assert!(s["on_over_off"].is_number() && s["on_over_ceiling"].is_number());
+    assert!(s["app_cpu_ns_per_tuple_on"].is_number() && s["app_cpu_ns_per_tuple_off"].is_number());
+    // --out: the CSVs and the two figures (PNG signature).
+    for f in [
+        "synflood-runs.csv",
+        "synflood-summary.csv",
+        "stream-offload-synflood.png",
+        "stream-offload-synflood-cpu.png",
+    ] {
+        let b = std::fs::read(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        if f.ends_with(".png") {
+            assert!(b.starts_with(b"\x89PNG\r\n\x1a\n"), "{f} is a PNG");
+        } else {
+            assert!(String::from_utf8_lossy(&b).lines().count() >= 2, "{f}");
+        }
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    assert_eq!(bench_labs(), before, "the benchmark's lab is gone");
+}
+
+fn bench_stream_removes_its_lab_on_ctrl_c() {
+    let before = bench_labs();
+    let child = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args([
+            "bench",
+            "stream",
+            "--seconds",
+            "60",
+            "--pps",
+            "10000",
+            "--json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for its lab to exist.
+    let t0 = Instant::now();
+    while bench_labs() == before && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_ne!(bench_labs(), before, "the benchmark brought a lab up");
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("interrupted"), "{err}");
+    assert_eq!(bench_labs(), before, "the lab is removed on Ctrl-C");
+}
