@@ -204,13 +204,21 @@ pub fn parse_frame(d: &[u8], ts_ns: u64) -> Result<StreamTuple, ParseStatus> {
                             return Err(ParseStatus::Truncated);
                         }
                         let fo = be16(d, off + 2);
-                        if fo & 0xfff8 != 0 {
-                            pi.frag = 2;
-                        } else if fo & 1 != 0 {
-                            pi.frag = 1;
-                        }
                         nexthdr = d[off];
                         off += 8;
+                        if fo & 0xfff8 != 0 {
+                            // A later fragment: what follows is fragment
+                            // payload (extension headers of the
+                            // fragmentable part included); never walk it
+                            // (as bpf/lib/parse.h).
+                            pi.frag = 2;
+                            pi.l4_proto = nexthdr;
+                            done = true;
+                            break;
+                        }
+                        if fo & 1 != 0 {
+                            pi.frag = 1;
+                        }
                     }
                     _ => {
                         pi.l4_proto = nexthdr;
