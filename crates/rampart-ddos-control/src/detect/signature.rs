@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use super::{si, Detector};
 use crate::config::{AmplificationConfig, IcmpFloodConfig, SynFloodConfig, UdpFloodConfig};
-use crate::sources::{incomplete_syn, Sources};
+use crate::sources::{incomplete_syn, SourceStats, Sources};
 use crate::{BlockDecision, Interval, Prefix};
 
 /// UDP amplification, by UDP share and mean frame size (see
@@ -242,48 +242,21 @@ impl Detector for IcmpFloodDetector {
     }
 
     fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
-        let secs = sources.secs;
-        let icmp = |r: &crate::FeatureRecord| u64::from(r.icmp);
-        let vic = victims(iv, secs, self.cfg.victim_icmp_pps, icmp);
-        let tow = toward(iv, secs, &vic, icmp);
-        let mut out = Vec::new();
-        for s in &sources.list {
-            let share = s.share(s.icmp);
-            if s.icmp == 0 || share < self.cfg.min_icmp_share {
-                continue;
-            }
-            let rate = s.icmp as f64 / secs;
-            let reason = if rate >= self.cfg.min_icmp_pps {
-                format!(
-                    "{} ICMP pps (>= {}), {:.0}% of its packets (>= {:.0}%)",
-                    si(rate),
-                    si(self.cfg.min_icmp_pps),
-                    share * 100.0,
-                    self.cfg.min_icmp_share * 100.0
-                )
-            } else if let Some(&(r, dst)) = tow.get(&s.src) {
-                if r < self.cfg.flood_min_icmp_pps || r <= 0.0 {
-                    continue;
-                }
-                format!(
-                    "{} ICMP pps (>= {}) to {dst}, an ICMP-flood victim receiving {} ICMP pps (>= {}); {:.0}% of its packets",
-                    si(r),
-                    si(self.cfg.flood_min_icmp_pps),
-                    si(vic.get(&dst).copied().unwrap_or(0.0)),
-                    si(self.cfg.victim_icmp_pps),
-                    share * 100.0
-                )
-            } else {
-                continue;
-            };
-            out.push(BlockDecision {
-                prefix: Prefix::host(s.src),
+        let c = &self.cfg;
+        let out = protocol_flood(
+            iv,
+            sources,
+            &Flood {
                 detector: "icmp_flood",
-                reason,
-                pps: s.pps,
-                bps: s.bps,
-            });
-        }
+                proto: "ICMP",
+                of_record: |r| u64::from(r.icmp),
+                of_source: |s| s.icmp,
+                min_pps: c.min_icmp_pps,
+                min_share: c.min_icmp_share,
+                victim_pps: c.victim_icmp_pps,
+                flood_min_pps: c.flood_min_icmp_pps,
+            },
+        );
         self.flagged = !out.is_empty();
         out
     }
@@ -321,48 +294,21 @@ impl Detector for UdpFloodDetector {
     }
 
     fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
-        let secs = sources.secs;
-        let udp = |r: &crate::FeatureRecord| u64::from(r.udp);
-        let vic = victims(iv, secs, self.cfg.victim_udp_pps, udp);
-        let tow = toward(iv, secs, &vic, udp);
-        let mut out = Vec::new();
-        for s in &sources.list {
-            let share = s.share(s.udp);
-            if s.udp == 0 || share < self.cfg.min_udp_share {
-                continue;
-            }
-            let rate = s.udp as f64 / secs;
-            let reason = if rate >= self.cfg.min_udp_pps {
-                format!(
-                    "{} UDP pps (>= {}), {:.0}% of its packets (>= {:.0}%)",
-                    si(rate),
-                    si(self.cfg.min_udp_pps),
-                    share * 100.0,
-                    self.cfg.min_udp_share * 100.0
-                )
-            } else if let Some(&(r, dst)) = tow.get(&s.src) {
-                if r < self.cfg.flood_min_udp_pps || r <= 0.0 {
-                    continue;
-                }
-                format!(
-                    "{} UDP pps (>= {}) to {dst}, a UDP-flood victim receiving {} UDP pps (>= {}); {:.0}% of its packets",
-                    si(r),
-                    si(self.cfg.flood_min_udp_pps),
-                    si(vic.get(&dst).copied().unwrap_or(0.0)),
-                    si(self.cfg.victim_udp_pps),
-                    share * 100.0
-                )
-            } else {
-                continue;
-            };
-            out.push(BlockDecision {
-                prefix: Prefix::host(s.src),
+        let c = &self.cfg;
+        let out = protocol_flood(
+            iv,
+            sources,
+            &Flood {
                 detector: "udp_flood",
-                reason,
-                pps: s.pps,
-                bps: s.bps,
-            });
-        }
+                proto: "UDP",
+                of_record: |r| u64::from(r.udp),
+                of_source: |s| s.udp,
+                min_pps: c.min_udp_pps,
+                min_share: c.min_udp_share,
+                victim_pps: c.victim_udp_pps,
+                flood_min_pps: c.flood_min_udp_pps,
+            },
+        );
         self.flagged = !out.is_empty();
         out
     }
@@ -370,4 +316,67 @@ impl Detector for UdpFloodDetector {
     fn under_attack(&self) -> bool {
         self.flagged
     }
+}
+
+/// A per-protocol flood: what [`protocol_flood`] counts and its thresholds.
+struct Flood {
+    detector: &'static str,
+    proto: &'static str,
+    of_record: fn(&crate::FeatureRecord) -> u64,
+    of_source: fn(&SourceStats) -> u64,
+    min_pps: f64,
+    min_share: f64,
+    victim_pps: f64,
+    flood_min_pps: f64,
+}
+
+/// The ICMP- and UDP-flood rule: a source sending at least `min_pps` of
+/// the protocol, `min_share` of its packets; or, toward a destination
+/// receiving at least `victim_pps` of it, at least `flood_min_pps`.
+fn protocol_flood(iv: &Interval<'_>, sources: &Sources, f: &Flood) -> Vec<BlockDecision> {
+    let secs = sources.secs;
+    let vic = victims(iv, secs, f.victim_pps, f.of_record);
+    let tow = toward(iv, secs, &vic, f.of_record);
+    let mut out = Vec::new();
+    for s in &sources.list {
+        let n = (f.of_source)(s);
+        let share = s.share(n);
+        if n == 0 || share < f.min_share {
+            continue;
+        }
+        let rate = n as f64 / secs;
+        let reason = if rate >= f.min_pps {
+            format!(
+                "{} {} pps (>= {}), {:.0}% of its packets (>= {:.0}%)",
+                si(rate),
+                f.proto,
+                si(f.min_pps),
+                share * 100.0,
+                f.min_share * 100.0
+            )
+        } else if let Some(&(r, dst)) = tow.get(&s.src) {
+            if r < f.flood_min_pps || r <= 0.0 {
+                continue;
+            }
+            format!(
+                "{} {p} pps (>= {}) to {dst}, a {p}-flood victim receiving {} {p} pps (>= {}); {:.0}% of its packets",
+                si(r),
+                si(f.flood_min_pps),
+                si(vic.get(&dst).copied().unwrap_or(0.0)),
+                si(f.victim_pps),
+                share * 100.0,
+                p = f.proto,
+            )
+        } else {
+            continue;
+        };
+        out.push(BlockDecision {
+            prefix: Prefix::host(s.src),
+            detector: f.detector,
+            reason,
+            pps: s.pps,
+            bps: s.bps,
+        });
+    }
+    out
 }
