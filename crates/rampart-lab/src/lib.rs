@@ -16,6 +16,7 @@ pub mod report;
 pub mod sink;
 pub mod testing;
 pub mod topology;
+pub mod web;
 
 pub use error::{Error, Result};
 pub use topology::Lab;

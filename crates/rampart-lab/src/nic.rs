@@ -113,7 +113,13 @@ impl NicTable {
     /// Map read failure.
     pub fn rules(&self) -> Result<Vec<(IpAddr, RuleStats)>> {
         let mut out = Vec::new();
+        // A hash map walked while rules are removed restarts from its first
+        // bucket, so a key can come twice: keep each address once.
+        let mut seen = std::collections::HashSet::new();
         for k in self.rules.keys() {
+            if !seen.insert(k.clone()) {
+                continue;
+            }
             let Some(v) = self
                 .rules
                 .lookup(&k, MapFlags::ANY)
@@ -136,12 +142,21 @@ impl NicTable {
         Ok(out)
     }
 
-    /// Number of installed rules.
+    /// Number of installed rules (the count the program keeps in `nic_state`,
+    /// maintained by [`insert`](Self::insert), [`remove`](Self::remove) and
+    /// [`clear`](Self::clear); O(1), unlike a walk of the table).
     ///
     /// # Errors
     /// Map read failure.
     pub fn len(&self) -> Result<usize> {
-        Ok(self.rules.keys().count())
+        let v = self
+            .state
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .bpf_context(|| "reading nic_state".into())?
+            .unwrap_or_default();
+        Ok(v.get(..4)
+            .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
+            as usize)
     }
 
     /// Is the table empty?
@@ -196,7 +211,7 @@ impl NicTable {
             .delete(&k)
             .bpf_context(|| format!("removing NIC rule for {addr}"))?;
         let n = self.len()? as u32;
-        self.set_count(n)?;
+        self.set_count(n.saturating_sub(1))?;
         Ok(Some(RuleStats {
             packets: u64::from_ne_bytes(v[0..8].try_into().unwrap_or_default()),
             bytes: u64::from_ne_bytes(v[8..16].try_into().unwrap_or_default()),

@@ -10,15 +10,13 @@
 //! where every attack packet went.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use rampart_ddos::filter::{Filter, Scope};
 use rampart_ddos::Prefix;
@@ -28,10 +26,13 @@ use rampart_lab::gen::{GenSpec, Generator, Limit};
 use rampart_lab::nic::NicTable;
 use rampart_lab::packet::Proto;
 use rampart_lab::topology::{UpOptions, HOST_IF};
+use rampart_lab::web::{self, Nginx, Wrk};
 use rampart_lab::Lab;
 use serde::Serialize;
 
 use super::util::{print_json, si};
+
+const URL: &str = "http://10.10.0.2/";
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -71,6 +72,15 @@ pub struct DemoArgs {
     /// wrk connections (fixed for the whole run).
     #[arg(long, default_value_t = 8)]
     pub connections: u32,
+    /// CPU for nginx and wrk in both runs (the generator, a stand-in for
+    /// attackers on other machines, runs on CPU 0).
+    #[arg(long, default_value_t = 1)]
+    pub service_cpu: usize,
+    /// Do not pin nginx and wrk: they then share CPU 0 with the generator
+    /// under attack but not in the reference run (legit_ok_pct then measures
+    /// the lab's generator as much as the attack).
+    #[arg(long)]
+    pub no_pin: bool,
     /// Longest wait for every source to be unbanned after the attack (seconds).
     #[arg(long, default_value_t = 60.0)]
     pub unban_timeout: f64,
@@ -124,6 +134,8 @@ pub struct DemoReport {
     pub wrk_rps_attack: f64,
     /// wrk socket errors/timeouts in the attack phase.
     pub wrk_errors_attack: u64,
+    /// CPU nginx and wrk were pinned to (None: not pinned).
+    pub service_cpu: Option<usize>,
     /// Generator rates reached (pps): UDP, SYN.
     pub sent_pps: (f64, f64),
     /// Settings.
@@ -138,160 +150,18 @@ pub struct DemoReport {
 
 struct Cleanup {
     lab: Lab,
-    nginx: Option<Child>,
+    nginx: Option<Nginx>,
     dir: PathBuf,
     scope: String,
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Some(mut c) = self.nginx.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.nginx = None;
         let _ = Filter::detach(&self.scope);
         let _ = self.lab.down();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn need(prog: &str) -> Result<()> {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
-        .unwrap_or(false)
-        || Path::new("/usr/sbin").join(prog).is_file();
-    if !found {
-        bail!("the demo needs {prog}: install it (`./run deps` installs nginx and wrk)");
-    }
-    Ok(())
-}
-
-fn start_nginx(lab: &Lab, dir: &Path) -> Result<Child> {
-    let conf = dir.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-             events {{ worker_connections 4096; }}\n\
-             http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d}; fastcgi_temp_path {d}; uwsgi_temp_path {d}; scgi_temp_path {d};\n\
-             server {{ listen 10.10.0.2:80 backlog=4096; location / {{ return 200 \"rampart demo\\n\"; }} }} }}\n",
-            d = dir.display()
-        ),
-    )?;
-    let nginx = if Path::new("/usr/sbin/nginx").exists() {
-        "/usr/sbin/nginx"
-    } else {
-        "nginx"
-    };
-    let child = Command::new("ip")
-        .args(["netns", "exec", &lab.host_ns(), nginx, "-c"])
-        .arg(&conf)
-        .arg("-p")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting nginx in the host namespace")?;
-    Ok(child)
-}
-
-fn wait_http(lab: &Lab, child: &mut Child) -> Result<()> {
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(10) {
-        if let Ok(Some(st)) = child.try_wait() {
-            let mut e = String::new();
-            if let Some(mut s) = child.stderr.take() {
-                let _ = s.read_to_string(&mut e);
-            }
-            bail!("nginx exited ({st}): {}", e.trim());
-        }
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &lab.wan_ns(),
-                "curl",
-                "-s",
-                "-m",
-                "1",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "http://10.10.0.2/",
-            ])
-            .output();
-        if let Ok(o) = out {
-            if o.stdout == b"200" {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    bail!("nginx in the lab's host namespace did not answer http://10.10.0.2/ within 10 s")
-}
-
-struct Wrk {
-    requests: u64,
-    seconds: f64,
-    errors: u64,
-}
-
-fn spawn_wrk(lab: &Lab, secs: f64, conns: u32) -> Result<Child> {
-    Command::new("ip")
-        .args(["netns", "exec", &lab.wan_ns(), "wrk", "-t1"])
-        .arg(format!("-c{conns}"))
-        .arg(format!("-d{}s", secs.round().max(1.0) as u64))
-        .args(["--timeout", "2s", "http://10.10.0.2/"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting wrk in the wan namespace")
-}
-
-fn finish_wrk(c: Child) -> Result<Wrk> {
-    let out = c.wait_with_output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // "  123456 requests in 6.00s, 12.34MB read"
-    let line = text
-        .lines()
-        .find(|l| l.contains(" requests in "))
-        .with_context(|| format!("unexpected wrk output: {text}"))?;
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let requests: u64 = f
-        .first()
-        .and_then(|s| s.parse().ok())
-        .context("wrk request count")?;
-    let seconds: f64 = f
-        .get(3)
-        .map(|s| s.trim_end_matches(','))
-        .and_then(|s| {
-            s.strip_suffix('s')
-                .and_then(|x| x.parse().ok())
-                .or_else(|| {
-                    s.strip_suffix("ms")
-                        .and_then(|x| x.parse::<f64>().ok())
-                        .map(|x| x / 1000.0)
-                })
-        })
-        .context("wrk duration")?;
-    let mut errors = 0;
-    if let Some(l) = text.lines().find(|l| l.contains("Socket errors:")) {
-        for part in l.split(',') {
-            if let Some(n) = part
-                .split_whitespace()
-                .last()
-                .and_then(|x| x.parse::<u64>().ok())
-            {
-                errors += n;
-            }
-        }
-    }
-    Ok(Wrk {
-        requests,
-        seconds,
-        errors,
-    })
 }
 
 /// iptables counters of the attack range and the legitimate client, in the host's raw PREROUTING.
@@ -455,10 +325,24 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     if !(args.attack_seconds >= 2.0 && args.baseline_seconds >= 3.0) {
         bail!("--attack-seconds must be ≥ 2 and --baseline-seconds ≥ 3");
     }
-    need("nginx")?;
-    need("wrk")?;
-    need("curl")?;
-    need("iptables")?;
+    for p in ["nginx", "wrk", "curl", "iptables"] {
+        if !web::have(p) {
+            bail!("the demo needs {p}: install it (`./run deps` installs nginx, wrk, curl and iptables)");
+        }
+    }
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let service_cpu = if args.no_pin || ncpu < 2 {
+        None
+    } else if args.service_cpu == 0 || args.service_cpu >= ncpu {
+        bail!(
+            "--service-cpu {} is not usable: the generator runs on CPU 0 and this machine has CPUs 0-{}; pick 1-{} or pass --no-pin",
+            args.service_cpu,
+            ncpu - 1,
+            ncpu - 1
+        );
+    } else {
+        Some(args.service_cpu)
+    };
     let lab = Lab::new(&args.prefix)?;
     let say = |s: String| {
         if !args.json {
@@ -485,23 +369,36 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         dir: dir.clone(),
         scope: scope.clone(),
     };
-    let mut nginx = start_nginx(&lab, &dir)?;
-    let up = wait_http(&lab, &mut nginx);
-    guard.nginx = Some(nginx);
-    up?;
+    guard.nginx = Some(Nginx::start(
+        &lab.host_ns(),
+        "10.10.0.2",
+        service_cpu,
+        &dir,
+        &lab.wan_ns(),
+    )?);
     ipt_setup(&lab)?;
 
     // 1. Reference: wrk without attack; the daemon starts once wrk runs and learns it as normal.
     say(format!(
-        "no attack: wrk -c{} for {:.0} s against nginx; rampart starts and learns normal traffic",
-        args.connections, args.baseline_seconds
+        "no attack: wrk -c{} for {:.0} s against nginx ({}); rampart starts and learns normal traffic",
+        args.connections,
+        args.baseline_seconds,
+        service_cpu.map_or("not pinned".to_string(), |c| format!(
+            "nginx and wrk on CPU {c}, the attack generator on CPU 0"
+        ))
     ));
-    let w = spawn_wrk(&lab, args.baseline_seconds, args.connections)?;
+    let w = Wrk::spawn(
+        &lab.wan_ns(),
+        URL,
+        args.baseline_seconds,
+        args.connections,
+        service_cpu,
+    )?;
     std::thread::sleep(Duration::from_millis(700));
     let cfg = demo_config(&lab, &args, &dir)?;
     let daemon = Handle::spawn(cfg)?;
-    let base = finish_wrk(w)?;
-    let rps0 = base.requests as f64 / base.seconds;
+    let base = w.finish()?;
+    let rps0 = base.rps();
     say(format!("  {} requests/s", si(rps0)));
     if cancel.load(Ordering::Relaxed) {
         bail!("interrupted");
@@ -513,7 +410,7 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         "attack: UDP flood {}pps from {} sources + SYN flood {}pps from {} sources (Zipf {}), {:.0} s; mode hw+xdp-host",
         si(args.udp_pps), args.udp_sources, si(args.syn_pps), args.syn_sources, args.zipf, args.attack_seconds
     ));
-    let w = spawn_wrk(&lab, total, args.connections)?;
+    let w = Wrk::spawn(&lab.wan_ns(), URL, total, args.connections, service_cpu)?;
     std::thread::sleep(Duration::from_millis(1000));
     let udp = GenSpec {
         sources: args.udp_sources,
@@ -554,8 +451,8 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     let attack_end = Instant::now();
     let (ru, rs) = (ru??, rs??);
     sres??;
-    let under = finish_wrk(w)?;
-    let rps1 = under.requests as f64 / under.seconds;
+    let under = w.finish()?;
+    let rps1 = under.rps();
     let samples = samples
         .into_inner()
         .map_err(|_| anyhow::anyhow!("sampler lock"))?;
@@ -661,6 +558,7 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         wrk_rps_baseline: rps0,
         wrk_rps_attack: rps1,
         wrk_errors_attack: under.errors,
+        service_cpu,
         sent_pps: (ru.sent_pps, rs.sent_pps),
         mode: Mode::HwXdpHost.name(),
         interval_s: args.interval,
