@@ -57,7 +57,10 @@ struct {
  * CPU time charged so far (ns); only ever increased, atomically, by BPF.
  * bucket = granted - used: two single-writer counters, so the token
  * generator never races with the data path (no read-modify-write of one
- * shared value from both sides).
+ * shared value from both sides). Each CPU batches its charges to one
+ * tenant (tenant_acct_cpu.pend_*) and adds them here once per
+ * tenant_global.flush_ns, on a change of tenant, or when its NAPI work
+ * stops: `used` lags the truth by less than flush_ns per CPU.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -124,29 +127,68 @@ static __always_inline void tenant_count_verdict(struct tenant_stats *s, __u32 a
 		s->verdict[action]++;
 }
 
-/* Charge `d` ns to tenant `tid` (0 = no tenant): per-CPU stats and the shared used counter. */
-static __always_inline void tenant_charge(__u32 tid, __u64 d, __u32 stack)
+/* Add this CPU's batch to the shared `used` counter of its tenant. */
+static __always_inline void tenant_flush(struct tenant_acct_cpu *a)
 {
-	struct tenant_stats *s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
+	__u32 tid = a->pend_tid;
 	__u64 *used;
 
+	if (!a->pend_ns)
+		return;
+	used = bpf_map_lookup_elem(&rampart_t_used, &tid);
+	if (used)
+		__sync_fetch_and_add(used, a->pend_ns);
+	a->pend_ns = 0;
+}
+
+static __always_inline __u32 tenant_flush_ns(void)
+{
+	__u32 zero = 0;
+	struct tenant_global *g = bpf_map_lookup_elem(&rampart_t_glob, &zero);
+
+	return g ? g->flush_ns : 0;
+}
+
+/*
+ * Charge `d` ns to tenant `tid` (0 = no tenant): the per-CPU stats (`s`
+ * when the caller already looked them up for `tid`, else NULL) at once,
+ * the shared `used` counter through this CPU's batch: one atomic add per
+ * flush instead of one per packet. Nothing is lost or counted twice: at
+ * any time, used[tid] + the CPUs' batches for tid = the sum of cpu_ns.
+ */
+static __always_inline void tenant_charge(struct tenant_acct_cpu *a, __u32 tid, __u64 d, __u32 stack,
+					  struct tenant_stats *s, __u32 flush_ns)
+{
+	if (!s)
+		s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
 	if (s) {
 		s->cpu_ns += d;
 		if (stack)
 			s->stack_ns += d;
 	}
-	used = bpf_map_lookup_elem(&rampart_t_used, &tid);
-	if (used)
-		__sync_fetch_and_add(used, d);
+	if (a->pend_tid != tid) {
+		tenant_flush(a);
+		a->pend_tid = tid;
+	}
+	a->pend_ns += d;
+	if (a->pend_ns >= flush_ns)
+		tenant_flush(a);
 }
 
-/* Close the open slice at `now`, charging it to `to`. */
-static __always_inline void tenant_slice_close(struct tenant_acct_cpu *a, __u64 now, __u32 to)
+/* What this CPU charged to `tid` and has not yet added to `used`. */
+static __always_inline __u64 tenant_pending(struct tenant_acct_cpu *a, __u32 tid)
+{
+	return a->pend_tid == tid ? a->pend_ns : 0;
+}
+
+/* Close the open slice at `now`, charging it to `to` (its stats are `s` when known, else NULL). */
+static __always_inline void tenant_slice_close_s(struct tenant_acct_cpu *a, __u64 now, __u32 to,
+						 struct tenant_stats *s, __u32 flush_ns)
 {
 	if (to == TENANT_PENDING)
 		to = 0;
 	if (a->active && now > a->t_start) {
-		tenant_charge(to, now - a->t_start, a->stack);
+		tenant_charge(a, to, now - a->t_start, a->stack, s, flush_ns);
 		if (!a->thread_in) {
 			__u32 zero = 0;
 			struct tenant_truth *t = bpf_map_lookup_elem(&rampart_t_truth, &zero);
@@ -158,6 +200,12 @@ static __always_inline void tenant_slice_close(struct tenant_acct_cpu *a, __u64 
 	a->active = 0;
 }
 
+/* Close the open slice at `now`, charging it to `to`. */
+static __always_inline void tenant_slice_close(struct tenant_acct_cpu *a, __u64 now, __u32 to)
+{
+	tenant_slice_close_s(a, now, to, NULL, tenant_flush_ns());
+}
+
 static __always_inline void tenant_slice_open(struct tenant_acct_cpu *a, __u64 now, __u32 owner, __u32 stack)
 {
 	a->t_start = now;
@@ -166,6 +214,7 @@ static __always_inline void tenant_slice_open(struct tenant_acct_cpu *a, __u64 n
 	a->active = 1;
 	a->softirq_slice = a->in_softirq;
 	a->touched = 1;
+	a->run = 0;
 }
 
 static __always_inline struct tenant_acct_cpu *tenant_acct(void)

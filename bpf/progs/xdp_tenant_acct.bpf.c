@@ -151,8 +151,11 @@ int BPF_PROG(tenant_sched_switch, int preempt, struct task_struct *prev, struct 
 	if (a->active)
 		tenant_slice_close(a, now, a->owner);
 	pid = prev->pid;
-	if (a->thread_in && bpf_map_lookup_elem(&rampart_t_threads, &pid))
+	if (a->thread_in && bpf_map_lookup_elem(&rampart_t_threads, &pid)) {
 		t->thread_ns += now - a->thread_in;
+		/* The NAPI thread stops: its CPU's batch of `used` goes out now. */
+		tenant_flush(a);
+	}
 	a->thread_in = 0;
 	/* A NAPI thread of ours wakes up: its work until the first packet belongs to that packet. */
 	pid = next->pid;
@@ -201,6 +204,9 @@ int BPF_PROG(tenant_softirq_exit, unsigned int vec)
 		return 0;
 	now = bpf_ktime_get_ns();
 	tenant_slice_close(a, now, a->owner);
+	/* A softirq run that handled tenant packets ends: flush this CPU's batch. */
+	if (a->touched && !a->thread_in)
+		tenant_flush(a);
 	a->in_softirq = 0;
 	if (a->saved) {
 		tenant_slice_open(a, now, a->saved_owner, 0);

@@ -46,27 +46,53 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	g = bpf_map_lookup_elem(&rampart_t_glob, &zero);
 	if (!g)
 		return XDP_ABORTED;
-	/* One clock read per packet, at entry: parsing belongs to this packet. */
-	if (g->account)
+	/*
+	 * The clock is read at entry (parsing belongs to this packet) unless
+	 * the packet probably continues a run of its tenant's packets: then
+	 * the open slice simply extends over it and one clock read closes up
+	 * to TENANT_RUN_MAX packets (see below).
+	 */
+	if (g->account && !(a->active && a->run))
 		now = bpf_ktime_get_ns();
 	pstatus = parse_packet(data, data_end, &pi);
 	tid = tenant_demux(data, data_end, ctx->ingress_ifindex, pstatus, &pi, g->vxlan_port, &malformed);
 	cfg = bpf_map_lookup_elem(&rampart_t_cfg, &tid);
 	if (tid && (!cfg || !(cfg->flags & TENANT_F_ACTIVE)))
 		tid = 0;
+	s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
 	/*
 	 * Trailing boundary: what ran since the last one belongs to its owner
 	 * (the driver's work on the previous packet) — or to this packet when
 	 * the slice was opened by the NAPI thread waking up for it.
 	 */
 	if (g->account) {
-		tenant_slice_close(a, now, a->owner == TENANT_PENDING ? tid : a->owner);
-		tenant_slice_open(a, now, tid, 0);
+		if (now) {
+			__u32 to = a->owner == TENANT_PENDING ? tid : a->owner;
+
+			tenant_slice_close_s(a, now, to, to == tid ? s : NULL, g->flush_ns);
+			tenant_slice_open(a, now, tid, 0);
+			/* Two packets of one tenant in a row: the next one may extend the slice. */
+			a->run = to == tid;
+		} else if (a->owner == tid && a->run < TENANT_RUN_MAX) {
+			a->run++;
+		} else {
+			/*
+			 * The run ends: its length bound, or a packet of another
+			 * tenant — whose parsing (read before the clock) is then
+			 * charged to the run's owner: one parse per run, never more.
+			 */
+			__u32 same = a->owner == tid;
+
+			now = bpf_ktime_get_ns();
+			tenant_slice_close_s(a, now, a->owner, same ? s : NULL, g->flush_ns);
+			tenant_slice_open(a, now, tid, 0);
+			a->run = same;
+		}
 	} else {
 		a->owner = tid;
+		a->run = 0;
 	}
 
-	s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
 	if (s) {
 		s->packets++;
 		s->bytes += data_end - data;
@@ -87,7 +113,8 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 		__u64 *granted = bpf_map_lookup_elem(&rampart_t_grant, &tid);
 		__u64 *used = bpf_map_lookup_elem(&rampart_t_used, &tid);
 
-		if (granted && used && (__s64)(*granted - *used) <= 0) {
+		/* This CPU's unflushed batch counts; other CPUs' lag by < flush_ns each. */
+		if (granted && used && (__s64)(*granted - *used - tenant_pending(a, tid)) <= 0) {
 			tenant_count_drop(s, TDROP_NO_TOKENS);
 			tenant_count_verdict(s, XDP_DROP);
 			return XDP_DROP;

@@ -73,7 +73,13 @@ struct tenant_global {
 	__u32 recheck;
 	/* 1: charge CPU time per packet (the dispatcher's slices); 0: no clock reads at all. */
 	__u32 account;
-	__u32 _pad;
+	/*
+	 * Per-CPU batching of the shared `used` counters: a CPU adds what it
+	 * charged to one tenant into rampart_t_used once the batch reaches this
+	 * many ns, or when it charges another tenant, or when a watched NAPI
+	 * thread is switched out. 0: every charge is added at once.
+	 */
+	__u32 flush_ns;
 };
 
 /* Why the infrastructure dropped a packet (tenant programs' own XDP_DROP is a verdict, not a reason). */
@@ -142,8 +148,25 @@ struct tenant_acct_cpu {
 	__u32 saved;
 	/* The current NET_RX softirq run handled a tenant packet. */
 	__u32 touched;
+	/*
+	 * Clock amortization in the dispatcher: packets of the open slice's
+	 * owner since its last clock read. 0: read the clock at the next
+	 * packet's entry. While 1 <= run < TENANT_RUN_MAX a packet of the same
+	 * owner extends the slice without reading the clock.
+	 */
+	__u32 run;
+	/* This CPU's batch of `used` not yet added to rampart_t_used: pend_ns for tenant pend_tid. */
+	__u64 pend_ns;
+	__u32 pend_tid;
 	__u32 _pad;
 };
+
+/*
+ * Longest run of packets of one tenant that share one clock read (one
+ * slice). Bounds how far the bucket check can lag: at most this many
+ * packets of a tenant pass on a CPU after its bucket went empty.
+ */
+#define TENANT_RUN_MAX 8
 
 /*
  * Owner of a slice opened when a NAPI thread is switched in, before its
@@ -199,6 +222,24 @@ struct tgen_config {
 struct tgen_cpu_state {
 	__u64 pos;
 	__u64 sent[TGEN_MAX_DST];
+};
+
+/*
+ * Mixed tenant traffic (xdp_tenant_mix): up to TMIX_MAX_SLOT whole frames
+ * of `len` bytes (a multiple of 8, at most TMIX_MAX_LEN), sent round robin.
+ */
+#define TMIX_MAX_SLOT 16
+#define TMIX_MAX_LEN 128
+
+struct tmix_config {
+	__u32 n_slot;
+	__u32 len;
+	__u64 tpl[TMIX_MAX_SLOT][TMIX_MAX_LEN / 8];
+};
+
+struct tmix_cpu_state {
+	__u64 pos;
+	__u64 sent[TMIX_MAX_SLOT];
 };
 
 #endif /* RAMPART_SHARED_TENANT_H */

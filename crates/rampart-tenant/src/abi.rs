@@ -68,7 +68,7 @@ const _: () = assert!(size_of::<SelKey>() == 28);
 const _: () = assert!(size_of::<Cfg>() == 8);
 const _: () = assert!(size_of::<Global>() == 24);
 const _: () = assert!(size_of::<Stats>() == 8 * (4 + VERDICTS + DROP_REASONS.len()));
-const _: () = assert!(size_of::<AcctCpu>() == 64);
+const _: () = assert!(size_of::<AcctCpu>() == 80);
 const _: () = assert!(size_of::<DevKey>() == 8);
 const _: () = assert!(size_of::<Truth>() == 48);
 

@@ -205,7 +205,7 @@ int tenant_main(struct xdp_md *ctx)
     )
 }
 
-fn lab_config(lab: &Lab, name: &str, budget: f64, n: u32) -> Result<Config> {
+pub(crate) fn lab_config(lab: &Lab, name: &str, budget: f64, n: u32) -> Result<Config> {
     let mut t = String::new();
     for i in 1..=n {
         t.push_str(&format!(
@@ -246,7 +246,7 @@ fn snap(agent: &HostAgent, threads: &hostcpu::NapiThreads, ksoft: Option<i32>) -
     })
 }
 
-fn measure(
+pub(crate) fn measure(
     agent: &HostAgent,
     traffic: &TenantTraffic,
     threads: &hostcpu::NapiThreads,
@@ -326,7 +326,7 @@ fn measure(
     })
 }
 
-fn phase(reps: Vec<PhaseRep>) -> Phase {
+pub(crate) fn phase(reps: Vec<PhaseRep>) -> Phase {
     let n = reps.first().map_or(0, |r| r.tenants.len());
     let tenants = (0..n)
         .map(|i| {

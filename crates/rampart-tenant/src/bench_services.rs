@@ -36,14 +36,15 @@ use rampart_lab::topology::{UpOptions, HOST_IF};
 use rampart_lab::Lab;
 use serde::Serialize;
 
+use crate::bench_figures::{self, FigureOpts, ScalingFigure, SharesFigure};
 use crate::compiler::{Compiler, Submission};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::host::HostAgent;
 use crate::hostcpu;
-use crate::programs::{DnsLimits, DnsStats, DNS_RATELIMIT_C};
+use crate::programs::{DnsLimits, DnsStats, SynProxyConfig, SynStats, DNS_RATELIMIT_C, SYNPROXY_C};
 use crate::traffic::{Limit, TenantTraffic};
-use crate::userspace::DnsForwarder;
+use crate::userspace::{DnsForwarder, TcpProxy};
 
 /// Options.
 #[derive(Debug, Clone, Serialize)]
@@ -58,7 +59,14 @@ pub struct TenantBenchOpts {
     pub host_cpu: usize,
     /// The generator's CPU.
     pub gen_cpu: usize,
+    /// Parts to run (`overhead`, `offload`, `shares`, `scaling`).
+    pub parts: Vec<String>,
+    /// Competitor counts of the token-bucket vs cgroup comparison.
+    pub scaling_n: Vec<usize>,
 }
+
+/// Every part of the benchmark, in the order run.
+pub const PARTS: [&str; 4] = ["overhead", "shares", "scaling", "offload"];
 
 impl TenantBenchOpts {
     /// `--quick` (3 × 1.5 s) or the full run (5 × 4 s).
@@ -69,7 +77,17 @@ impl TenantBenchOpts {
             reps: if quick { 3 } else { 5 },
             host_cpu: 1,
             gen_cpu: 0,
+            parts: PARTS.iter().map(|p| (*p).to_string()).collect(),
+            scaling_n: if quick {
+                vec![1, 2, 4, 8]
+            } else {
+                (1..=8).collect()
+            },
         }
+    }
+
+    fn has(&self, part: &str) -> bool {
+        self.parts.iter().any(|p| p == part)
     }
 }
 
@@ -150,17 +168,26 @@ pub struct OffloadRow {
     pub wall_gain: f64,
     /// Median offered (sent) frames/s.
     pub offered_pps: f64,
+    /// SYN proxy only: SYN-ACKs the XDP proxy counted itself over all its
+    /// repetitions (cross-check of the far-end count).
+    pub xdp_synacks: Option<u64>,
     /// Every repetition.
     pub reps: Vec<OffloadRep>,
 }
 
-/// Everything the benchmark measured.
+/// Everything the benchmark measured (a part not run is null / empty).
 #[derive(Debug, Clone, Serialize)]
 pub struct TenantBenchReport {
     /// Drop-only baseline: accounting + fairness overhead, percent.
-    pub fairness_overhead_pct: f64,
-    /// DNS rate limiter: offloaded handled/s ÷ userspace handled/s.
-    pub dns_offload_gain: f64,
+    pub fairness_overhead_pct: Option<f64>,
+    /// DNS rate limiter: offloaded handled/s ÷ userspace handled/s (per CPU-second of the host core).
+    pub dns_offload_gain: Option<f64>,
+    /// SYN-cookie proxy: SYNs answered per CPU-second of the host core, XDP ÷ userspace (kernel SYN cookies + TcpProxy).
+    pub syn_offload_gain: Option<f64>,
+    /// Per-tenant CPU shares with / without fairness under the services' floods.
+    pub shares: Option<SharesFigure>,
+    /// Token buckets vs cgroups for 1–8 competitors.
+    pub scaling: Option<ScalingFigure>,
     /// Accounting overhead per workload.
     pub overhead: Vec<OverheadRow>,
     /// Offload gain per service.
@@ -326,25 +353,51 @@ pub fn run(opts: &TenantBenchOpts, out: &Path, cancel: &AtomicBool) -> Result<Te
             opts.host_cpu, opts.gen_cpu
         )));
     }
+    if let Some(p) = opts.parts.iter().find(|p| !PARTS.contains(&p.as_str())) {
+        return Err(Error::Invalid(format!(
+            "unknown part {p:?}: choose among {}",
+            PARTS.join(", ")
+        )));
+    }
+    if opts.parts.is_empty() {
+        return Err(Error::Invalid(format!(
+            "no part to run: choose among {}",
+            PARTS.join(", ")
+        )));
+    }
+    if let Some(n) = opts.scaling_n.iter().find(|&&n| n == 0 || n > 8) {
+        return Err(Error::Invalid(format!(
+            "{n} competitors: the comparison takes 1..=8"
+        )));
+    }
     std::fs::create_dir_all(out)
         .map_err(|e| Error::io(format!("creating {}", out.display()), e))?;
     let load0 = loadavg();
     let lab = Lab::new(&opts.prefix)?;
+    let tenants = if opts.has("scaling") {
+        opts.scaling_n.iter().copied().max().unwrap_or(3).max(3) as u32
+    } else {
+        3
+    };
     lab.up(&UpOptions {
-        tenants: 3,
+        tenants,
         ..UpOptions::default()
     })?;
     let res = run_in_lab(&lab, opts, cancel);
     let _ = hostcpu::unthreaded_napi(&lab.host_ns(), HOST_IF);
     let down = lab.down();
-    let (overhead, offload) = res?;
+    let m = res?;
     down?;
-    let pick = |w: &str| overhead.iter().find(|r| r.workload == w);
+    let pick = |w: &str| m.overhead.iter().find(|r| r.workload == w);
+    let gain = |svc: &str| m.offload.iter().find(|r| r.service == svc).map(|r| r.gain);
     let r = TenantBenchReport {
-        fairness_overhead_pct: pick("drop-only").map_or(0.0, |r| r.overhead_pct),
-        dns_offload_gain: offload.first().map_or(0.0, |r| r.gain),
-        overhead,
-        offload,
+        fairness_overhead_pct: pick("drop-only").map(|r| r.overhead_pct),
+        dns_offload_gain: gain("dns-ratelimit"),
+        syn_offload_gain: gain("syn-proxy"),
+        shares: m.shares,
+        scaling: m.scaling,
+        overhead: m.overhead,
+        offload: m.offload,
         machine: Machine::collect(),
         loadavg: [load0, loadavg()],
         opts: opts.clone(),
@@ -353,27 +406,68 @@ pub fn run(opts: &TenantBenchOpts, out: &Path, cancel: &AtomicBool) -> Result<Te
     Ok(r)
 }
 
-type Measured = (Vec<OverheadRow>, Vec<OffloadRow>);
+#[derive(Default)]
+struct Measured {
+    overhead: Vec<OverheadRow>,
+    offload: Vec<OffloadRow>,
+    shares: Option<SharesFigure>,
+    scaling: Option<ScalingFigure>,
+}
 
 fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<Measured> {
     let name = format!("bench-{}", opts.prefix);
-    let _ = crate::host::cleanup(&name);
-    let mut agent = HostAgent::start(config(lab, &name)?)?;
     let compiler = Compiler::new(crate::confine::Policy::default())?;
     let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
-    let tid = |a: &HostAgent, n: &str| {
+    let _dns = crate::services::dnsmasq(&lab.tenant_ns(2), t(2), Ipv4Addr::new(192, 0, 2, 53))?;
+    let _web = crate::services::nginx(&lab.tenant_ns(3), t(3))?;
+    let mut m = Measured::default();
+    if opts.has("overhead") {
+        m.overhead = overhead(lab, opts, &name, &compiler, cancel)?;
+    }
+    let fo = FigureOpts {
+        name: name.clone(),
+        seconds: opts.seconds,
+        reps: opts.reps,
+        host_cpu: opts.host_cpu,
+        gen_cpu: opts.gen_cpu,
+    };
+    if opts.has("shares") {
+        m.shares = Some(bench_figures::shares(lab, &fo, cancel)?);
+    }
+    if opts.has("scaling") {
+        m.scaling = Some(bench_figures::scaling(lab, &fo, &opts.scaling_n, cancel)?);
+    }
+    if opts.has("offload") {
+        m.offload = offload(lab, opts, &name, &compiler, cancel)?;
+    }
+    Ok(m)
+}
+
+fn tenant_ids(a: &HostAgent) -> Result<(u32, u32, u32)> {
+    let tid = |n: &str| {
         a.tenant_id(n)
             .ok_or_else(|| Error::Invalid(format!("tenant {n} missing")))
     };
-    let (t1, t2, t3) = (tid(&agent, "t1")?, tid(&agent, "t2")?, tid(&agent, "t3")?);
+    Ok((tid("t1")?, tid("t2")?, tid("t3")?))
+}
+
+/// 1. Accounting overhead (host0's NAPI thread at SCHED_FIFO on host_cpu).
+fn overhead(
+    lab: &Lab,
+    opts: &TenantBenchOpts,
+    name: &str,
+    compiler: &Compiler,
+    cancel: &AtomicBool,
+) -> Result<Vec<OverheadRow>> {
+    let name = format!("{name}-oh");
+    let _ = crate::host::cleanup(&name);
+    let mut agent = HostAgent::start(config(lab, &name)?)?;
+    let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
+    let (t1, t2, t3) = tenant_ids(&agent)?;
     agent.install(t1, &compiler.build(Submission::C(DROP_ALL))?)?;
-    let _dns = crate::services::dnsmasq(&lab.tenant_ns(2), t(2), Ipv4Addr::new(192, 0, 2, 53))?;
-    let _web = crate::services::nginx(&lab.tenant_ns(3), t(3))?;
-    let threads = hostcpu::threaded_napi(&lab.host_ns(), HOST_IF, opts.host_cpu)?;
+    let threads = hostcpu::rethread_napi(&lab.host_ns(), HOST_IF, opts.host_cpu)?;
     agent.watch_napi_threads(&threads.pids)?;
     let secs = Duration::from_secs_f64(opts.seconds);
-
-    // 1. Accounting overhead.
     let mut rows = Vec::new();
     for (workload, tenant) in [("drop-only", t1), ("dns-server", t2), ("nginx", t3)] {
         // One generator program at a time holds the lab's anchor.
@@ -416,70 +510,28 @@ fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<
         rows.push(overhead_row(workload, reps));
     }
     set_mode(&mut agent, false)?;
-    agent.set_accounting(true)?;
+    Ok(rows)
+}
 
-    // 2. DNS offload gain: the kernel path and the service share host_cpu.
-    for &p in &threads.pids {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: plain syscall on a thread id we found in /proc.
-        unsafe { libc::sched_setscheduler(p, libc::SCHED_OTHER, &param) };
-    }
-    let limiter = compiler.build(Submission::C(DNS_RATELIMIT_C))?;
-    let limits = DnsLimits::default();
-    // The userspace forwarder listens on a second address of t2; during its
-    // repetitions t2 has no program (its traffic is XDP_PASS to the stack),
-    // during the offloaded ones the rate limiter is installed again.
-    rampart_lab::cmd::in_ns(
-        &lab.tenant_ns(2),
-        "ip",
-        &["addr", "add", "10.20.2.3/24", "dev", "eth0"],
-    )?;
-    let fwd = DnsForwarder::start(
-        &lab.tenant_ns(2),
-        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 20, 2, 3), 53)),
-        SocketAddr::V4(SocketAddrV4::new(t(2), 53)),
-        &limits,
-        Some(opts.host_cpu),
-    )?;
-    let spec = |dst: Ipv4Addr| GenSpec {
-        sources: 4096,
-        proto: Proto::Dns,
-        size: 82,
-        limit: rampart_lab::gen::Limit::Seconds(opts.seconds),
-        dst: Some(IpAddr::V4(dst)),
-        ..GenSpec::default()
-    };
-    let handled_x = |a: &HostAgent| -> Result<u64> {
-        let fd = a.tenant_map(t2, "dns_stats")?;
-        let s = DnsStats::read(fd.as_raw_fd())?;
-        Ok(s.passed + s.truncated + s.dropped + s.exempt + s.malformed)
-    };
-    // The far end of the wire is another machine: answers arriving at wan0
-    // are counted and dropped in XDP there (not by wan's IP stack, whose
-    // work would otherwise land on the host core in both modes).
-    let _far_end =
-        rampart_lab::sink::Sink::attach(&lab.wan_ns(), rampart_lab::topology::WAN_IF, false)?;
-    let ksoft = hostcpu::ksoftirqd(opts.host_cpu);
-    let t_wait = Instant::now();
-    while fwd.thread_ids().len() < 2 && t_wait.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let fwd_tids = fwd.thread_ids();
-    if fwd_tids.len() < 2 {
-        return Err(Error::Invalid(
-            "the DNS forwarder's threads did not start".into(),
-        ));
-    }
-    let core_cpu = || -> [u64; 3] {
-        [
-            napi_runtime(&threads),
-            ksoft.map_or(0, hostcpu::runtime_ns),
-            fwd_tids
-                .iter()
-                .map(|&p| hostcpu::runtime_ns(p))
-                .sum::<u64>(),
-        ]
-    };
+/// One service of the offload comparison.
+struct Service<'a> {
+    name: &'static str,
+    /// Put the service in place for a repetition (true: offloaded).
+    setup: &'a mut dyn FnMut(&mut HostAgent, bool) -> Result<()>,
+    /// Requests handled so far.
+    handled: &'a dyn Fn(&HostAgent, bool) -> Result<u64>,
+    /// The flood.
+    spec: &'a dyn Fn(bool) -> GenSpec,
+}
+
+fn offload_row(
+    lab: &Lab,
+    agent: &mut HostAgent,
+    opts: &TenantBenchOpts,
+    core_cpu: &dyn Fn() -> [u64; 3],
+    svc: &mut Service<'_>,
+    cancel: &AtomicBool,
+) -> Result<OffloadRow> {
     let mut reps = Vec::new();
     for r in 0..opts.reps {
         let order = if r % 2 == 0 {
@@ -489,40 +541,17 @@ fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<
         };
         for mode in order {
             let xdp = mode == "xdp";
-            if xdp {
-                agent.install(t2, &limiter)?;
-                limits.apply(
-                    agent.tenant_map(t2, "dns_cfg")?.as_raw_fd(),
-                    agent.tenant_map(t2, "dns_exempt")?.as_raw_fd(),
-                )?;
-            } else {
-                agent.remove_program(t2)?;
-            }
-            let h0 = if xdp {
-                handled_x(&agent)?
-            } else {
-                fwd.stats().handled
-            };
+            (svc.setup)(agent, xdp)?;
             // One generator program at a time holds the lab's anchor.
-            let gen = Generator::new(
-                lab,
-                &spec(if xdp {
-                    t(2)
-                } else {
-                    Ipv4Addr::new(10, 20, 2, 3)
-                }),
-            )?;
+            let gen = Generator::new(lab, &(svc.spec)(xdp))?;
+            let h0 = (svc.handled)(agent, xdp)?;
             let c0 = core_cpu();
             let g = gen
                 .run(cancel)
                 .map_err(|e| Error::Invalid(format!("generator: {e}")))?;
             drop(gen);
             std::thread::sleep(Duration::from_millis(50));
-            let h1 = if xdp {
-                handled_x(&agent)?
-            } else {
-                fwd.stats().handled
-            };
+            let h1 = (svc.handled)(agent, xdp)?;
             let c1 = core_cpu();
             reps.push(OffloadRep {
                 mode,
@@ -536,7 +565,6 @@ fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<
             });
         }
     }
-    drop(fwd);
     let m = |mode: &str, per_cpu: bool| {
         median(
             reps.iter()
@@ -555,8 +583,8 @@ fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<
     let (x, u) = (m("xdp", true), m("userspace", true));
     let (xw, uw) = (m("xdp", false), m("userspace", false));
     let offered = median(reps.iter().map(|r| r.sent as f64 / r.seconds).collect());
-    let offload = vec![OffloadRow {
-        service: "dns-ratelimit".into(),
+    Ok(OffloadRow {
+        service: svc.name.into(),
         offloaded_pps: x,
         userspace_pps: u,
         gain: if u > 0.0 { x / u } else { 0.0 },
@@ -564,9 +592,190 @@ fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<
         userspace_wall_pps: uw,
         wall_gain: if uw > 0.0 { xw / uw } else { 0.0 },
         offered_pps: offered,
+        xdp_synacks: None,
         reps,
-    }];
-    Ok((rows, offload))
+    })
+}
+
+/// 2. Offload gains: the kernel path and the service share host_cpu.
+fn offload(
+    lab: &Lab,
+    opts: &TenantBenchOpts,
+    name: &str,
+    compiler: &Compiler,
+    cancel: &AtomicBool,
+) -> Result<Vec<OffloadRow>> {
+    let name = format!("{name}-off");
+    let _ = crate::host::cleanup(&name);
+    let mut agent = HostAgent::start(config(lab, &name)?)?;
+    agent.set_accounting(true)?;
+    let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
+    let (t1, t2, _) = tenant_ids(&agent)?;
+    // The NAPI thread goes back to the ordinary scheduler, pinned to host_cpu.
+    let threads = hostcpu::rethread_napi(&lab.host_ns(), HOST_IF, opts.host_cpu)?;
+    agent.watch_napi_threads(&threads.pids)?;
+    for &p in &threads.pids {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: plain syscall on a thread id we found in /proc.
+        unsafe { libc::sched_setscheduler(p, libc::SCHED_OTHER, &param) };
+    }
+    let limiter = compiler.build(Submission::C(DNS_RATELIMIT_C))?;
+    let proxy = compiler.build(Submission::C(SYNPROXY_C))?;
+    let limits = DnsLimits::default();
+    // The userspace services listen on second addresses of t1 / t2;
+    // during their repetitions the tenant has no program (its traffic is
+    // XDP_PASS to the stack), during the offloaded ones the program is
+    // installed again.
+    for i in [1u32, 2] {
+        rampart_lab::cmd::in_ns(
+            &lab.tenant_ns(i),
+            "ip",
+            &["addr", "add", &format!("10.20.{i}.3/24"), "dev", "eth0"],
+        )?;
+    }
+    let fwd = DnsForwarder::start(
+        &lab.tenant_ns(2),
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 20, 2, 3), 53)),
+        SocketAddr::V4(SocketAddrV4::new(t(2), 53)),
+        &limits,
+        Some(opts.host_cpu),
+    )?;
+    // The far end of the wire is another machine: answers arriving at wan0
+    // are counted and dropped in XDP there (not by wan's IP stack, whose
+    // work would otherwise land on the host core in both modes).
+    let far_end =
+        rampart_lab::sink::Sink::attach(&lab.wan_ns(), rampart_lab::topology::WAN_IF, false)?;
+    let ksoft = hostcpu::ksoftirqd(opts.host_cpu);
+    let t_wait = Instant::now();
+    while fwd.thread_ids().len() < 2 && t_wait.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let fwd_tids = fwd.thread_ids();
+    if fwd_tids.len() < 2 {
+        return Err(Error::Invalid(
+            "the DNS forwarder's threads did not start".into(),
+        ));
+    }
+    let service_tids = std::cell::RefCell::new(fwd_tids);
+    let core_cpu = || -> [u64; 3] {
+        [
+            napi_runtime(&threads),
+            ksoft.map_or(0, hostcpu::runtime_ns),
+            service_tids
+                .borrow()
+                .iter()
+                .map(|&p| hostcpu::runtime_ns(p))
+                .sum::<u64>(),
+        ]
+    };
+    let spec = |proto: Proto, size: usize, dst: Ipv4Addr, dport: u16| GenSpec {
+        sources: 4096,
+        proto,
+        size,
+        limit: rampart_lab::gen::Limit::Seconds(opts.seconds),
+        dst: Some(IpAddr::V4(dst)),
+        dport: Some(dport),
+        ..GenSpec::default()
+    };
+    let mut rows = Vec::new();
+
+    // DNS rate limiter: XDP program vs the userspace forwarder (same limits).
+    let mut setup = |a: &mut HostAgent, xdp: bool| -> Result<()> {
+        if xdp {
+            a.install(t2, &limiter)?;
+            limits.apply(
+                a.tenant_map(t2, "dns_cfg")?.as_raw_fd(),
+                a.tenant_map(t2, "dns_exempt")?.as_raw_fd(),
+            )
+        } else {
+            a.remove_program(t2).map(|_| ())
+        }
+    };
+    let handled = |a: &HostAgent, xdp: bool| -> Result<u64> {
+        if xdp {
+            let s = DnsStats::read(a.tenant_map(t2, "dns_stats")?.as_raw_fd())?;
+            Ok(s.passed + s.truncated + s.dropped + s.exempt + s.malformed)
+        } else {
+            Ok(fwd.stats().handled)
+        }
+    };
+    let dns_spec = |xdp: bool| {
+        spec(
+            Proto::Dns,
+            82,
+            if xdp { t(2) } else { Ipv4Addr::new(10, 20, 2, 3) },
+            53,
+        )
+    };
+    rows.push(offload_row(
+        lab,
+        &mut agent,
+        opts,
+        &core_cpu,
+        &mut Service {
+            name: "dns-ratelimit",
+            setup: &mut setup,
+            handled: &handled,
+            spec: &dns_spec,
+        },
+        cancel,
+    )?);
+    agent.remove_program(t2)?;
+    drop(fwd);
+
+    // SYN-cookie proxy: XDP program vs the kernel's SYN cookies under the
+    // userspace TcpProxy's listener. Handled = SYN-ACKs that reached the
+    // far end (the same counter in both modes).
+    service_tids.borrow_mut().clear();
+    let tcp = TcpProxy::start(
+        &lab.tenant_ns(1),
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(10, 20, 1, 3), 80)),
+        SocketAddr::V4(SocketAddrV4::new(t(1), 80)),
+    )?;
+    let syn_cfg = SynProxyConfig::default();
+    let mut setup = |a: &mut HostAgent, xdp: bool| -> Result<()> {
+        if xdp {
+            a.install(t1, &proxy)?;
+            syn_cfg.apply(
+                a.tenant_map(t1, "syn_cfg")?.as_raw_fd(),
+                a.tenant_map(t1, "syn_ports")?.as_raw_fd(),
+            )
+        } else {
+            a.remove_program(t1).map(|_| ())
+        }
+    };
+    let handled = |_: &HostAgent, _: bool| -> Result<u64> {
+        far_end
+            .counts()
+            .map(|c| c.packets)
+            .map_err(|e| Error::Invalid(format!("far-end sink: {e}")))
+    };
+    let syn_spec = |xdp: bool| {
+        spec(
+            Proto::Syn,
+            64,
+            if xdp { t(1) } else { Ipv4Addr::new(10, 20, 1, 3) },
+            80,
+        )
+    };
+    let mut row = offload_row(
+        lab,
+        &mut agent,
+        opts,
+        &core_cpu,
+        &mut Service {
+            name: "syn-proxy",
+            setup: &mut setup,
+            handled: &handled,
+            spec: &syn_spec,
+        },
+        cancel,
+    )?;
+    // Cross-check: the XDP proxy's own count of cookie SYN-ACKs sent.
+    row.xdp_synacks = Some(SynStats::read(agent.tenant_map(t1, "syn_stats")?.as_raw_fd())?.synacks);
+    rows.push(row);
+    drop(tcp);
+    Ok(rows)
 }
 
 fn write_outputs(r: &TenantBenchReport, out: &Path) -> Result<()> {
@@ -659,12 +868,18 @@ fn write_outputs(r: &TenantBenchReport, out: &Path) -> Result<()> {
         &r.machine,
     )
     .map_err(|e| Error::Invalid(format!("overhead.png: {e}")))?;
+    if let Some(sh) = &r.shares {
+        write_shares(sh, out, &r.machine)?;
+    }
+    if let Some(sc) = &r.scaling {
+        write_scaling(sc, out, &r.machine)?;
+    }
     let cats: Vec<String> = r.offload.iter().map(|x| x.service.clone()).collect();
     report::bar_chart(
         &p("offload.png"),
         &BarChart {
-            title: "DNS queries handled per CPU-second of the host core: offloaded (XDP) vs userspace (median)",
-            y_label: "queries per CPU-second",
+            title: "Requests handled per CPU-second of the host core: offloaded (XDP) vs userspace (median)",
+            y_label: "DNS queries / SYNs answered per CPU-second",
             categories: &cats,
             series: &[
                 (
@@ -681,4 +896,117 @@ fn write_outputs(r: &TenantBenchReport, out: &Path) -> Result<()> {
     )
     .map_err(|e| Error::Invalid(format!("offload.png: {e}")))?;
     Ok(())
+}
+
+fn write_shares(sh: &SharesFigure, out: &Path, machine: &Machine) -> Result<()> {
+    let mut rows = Vec::new();
+    for (phase, p) in [("fair", &sh.fair), ("unfair", &sh.unfair)] {
+        for (k, rep) in p.reps.iter().enumerate() {
+            for t in &rep.tenants {
+                rows.push(vec![
+                    phase.to_string(),
+                    k.to_string(),
+                    t.name.clone(),
+                    format!("{:.2}", t.cpu_share_pct),
+                    format!("{:.0}", t.cpu_ns_per_s),
+                    format!("{:.0}", t.packets_per_s),
+                    format!("{:.0}", t.processed_per_s),
+                    format!("{:.0}", t.rejected_per_s),
+                ]);
+            }
+        }
+    }
+    report::write_csv(
+        &out.join("shares.csv"),
+        &[
+            "fairness",
+            "rep",
+            "tenant",
+            "cpu_share_pct",
+            "cpu_ns_per_s",
+            "packets_per_s",
+            "processed_per_s",
+            "rejected_per_s",
+        ],
+        &rows,
+    )
+    .map_err(|e| Error::Invalid(format!("shares.csv: {e}")))?;
+    let cats: Vec<String> = sh.workloads.iter().map(|w| (*w).to_string()).collect();
+    let col = |p: &crate::bench::Phase| p.tenants.iter().map(|t| t.cpu_share_pct).collect();
+    report::bar_chart(
+        &out.join("shares.png"),
+        &BarChart {
+            title: "Per-tenant share of the host core's charged CPU, fairness on vs off (median)",
+            y_label: "CPU share, %",
+            categories: &cats,
+            series: &[
+                ("fairness on".into(), col(&sh.fair)),
+                ("fairness off".into(), col(&sh.unfair)),
+            ],
+        },
+        machine,
+    )
+    .map_err(|e| Error::Invalid(format!("shares.png: {e}")))
+}
+
+fn write_scaling(sc: &ScalingFigure, out: &Path, machine: &Machine) -> Result<()> {
+    let mut rows = Vec::new();
+    for p in &sc.points {
+        for (method, reps) in [("token-buckets", &p.buckets_reps), ("cgroups", &p.cgroups_reps)] {
+            for (k, shares) in reps.iter().enumerate() {
+                rows.push(vec![
+                    p.n.to_string(),
+                    method.to_string(),
+                    k.to_string(),
+                    format!("{:.3}", bench_figures::max_dev(shares)),
+                    format!("{:.5}", bench_figures::jain(shares)),
+                    shares
+                        .iter()
+                        .map(|s| format!("{s:.2}"))
+                        .collect::<Vec<_>>()
+                        .join(";"),
+                ]);
+            }
+        }
+    }
+    report::write_csv(
+        &out.join("scaling.csv"),
+        &["n", "method", "rep", "max_dev_pts", "jain", "shares_pct"],
+        &rows,
+    )
+    .map_err(|e| Error::Invalid(format!("scaling.csv: {e}")))?;
+    let line = |name: &str, f: &dyn Fn(&bench_figures::ScalingPoint) -> f64| report::Series {
+        name: name.into(),
+        points: sc.points.iter().map(|p| (p.n as f64, f(p))).collect(),
+    };
+    report::line_chart(
+        &out.join("scaling.png"),
+        &report::LineChart {
+            title: "Share accuracy vs competitors: token buckets (XDP) vs cgroups (CFS)",
+            x_label: "competing programs / processes",
+            y_label: "largest |share - 100/N|, points (median)",
+            log_x: false,
+            series: &[
+                line("token buckets", &|p| p.buckets_max_dev_pts),
+                line("cgroups", &|p| p.cgroups_max_dev_pts),
+            ],
+        },
+        machine,
+    )
+    .map_err(|e| Error::Invalid(format!("scaling.png: {e}")))?;
+    report::line_chart(
+        &out.join("scaling_jain.png"),
+        &report::LineChart {
+            title: "Jain's fairness index vs competitors: token buckets (XDP) vs cgroups (CFS)",
+            x_label: "competing programs / processes",
+            y_label: "Jain's index (1 = equal shares), median",
+            log_x: false,
+            series: &[
+                line("token buckets", &|p| p.buckets_jain),
+                line("cgroups", &|p| p.cgroups_jain),
+            ],
+        },
+        machine,
+    )
+    .map_err(|e| Error::Invalid(format!("scaling_jain.png: {e}")))
 }

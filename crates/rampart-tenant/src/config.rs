@@ -123,6 +123,17 @@ pub struct InfraConfig {
     /// tracepoints that follow the kernel path after XDP. Fairness needs it.
     #[serde(default = "yes")]
     pub accounting: bool,
+    /// Per-CPU batching of the tenants' shared `used` counters (µs): a CPU
+    /// adds what it charged to a tenant once per this much CPU time, on a
+    /// change of tenant, or when its NAPI work stops. Buckets seen by other
+    /// CPUs and by the token generator lag by less than this per CPU.
+    /// 0: every charge is added at once (one atomic per packet).
+    #[serde(default = "default_flush_us")]
+    pub used_flush_us: u32,
+}
+
+fn default_flush_us() -> u32 {
+    20
 }
 
 mod mode_serde {
@@ -345,6 +356,12 @@ impl Config {
             return Err(Error::Invalid(
                 "fairness.enabled needs infra.accounting = true (buckets drain by the CPU time charged)".into(),
             ));
+        }
+        if self.infra.used_flush_us > 1_000_000 {
+            return Err(Error::Invalid(format!(
+                "infra.used_flush_us = {}: use 0..=1000000 (µs of CPU time per flush of a CPU's batch)",
+                self.infra.used_flush_us
+            )));
         }
         if self.limits.max_insns == 0 || self.limits.max_insns > 1_000_000 {
             return Err(Error::Invalid(

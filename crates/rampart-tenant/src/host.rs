@@ -412,7 +412,7 @@ impl HostAgent {
             vxlan_port: u32::from(self.cfg.infra.vxlan_port),
             recheck: u32::from(self.cfg.infra.recheck),
             account: u32::from(self.cfg.infra.accounting),
-            _pad: 0,
+            flush_ns: self.cfg.infra.used_flush_us * 1000,
         };
         rampart_dataplane::maps::update_raw(
             self.shared_fd("rampart_t_glob"),
@@ -975,6 +975,27 @@ impl HostAgent {
     /// Map read failure.
     pub fn used_ns(&self, tid: u32) -> Result<u64> {
         lookup_u64(self.shared_fd("rampart_t_used"), tid)
+    }
+
+    /// CPU time charged to a tenant but still in the CPUs' batches (not
+    /// yet added to the shared `used` counter), ns. `used_ns + pending`
+    /// equals the sum of the tenant's per-CPU `cpu_ns` at every moment.
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn pending_used_ns(&self, tid: u32) -> Result<u64> {
+        let mut n = 0;
+        for v in percpu_values(
+            self.shared_fd("rampart_t_acct"),
+            0,
+            std::mem::size_of::<abi::AcctCpu>(),
+        )? {
+            let a: abi::AcctCpu = abi::read(&v);
+            if a.pend_tid == tid {
+                n += a.pend_ns;
+            }
+        }
+        Ok(n)
     }
 
     /// The accounting's ground truth, summed over CPUs.

@@ -96,6 +96,17 @@ pub fn threaded_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
     Ok(NapiThreads { pids, cpu })
 }
 
+/// Threaded NAPI again from scratch (after the device's NAPI instances
+/// were recreated, e.g. by a new XDP attachment): off, then on, pinned.
+///
+/// # Errors
+/// As [`threaded_napi`].
+pub fn rethread_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
+    unthreaded_napi(ns, dev)?;
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    threaded_napi(ns, dev, cpu)
+}
+
 /// Back to softirq NAPI.
 ///
 /// # Errors

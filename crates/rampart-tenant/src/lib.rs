@@ -14,6 +14,7 @@ pub mod abi;
 pub mod agent;
 pub mod api;
 pub mod bench;
+pub mod bench_figures;
 pub mod bench_services;
 pub mod client;
 pub mod compiler;

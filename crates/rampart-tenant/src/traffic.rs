@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::xdp_tenant_gen::{XdpTenantGenSkel, XdpTenantGenSkelBuilder};
+use rampart_bpf::xdp_tenant_mix::{XdpTenantMixSkel, XdpTenantMixSkelBuilder};
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_dataplane::{netns, testrun};
 use rampart_lab::packet::{self, FrameSpec, Proto};
@@ -49,9 +50,21 @@ pub struct TrafficReport {
     pub pps: f64,
 }
 
+/// Most slots of a mixed generator ([`TenantTraffic::mixed`]).
+pub const MAX_SLOTS: usize = 16;
+/// Frame length of a mixed generator (every slot's frame is padded to it).
+pub const MIX_LEN: usize = 88;
+
+enum Skel {
+    /// One template, per-destination address and checksums.
+    Gen(XdpTenantGenSkel<'static>),
+    /// A whole frame per slot.
+    Mix(XdpTenantMixSkel<'static>),
+}
+
 /// A loaded multi-destination generator.
 pub struct TenantTraffic {
-    skel: XdpTenantGenSkel<'static>,
+    skel: Skel,
     frame: Vec<u8>,
     ns: String,
     ifindex: u32,
@@ -144,11 +157,78 @@ impl TenantTraffic {
             XdpMode::Native,
         )?;
         Ok(Self {
-            skel,
+            skel: Skel::Gen(skel),
             frame,
             ns,
             ifindex,
             n: dsts.len(),
+            _anchor: anchor,
+        })
+    }
+
+    /// Load for `lab` a generator sending `slots` round robin: each a
+    /// protocol (the lab's templates), a destination and a destination
+    /// port; every frame is [`MIX_LEN`] bytes (Ethernet trailer padding
+    /// where the protocol's frame is shorter). Counted per slot.
+    ///
+    /// # Errors
+    /// Lab not up, no or too many slots, load or anchor failures.
+    pub fn mixed(lab: &Lab, slots: &[(Proto, Ipv4Addr, u16)]) -> Result<Self> {
+        lab.require_up()?;
+        if slots.is_empty() || slots.len() > MAX_SLOTS {
+            return Err(Error::Invalid(format!(
+                "1..={MAX_SLOTS} slots, not {}",
+                slots.len()
+            )));
+        }
+        let mut open = XdpTenantMixSkelBuilder::default()
+            .open(rampart_dataplane::skel::object_storage())
+            .map_err(|e| Error::bpf("opening xdp_tenant_mix", e))?;
+        let ro = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .ok_or_else(|| Error::Invalid("xdp_tenant_mix has no rodata".into()))?;
+        ro.tmix_cfg.n_slot = slots.len() as u32;
+        ro.tmix_cfg.len = MIX_LEN as u32;
+        let mut first = Vec::new();
+        for (i, &(proto, dst, dport)) in slots.iter().enumerate() {
+            let t = packet::build(&FrameSpec {
+                proto,
+                size: MIX_LEN,
+                src: rampart_lab::gen::SRC_V4_BASE.into(),
+                dst: dst.into(),
+                sport: 40000 + i as u16,
+                dport,
+                src_mac: topology::WAN_MAC,
+                dst_mac: topology::HOST_MAC,
+            })?;
+            let mut f = t.frame;
+            f.resize(MIX_LEN, 0);
+            for (w, c) in ro.tmix_cfg.tpl[i].iter_mut().zip(f.chunks_exact(8)) {
+                *w = u64::from_ne_bytes(c.try_into().unwrap_or_default());
+            }
+            if i == 0 {
+                first = f;
+            }
+        }
+        let skel = open
+            .load()
+            .map_err(|e| Error::bpf("loading xdp_tenant_mix", e))?;
+        let ns = lab.wan_ns();
+        let ifindex = netns::ifindex(Some(&ns), topology::WAN_IF)?;
+        let anchor = XdpLink::attach(
+            skel.progs.xdp_tenant_mix.as_fd().as_raw_fd(),
+            Some(&ns),
+            topology::GEN_ANCHOR_IF,
+            XdpMode::Native,
+        )?;
+        Ok(Self {
+            skel: Skel::Mix(skel),
+            frame: first,
+            ns,
+            ifindex,
+            n: slots.len(),
             _anchor: anchor,
         })
     }
@@ -158,13 +238,26 @@ impl TenantTraffic {
         &self.frame
     }
 
+    fn prog_fd(&self) -> i32 {
+        match &self.skel {
+            Skel::Gen(s) => s.progs.xdp_tenant_gen.as_fd().as_raw_fd(),
+            Skel::Mix(s) => s.progs.xdp_tenant_mix.as_fd().as_raw_fd(),
+        }
+    }
+
     fn sent(&self) -> Result<Vec<u64>> {
-        let vals = self
-            .skel
-            .maps
-            .tgen_state
-            .lookup_percpu(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY)
-            .map_err(|e| Error::bpf("reading tgen_state", e))?
+        let got = match &self.skel {
+            Skel::Gen(s) => s
+                .maps
+                .tgen_state
+                .lookup_percpu(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY),
+            Skel::Mix(s) => s
+                .maps
+                .tmix_state
+                .lookup_percpu(&0u32.to_ne_bytes(), libbpf_rs::MapFlags::ANY),
+        };
+        let vals = got
+            .map_err(|e| Error::bpf("reading the generator's counters", e))?
             .unwrap_or_default();
         let mut out = vec![0u64; self.n];
         for v in vals {
@@ -193,7 +286,7 @@ impl TenantTraffic {
         cancel: &AtomicBool,
     ) -> Result<TrafficReport> {
         let before = self.sent()?;
-        let fd = self.skel.progs.xdp_tenant_gen.as_fd().as_raw_fd();
+        let fd = self.prog_fd();
         let start = Instant::now();
         let (frame, ns, ifindex) = (&self.frame, &self.ns, self.ifindex);
         std::thread::scope(|s| {

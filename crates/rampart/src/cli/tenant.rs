@@ -246,9 +246,12 @@ pub struct ServicesBenchArgs {
     /// Directory for summary.json, CSV data and PNG plots (created).
     #[arg(long)]
     pub out: PathBuf,
-    /// Shorter run (3 repetitions of 1.5 s per mode instead of 5 of 4 s).
+    /// Shorter run (3 repetitions of 1.5 s per mode instead of 5 of 4 s; 1, 2, 4, 8 competitors).
     #[arg(long)]
     pub quick: bool,
+    /// Parts to run, comma-separated (default: all of overhead, shares, scaling, offload).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
     /// Lab prefix of the benchmark's own lab (removed at the end).
     #[arg(long, default_value = "tbench")]
     pub prefix: String,
@@ -300,6 +303,14 @@ pub fn run_bench(cmd: TenantBench, cancel: &AtomicBool) -> Result<()> {
                 gen_cpu: a.gen_cpu,
                 ..rampart_tenant::bench_services::TenantBenchOpts::new(a.quick)
             };
+            let opts = if a.only.is_empty() {
+                opts
+            } else {
+                rampart_tenant::bench_services::TenantBenchOpts {
+                    parts: a.only.clone(),
+                    ..opts
+                }
+            };
             let r = rampart_tenant::bench_services::run(&opts, &a.out, cancel)?;
             for o in &r.overhead {
                 println!(
@@ -326,10 +337,30 @@ pub fn run_bench(cmd: TenantBench, cancel: &AtomicBool) -> Result<()> {
                     o.offered_pps / 1e3
                 );
             }
+            if let Some(sh) = &r.shares {
+                for (phase, p) in [("fair", &sh.fair), ("unfair", &sh.unfair)] {
+                    let v: Vec<String> = p
+                        .tenants
+                        .iter()
+                        .map(|t| format!("{} {:.1}%", t.name, t.cpu_share_pct))
+                        .collect();
+                    println!("shares {phase:<6} {}", v.join(", "));
+                }
+            }
+            if let Some(sc) = &r.scaling {
+                for p in &sc.points {
+                    println!(
+                        "N={} token buckets: max dev {:.1} pt, Jain {:.4}; cgroups: max dev {:.1} pt, Jain {:.4}",
+                        p.n, p.buckets_max_dev_pts, p.buckets_jain, p.cgroups_max_dev_pts, p.cgroups_jain
+                    );
+                }
+            }
+            let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
             println!(
-                "fairness_overhead_pct {:.1}, dns_offload_gain {:.1} (written to {})",
-                r.fairness_overhead_pct,
-                r.dns_offload_gain,
+                "fairness_overhead_pct {}, dns_offload_gain {}, syn_offload_gain {} (written to {})",
+                f(r.fairness_overhead_pct),
+                f(r.dns_offload_gain),
+                f(r.syn_offload_gain),
                 a.out.join("summary.json").display()
             );
             Ok(())

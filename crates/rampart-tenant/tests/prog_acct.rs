@@ -1,0 +1,216 @@
+//! BPF_PROG_TEST_RUN tests of the cheaper accounting (issue #7): the
+//! per-CPU batching of the shared `used` counters (flushed on a change of
+//! tenant or once per `infra.used_flush_us`, never losing or doubling a
+//! nanosecond) and the bucket check that counts this CPU's unflushed batch,
+//! so batching adds no over-spend on the CPU that does the work.
+//!
+//! The test thread is pinned to one CPU: BPF_PROG_RUN runs the dispatcher
+//! on the calling CPU, and the accounting state is per CPU.
+
+mod common;
+
+use std::os::fd::AsRawFd;
+
+use common::*;
+use rampart_tenant::host::HostAgent;
+
+const PASS: u32 = 2;
+const DROP: u32 = 1;
+
+fn pin_to_one_cpu() {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET on index 0 is in range;
+    // sched_setaffinity(0, …) changes only the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "pinning the test thread"
+        );
+    }
+}
+
+/// Agent of tenants a, b, c on lo, fairness off, with `used_flush_us` and a
+/// token budget so small (1 ns per second) that a bucket set by hand stays
+/// as set while the test runs.
+fn acct_agent(flush_us: u32) -> HostAgent {
+    let a = agent(&format!("used_flush_us = {flush_us}"), false);
+    assert_eq!(a.config().infra.used_flush_us, flush_us);
+    a
+}
+
+fn tiny_budget_agent(flush_us: u32) -> HostAgent {
+    let name = rampart_lab::testing::unique_prefix("tq");
+    let cfg = format!(
+        r#"
+        [infra]
+        name = "{name}"
+        interfaces = ["lo"]
+        attach = false
+        used_flush_us = {flush_us}
+        [fairness]
+        enabled = false
+        budget_cores = 0.000000001
+        period_ms = 1000
+        [[tenant]]
+        name = "a"
+        token = "token-aaaaaaaa"
+        selectors = ["prefix:10.20.1.0/24"]
+        [[tenant]]
+        name = "b"
+        token = "token-bbbbbbbb"
+        selectors = ["prefix:10.20.2.0/24"]
+        "#
+    );
+    HostAgent::start(rampart_tenant::config::Config::parse(&cfg).expect("config"))
+        .expect("host agent")
+}
+
+fn shared_map(a: &HostAgent, map: &str) -> std::os::fd::OwnedFd {
+    let dir = rampart_tenant::host::instance_dir(&a.config().infra.name);
+    rampart_dataplane::pin::open_pinned(&dir.join("maps").join(map)).expect("pinned map")
+}
+
+fn read_u64(fd: &std::os::fd::OwnedFd, key: u32) -> u64 {
+    let mut v = 0u64;
+    // SAFETY: 4-byte key, 8-byte value, both live for the call.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(fd.as_raw_fd(), (&raw const key).cast(), (&raw mut v).cast())
+    };
+    assert_eq!(rc, 0, "lookup");
+    v
+}
+
+/// used + this tenant's unflushed batches = everything charged to it.
+fn assert_nothing_lost(a: &HostAgent, name: &str) {
+    let tid = a.tenant_id(name).unwrap();
+    let used = a.used_ns(tid).unwrap();
+    let pend = a.pending_used_ns(tid).unwrap();
+    let charged = stats(a, name).cpu_ns;
+    assert_eq!(
+        used + pend,
+        charged,
+        "tenant {name}: used {used} + pending {pend} must equal charged {charged}"
+    );
+}
+
+#[test]
+fn used_is_batched_per_cpu_and_flushed_on_a_change_of_tenant() {
+    pin_to_one_cpu();
+    let a = acct_agent(1_000_000);
+    let ta = a.tenant_id("a").unwrap();
+    for _ in 0..5 {
+        assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
+    }
+    let charged = stats(&a, "a").cpu_ns;
+    assert!(charged > 0, "no CPU time charged to a");
+    // All of it is still in this CPU's batch: no atomic add yet.
+    assert_eq!(a.used_ns(ta).unwrap(), 0, "a's charges must be batched");
+    assert_eq!(a.pending_used_ns(ta).unwrap(), charged);
+    // b's packet closes a's slice (still a's batch); c's closes b's: a
+    // change of tenant flushes a's whole batch into the shared counter.
+    run(&a, &udp4([10, 20, 2, 2], 9));
+    run(&a, &udp4([10, 20, 3, 2], 9));
+    assert_eq!(a.pending_used_ns(ta).unwrap(), 0);
+    assert_eq!(a.used_ns(ta).unwrap(), stats(&a, "a").cpu_ns);
+    for t in ["a", "b", "c"] {
+        assert_nothing_lost(&a, t);
+    }
+}
+
+#[test]
+fn flush_zero_adds_every_charge_at_once() {
+    pin_to_one_cpu();
+    let a = acct_agent(0);
+    let ta = a.tenant_id("a").unwrap();
+    for _ in 0..4 {
+        run(&a, &udp4([10, 20, 1, 2], 9));
+    }
+    let charged = stats(&a, "a").cpu_ns;
+    assert!(charged > 0);
+    assert_eq!(a.pending_used_ns(ta).unwrap(), 0);
+    assert_eq!(a.used_ns(ta).unwrap(), charged);
+}
+
+#[test]
+fn interleaved_tenants_lose_no_charge() {
+    pin_to_one_cpu();
+    let a = acct_agent(20);
+    let frames = [
+        udp4([10, 20, 1, 2], 9),
+        udp4([10, 20, 2, 2], 9),
+        udp4([10, 20, 1, 2], 9),
+        udp4([10, 20, 1, 2], 9),
+        udp4([10, 20, 3, 2], 9),
+    ];
+    for i in 0..200 {
+        run(&a, &frames[i % frames.len()]);
+    }
+    for t in ["a", "b", "c"] {
+        assert!(stats(&a, t).cpu_ns > 0, "{t} charged nothing");
+        assert_nothing_lost(&a, t);
+    }
+    // Runs of one tenant longer than TENANT_RUN_MAX are charged in slices
+    // of at most that many packets: a long run still charges as it goes.
+    let before = stats(&a, "b").cpu_ns;
+    for _ in 0..40 {
+        run(&a, &udp4([10, 20, 2, 2], 9));
+    }
+    assert!(stats(&a, "b").cpu_ns > before, "a long run was never charged");
+    assert_nothing_lost(&a, "b");
+}
+
+#[test]
+fn the_bucket_check_counts_this_cpus_unflushed_batch() {
+    pin_to_one_cpu();
+    let mut a = tiny_budget_agent(1_000_000);
+    a.set_fairness(true).unwrap();
+    let ta = a.tenant_id("a").unwrap();
+    let grant = shared_map(&a, "rampart_t_grant");
+    let used = shared_map(&a, "rampart_t_used");
+    // Two packets of a: the second closes the first one's slice into a's batch.
+    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
+    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
+    let pend = a.pending_used_ns(ta).unwrap();
+    assert!(pend > 10, "a's batch is empty ({pend} ns)");
+    assert_eq!(read_u64(&used, ta), 0);
+    // Leave a bucket smaller than the batch: granted − used = pend / 2 > 0.
+    // Only the batch (which the shared counter does not show yet) empties it.
+    let granted = read_u64(&grant, ta);
+    rampart_dataplane::maps::update_raw(
+        used.as_raw_fd(),
+        &ta.to_ne_bytes(),
+        &(granted - pend / 2).to_ne_bytes(),
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        run(&a, &udp4([10, 20, 1, 2], 9)),
+        DROP,
+        "the CPU's own batch must count in the bucket"
+    );
+    assert_eq!(stats(&a, "a").drops["no_tokens"], 1);
+    // b has its own bucket and is not affected.
+    assert_eq!(run(&a, &udp4([10, 20, 2, 2], 9)), PASS);
+    // With a bucket larger than the batch, a passes again.
+    rampart_dataplane::maps::update_raw(used.as_raw_fd(), &ta.to_ne_bytes(), &0u64.to_ne_bytes(), 0)
+        .unwrap();
+    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
+}
+
+#[test]
+fn out_of_range_flush_is_refused() {
+    let cfg = r#"
+        [infra]
+        name = "x"
+        interfaces = ["lo"]
+        used_flush_us = 2000000
+        [[tenant]]
+        name = "a"
+        token = "token-aaaaaaaa"
+        selectors = ["prefix:10.20.1.0/24"]
+    "#;
+    let e = rampart_tenant::config::Config::parse(cfg).unwrap_err().to_string();
+    assert!(e.contains("used_flush_us"), "{e}");
+}
