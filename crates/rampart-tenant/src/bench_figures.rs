@@ -153,14 +153,13 @@ pub fn shares(lab: &Lab, o: &FigureOpts, cancel: &AtomicBool) -> Result<SharesFi
         std::os::fd::AsRawFd::as_raw_fd(&agent.tenant_map(t2, "dns_cfg")?),
         std::os::fd::AsRawFd::as_raw_fd(&agent.tenant_map(t2, "dns_exempt")?),
     )?;
-    let threads = hostcpu::rethread_napi(&lab.host_ns(), rampart_lab::topology::HOST_IF, o.host_cpu)?;
+    let threads =
+        hostcpu::rethread_napi(&lab.host_ns(), rampart_lab::topology::HOST_IF, o.host_cpu)?;
     agent.watch_napi_threads(&threads.pids)?;
     let ksoft = hostcpu::ksoftirqd(o.host_cpu);
     let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
-    let _sink3 = crate::services::UdpSink::start(
-        &lab.tenant_ns(3),
-        std::net::SocketAddrV4::new(t(3), 9),
-    )?;
+    let _sink3 =
+        crate::services::UdpSink::start(&lab.tenant_ns(3), std::net::SocketAddrV4::new(t(3), 9))?;
     let mut slots = Vec::new();
     for mixed in [(Proto::Udp, 9), (Proto::Ack, 80), (Proto::Icmp, 0)] {
         slots.push((Proto::Syn, t(1), 80));
@@ -218,19 +217,31 @@ fn bucket_reps(lab: &Lab, o: &FigureOpts, n: usize, cancel: &AtomicBool) -> Resu
     for i in 0..n {
         let id = tid(&agent, &format!("t{}", i + 1))?;
         let rounds = SCALING_ROUNDS[i % SCALING_ROUNDS.len()];
-        agent.install(id, &compiler.build(Submission::C(&bench::cost_program(rounds)))?)?;
+        agent.install(
+            id,
+            &compiler.build(Submission::C(&bench::cost_program(rounds)))?,
+        )?;
         tids.push(id);
     }
-    let threads = hostcpu::rethread_napi(&lab.host_ns(), rampart_lab::topology::HOST_IF, o.host_cpu)?;
+    let threads =
+        hostcpu::rethread_napi(&lab.host_ns(), rampart_lab::topology::HOST_IF, o.host_cpu)?;
     agent.watch_napi_threads(&threads.pids)?;
-    let dsts: Vec<Ipv4Addr> = (1..=n as u32).map(|i| Ipv4Addr::from(Lab::tenant_v4(i))).collect();
+    let dsts: Vec<Ipv4Addr> = (1..=n as u32)
+        .map(|i| Ipv4Addr::from(Lab::tenant_v4(i)))
+        .collect();
     let traffic = TenantTraffic::new(lab, &dsts, 64, 9)?;
     let charged = |a: &HostAgent| -> Result<Vec<u64>> {
         tids.iter().map(|&t| Ok(a.stats(t)?.cpu_ns)).collect()
     };
     let mut reps = Vec::new();
     for _ in 0..o.reps {
-        traffic.run(Limit::Duration(Duration::from_millis(300)), None, o.gen_cpu, true, cancel)?;
+        traffic.run(
+            Limit::Duration(Duration::from_millis(300)),
+            None,
+            o.gen_cpu,
+            true,
+            cancel,
+        )?;
         let c0 = charged(&agent)?;
         traffic.run(
             Limit::Duration(Duration::from_secs_f64(o.seconds)),
@@ -257,7 +268,9 @@ enum Cgroup {
 
 fn cgroup_root() -> Result<Cgroup> {
     let v2 = PathBuf::from("/sys/fs/cgroup");
-    if std::fs::read_to_string(v2.join("cgroup.controllers")).is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu")) {
+    if std::fs::read_to_string(v2.join("cgroup.controllers"))
+        .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu"))
+    {
         return Ok(Cgroup::V2(v2));
     }
     for p in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"] {
@@ -311,10 +324,15 @@ fn spawn_competitors(cg: &Cgroup, tag: &str, n: usize, cpu: usize) -> Result<Com
     };
     for i in 0..n {
         let (dir, weight_file, weight) = match cg {
-            Cgroup::V1(root) => (root.join(format!("rampart-{tag}-{i}")), "cpu.shares", "1024"),
+            Cgroup::V1(root) => (
+                root.join(format!("rampart-{tag}-{i}")),
+                "cpu.shares",
+                "1024",
+            ),
             Cgroup::V2(root) => (root.join(format!("rampart-{tag}-{i}")), "cpu.weight", "100"),
         };
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         c.groups.push(dir.clone());
         std::fs::write(dir.join(weight_file), weight)
             .map_err(|e| Error::io(format!("writing {}/{weight_file}", dir.display()), e))?;
@@ -345,7 +363,8 @@ fn spawn_competitors(cg: &Cgroup, tag: &str, n: usize, cpu: usize) -> Result<Com
 
 fn cgroup_reps(cg: &Cgroup, o: &FigureOpts, n: usize) -> Result<Vec<Vec<f64>>> {
     let procs = spawn_competitors(cg, &o.name, n, o.host_cpu)?;
-    let run = |p: &Competitors| -> Vec<u64> { p.pids.iter().map(|&p| hostcpu::runtime_ns(p)).collect() };
+    let run =
+        |p: &Competitors| -> Vec<u64> { p.pids.iter().map(|&p| hostcpu::runtime_ns(p)).collect() };
     std::thread::sleep(Duration::from_millis(300));
     let mut reps = Vec::new();
     for _ in 0..o.reps {
@@ -362,7 +381,11 @@ fn cgroup_reps(cg: &Cgroup, o: &FigureOpts, n: usize) -> Result<Vec<Vec<f64>>> {
 }
 
 fn point(n: usize, buckets: Vec<Vec<f64>>, cgroups: Vec<Vec<f64>>) -> ScalingPoint {
-    let med_shares = |r: &[Vec<f64>]| -> Vec<f64> { (0..n).map(|i| median(r.iter().map(|x| x[i]).collect())).collect() };
+    let med_shares = |r: &[Vec<f64>]| -> Vec<f64> {
+        (0..n)
+            .map(|i| median(r.iter().map(|x| x[i]).collect()))
+            .collect()
+    };
     ScalingPoint {
         n,
         buckets_shares_pct: med_shares(&buckets),
@@ -381,7 +404,12 @@ fn point(n: usize, buckets: Vec<Vec<f64>>, cgroups: Vec<Vec<f64>>) -> ScalingPoi
 ///
 /// # Errors
 /// Agent, compile, cgroup or measurement failures.
-pub fn scaling(lab: &Lab, o: &FigureOpts, ns: &[usize], cancel: &AtomicBool) -> Result<ScalingFigure> {
+pub fn scaling(
+    lab: &Lab,
+    o: &FigureOpts,
+    ns: &[usize],
+    cancel: &AtomicBool,
+) -> Result<ScalingFigure> {
     let cg = cgroup_root()?;
     let mut points = Vec::new();
     for (k, &n) in ns.iter().enumerate() {

@@ -117,8 +117,11 @@ pub struct OverheadRow {
     pub off_ns_per_packet: f64,
     /// Median NAPI ns per packet, accounting and fairness on.
     pub on_ns_per_packet: f64,
-    /// (on / off − 1) × 100.
+    /// Median over repetitions of (on / off − 1) × 100, each repetition's
+    /// on and off measured interleaved in the same seconds.
     pub overhead_pct: f64,
+    /// Every repetition's (on / off − 1) × 100.
+    pub paired_overhead_pct: Vec<f64>,
     /// Median packets/s, off.
     pub off_pps: f64,
     /// Median packets/s, on.
@@ -184,6 +187,9 @@ pub struct TenantBenchReport {
     pub dns_offload_gain: Option<f64>,
     /// SYN-cookie proxy: SYNs answered per CPU-second of the host core, XDP ÷ userspace (kernel SYN cookies + TcpProxy).
     pub syn_offload_gain: Option<f64>,
+    /// The dispatcher's own run time on a drop-only packet (BPF_PROG_RUN,
+    /// ns per run, median): [accounting + fairness off, on].
+    pub dispatcher_prog_run_ns: Option<[f64; 2]>,
     /// Per-tenant CPU shares with / without fairness under the services' floods.
     pub shares: Option<SharesFigure>,
     /// Token buckets vs cgroups for 1–8 competitors.
@@ -252,29 +258,57 @@ fn napi_runtime(threads: &hostcpu::NapiThreads) -> u64 {
     threads.pids.iter().map(|&p| hostcpu::runtime_ns(p)).sum()
 }
 
-/// Run `load` (blocking, about `seconds`) and measure tenant `tid`.
-fn overhead_rep(
-    agent: &HostAgent,
-    threads: &hostcpu::NapiThreads,
+/// Length of one on or off slice of an interleaved repetition.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// Interleaved measurement: while the load runs, accounting + fairness
+/// are switched on and off every [`SLICE`], and each slice's NAPI-thread
+/// CPU time and packets are added to its mode. Both modes thus sample the
+/// same seconds of this shared machine (the other helpers' load changes
+/// on a scale of seconds and moved whole 1.5 s repetitions by ±30 %).
+struct Toggler<'a> {
+    agent: &'a mut HostAgent,
+    threads: &'a hostcpu::NapiThreads,
     tid: u32,
     on: bool,
-    load: &mut dyn FnMut() -> Result<f64>,
-) -> Result<OverheadRep> {
-    let s0 = agent.stats(tid)?;
-    let r0 = napi_runtime(threads);
-    let t0 = Instant::now();
-    let requests_per_s = load()?;
-    std::thread::sleep(Duration::from_millis(20));
-    let s1 = agent.stats(tid)?;
-    let r1 = napi_runtime(threads);
-    Ok(OverheadRep {
-        on,
-        packets: s1.packets - s0.packets,
-        cpu_ns: r1 - r0,
-        seconds: t0.elapsed().as_secs_f64(),
-        rejected: s1.drops["no_tokens"] - s0.drops["no_tokens"],
-        requests_per_s,
-    })
+    /// [off, on]: packets, cpu ns, seconds, rejected.
+    acc: [(u64, u64, f64, u64); 2],
+}
+
+impl Toggler<'_> {
+    fn slice(&mut self, stop: &dyn Fn() -> bool) -> Result<()> {
+        set_mode(self.agent, self.on)?;
+        let s0 = self.agent.stats(self.tid)?;
+        let r0 = napi_runtime(self.threads);
+        let t0 = Instant::now();
+        while t0.elapsed() < SLICE && !stop() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let s1 = self.agent.stats(self.tid)?;
+        let r1 = napi_runtime(self.threads);
+        let a = &mut self.acc[usize::from(self.on)];
+        a.0 += s1.packets - s0.packets;
+        a.1 += r1 - r0;
+        a.2 += t0.elapsed().as_secs_f64();
+        a.3 += s1.drops["no_tokens"] - s0.drops["no_tokens"];
+        self.on = !self.on;
+        Ok(())
+    }
+
+    fn reps(&self, requests_per_s: f64) -> [OverheadRep; 2] {
+        let rep = |on: bool| {
+            let a = self.acc[usize::from(on)];
+            OverheadRep {
+                on,
+                packets: a.0,
+                cpu_ns: a.1,
+                seconds: a.2,
+                rejected: a.3,
+                requests_per_s,
+            }
+        };
+        [rep(false), rep(true)]
+    }
 }
 
 fn overhead_row(workload: &str, reps: Vec<OverheadRep>) -> OverheadRow {
@@ -292,23 +326,36 @@ fn overhead_row(workload: &str, reps: Vec<OverheadRep>) -> OverheadRow {
     };
     let (off_ns, off_pps) = per(false);
     let (on_ns, on_pps) = per(true);
+    // Repetitions come in (off, on) pairs measured in the same seconds:
+    // the figure is the median of the pairs' ratios.
+    let ns = |r: &OverheadRep| r.cpu_ns as f64 / r.packets.max(1) as f64;
+    let paired: Vec<f64> = reps
+        .chunks_exact(2)
+        .filter(|p| p[0].packets > 0 && p[1].packets > 0)
+        .map(|p| {
+            let (off, on) = if p[0].on {
+                (&p[1], &p[0])
+            } else {
+                (&p[0], &p[1])
+            };
+            (ns(on) / ns(off) - 1.0) * 100.0
+        })
+        .collect();
     OverheadRow {
         workload: workload.into(),
         off_ns_per_packet: off_ns,
         on_ns_per_packet: on_ns,
-        overhead_pct: if off_ns > 0.0 {
-            (on_ns / off_ns - 1.0) * 100.0
-        } else {
-            0.0
-        },
+        overhead_pct: median(paired.clone()),
+        paired_overhead_pct: paired,
         off_pps,
         on_pps,
         reps,
     }
 }
 
-fn wrk(lab: &Lab, cpu: usize, url: &str, seconds: f64) -> Result<f64> {
-    let out = std::process::Command::new("ip")
+/// Start `wrk -t1 -c16` from the wan namespace on `cpu`.
+fn wrk_start(lab: &Lab, cpu: usize, url: &str, seconds: f64) -> Result<std::process::Child> {
+    std::process::Command::new("ip")
         .args([
             "netns",
             "exec",
@@ -324,8 +371,22 @@ fn wrk(lab: &Lab, cpu: usize, url: &str, seconds: f64) -> Result<f64> {
             &format!("-d{}s", seconds.ceil() as u64),
             url,
         ])
-        .output()
-        .map_err(|e| Error::io("running wrk", e))?;
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            Error::io(
+                "running wrk (is wrk installed? `./run test` installs it)",
+                e,
+            )
+        })
+}
+
+/// wrk's Requests/sec.
+fn wrk_result(child: std::process::Child) -> Result<f64> {
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::io("waiting for wrk", e))?;
     let text = String::from_utf8_lossy(&out.stdout);
     text.lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
@@ -394,6 +455,7 @@ pub fn run(opts: &TenantBenchOpts, out: &Path, cancel: &AtomicBool) -> Result<Te
         fairness_overhead_pct: pick("drop-only").map(|r| r.overhead_pct),
         dns_offload_gain: gain("dns-ratelimit"),
         syn_offload_gain: gain("syn-proxy"),
+        dispatcher_prog_run_ns: m.dispatcher_prog_run_ns,
         shares: m.shares,
         scaling: m.scaling,
         overhead: m.overhead,
@@ -409,6 +471,7 @@ pub fn run(opts: &TenantBenchOpts, out: &Path, cancel: &AtomicBool) -> Result<Te
 #[derive(Default)]
 struct Measured {
     overhead: Vec<OverheadRow>,
+    dispatcher_prog_run_ns: Option<[f64; 2]>,
     offload: Vec<OffloadRow>,
     shares: Option<SharesFigure>,
     scaling: Option<ScalingFigure>,
@@ -422,7 +485,9 @@ fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<
     let _web = crate::services::nginx(&lab.tenant_ns(3), t(3))?;
     let mut m = Measured::default();
     if opts.has("overhead") {
-        m.overhead = overhead(lab, opts, &name, &compiler, cancel)?;
+        let (rows, prog_run) = overhead(lab, opts, &name, &compiler, cancel)?;
+        m.overhead = rows;
+        m.dispatcher_prog_run_ns = Some(prog_run);
     }
     let fo = FigureOpts {
         name: name.clone(),
@@ -458,13 +523,24 @@ fn overhead(
     name: &str,
     compiler: &Compiler,
     cancel: &AtomicBool,
-) -> Result<Vec<OverheadRow>> {
+) -> Result<(Vec<OverheadRow>, [f64; 2])> {
     let name = format!("{name}-oh");
     let _ = crate::host::cleanup(&name);
     let mut agent = HostAgent::start(config(lab, &name)?)?;
     let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
     let (t1, t2, t3) = tenant_ids(&agent)?;
     agent.install(t1, &compiler.build(Submission::C(DROP_ALL))?)?;
+    // The dispatcher alone (BPF_PROG_RUN, 20,000 runs of one drop-only
+    // packet, modes alternated 7 times, medians): the machinery's own cost
+    // without the driver, the NAPI loop and this machine's noise.
+    let frame = TenantTraffic::new(lab, &[t(1)], 64, 9)?.template().to_vec();
+    let mut samples = [Vec::new(), Vec::new()];
+    for k in 0..14 {
+        let on = k % 2 == 1;
+        set_mode(&mut agent, on)?;
+        samples[usize::from(on)].push(crate::bench::prog_cost_ns(agent.dispatcher_fd(), &frame)?);
+    }
+    let prog_run = [median(samples[0].clone()), median(samples[1].clone())];
     let threads = hostcpu::rethread_napi(&lab.host_ns(), HOST_IF, opts.host_cpu)?;
     agent.watch_napi_threads(&threads.pids)?;
     let secs = Duration::from_secs_f64(opts.seconds);
@@ -478,39 +554,52 @@ fn overhead(
         };
         let mut reps = Vec::new();
         for r in 0..opts.reps {
-            let order = if r % 2 == 0 {
-                [false, true]
-            } else {
-                [true, false]
+            let mut tg = Toggler {
+                agent: &mut agent,
+                threads: &threads,
+                tid: tenant,
+                on: r % 2 == 1,
+                acc: [(0, 0, 0.0, 0); 2],
             };
-            for on in order {
-                set_mode(&mut agent, on)?;
-                let mut load = || -> Result<f64> {
-                    match (&traffic, workload) {
-                        (Some(tr), "drop-only") => {
-                            tr.run(Limit::Duration(secs), None, opts.gen_cpu, true, cancel)?;
-                            Ok(0.0)
-                        }
-                        (Some(tr), _) => {
-                            tr.run(
-                                Limit::Duration(secs),
-                                Some(300_000.0),
-                                opts.gen_cpu,
-                                true,
-                                cancel,
-                            )?;
-                            Ok(0.0)
-                        }
-                        (None, _) => wrk(lab, opts.gen_cpu, "http://10.20.3.2/", opts.seconds),
+            let rps = match (&traffic, workload) {
+                (Some(tr), w) => {
+                    let pps = if w == "drop-only" {
+                        None
+                    } else {
+                        Some(300_000.0)
+                    };
+                    tr.run_with(
+                        Limit::Duration(secs),
+                        pps,
+                        opts.gen_cpu,
+                        true,
+                        cancel,
+                        Some(&mut |done: &AtomicBool| {
+                            tg.slice(&|| done.load(std::sync::atomic::Ordering::Relaxed))?;
+                            Ok(true)
+                        }),
+                    )?;
+                    0.0
+                }
+                (None, _) => {
+                    let mut child =
+                        wrk_start(lab, opts.gen_cpu, "http://10.20.3.2/", opts.seconds)?;
+                    while child
+                        .try_wait()
+                        .map_err(|e| Error::io("waiting for wrk", e))?
+                        .is_none()
+                    {
+                        tg.slice(&|| false)?;
                     }
-                };
-                reps.push(overhead_rep(&agent, &threads, tenant, on, &mut load)?);
-            }
+                    wrk_result(child)?
+                }
+            };
+            reps.extend(tg.reps(rps));
         }
         rows.push(overhead_row(workload, reps));
     }
     set_mode(&mut agent, false)?;
-    Ok(rows)
+    Ok((rows, prog_run))
 }
 
 /// One service of the offload comparison.
@@ -703,7 +792,11 @@ fn offload(
         spec(
             Proto::Dns,
             82,
-            if xdp { t(2) } else { Ipv4Addr::new(10, 20, 2, 3) },
+            if xdp {
+                t(2)
+            } else {
+                Ipv4Addr::new(10, 20, 2, 3)
+            },
             53,
         )
     };
@@ -754,7 +847,11 @@ fn offload(
         spec(
             Proto::Syn,
             64,
-            if xdp { t(1) } else { Ipv4Addr::new(10, 20, 1, 3) },
+            if xdp {
+                t(1)
+            } else {
+                Ipv4Addr::new(10, 20, 1, 3)
+            },
             80,
         )
     };
@@ -952,7 +1049,10 @@ fn write_shares(sh: &SharesFigure, out: &Path, machine: &Machine) -> Result<()> 
 fn write_scaling(sc: &ScalingFigure, out: &Path, machine: &Machine) -> Result<()> {
     let mut rows = Vec::new();
     for p in &sc.points {
-        for (method, reps) in [("token-buckets", &p.buckets_reps), ("cgroups", &p.cgroups_reps)] {
+        for (method, reps) in [
+            ("token-buckets", &p.buckets_reps),
+            ("cgroups", &p.cgroups_reps),
+        ] {
             for (k, shares) in reps.iter().enumerate() {
                 rows.push(vec![
                     p.n.to_string(),

@@ -9,6 +9,7 @@
 //! netns = "rp-host"         # namespace of the interfaces (omit: the current one)
 //! interfaces = ["host0"]    # where the infrastructure program runs (XDP ingress)
 //! default_action = "pass"   # packets of no tenant: pass or drop
+//! used_flush_us = 20        # per-CPU batching of the shared used counters (0: none)
 //!
 //! [fairness]
 //! enabled = true

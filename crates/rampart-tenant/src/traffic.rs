@@ -285,31 +285,56 @@ impl TenantTraffic {
         realtime: bool,
         cancel: &AtomicBool,
     ) -> Result<TrafficReport> {
+        self.run_with(limit, pps, cpu, realtime, cancel, None)
+    }
+
+    /// As [`TenantTraffic::run`], calling `during` (which should sleep or
+    /// block a little each call) on the calling thread while the generator
+    /// thread sends, until it returns `Ok(false)` or the generator stops.
+    /// An error from `during` is returned after the generator stopped.
+    ///
+    /// # Errors
+    /// A failing BPF_PROG_RUN, or `during`'s error.
+    pub fn run_with(
+        &self,
+        limit: Limit,
+        pps: Option<f64>,
+        cpu: usize,
+        realtime: bool,
+        cancel: &AtomicBool,
+        mut during: Option<&mut dyn FnMut(&AtomicBool) -> Result<bool>>,
+    ) -> Result<TrafficReport> {
         let before = self.sent()?;
         let fd = self.prog_fd();
         let start = Instant::now();
         let (frame, ns, ifindex) = (&self.frame, &self.ns, self.ifindex);
+        let done = AtomicBool::new(false);
+        let mut during_res = Ok(());
         std::thread::scope(|s| {
-            s.spawn(move || -> Result<()> {
-                netns::enter_current_thread(ns)?;
-                let mut set = nix::sched::CpuSet::new();
-                let _ = set.set(cpu);
-                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
-                if realtime {
-                    let param = libc::sched_param { sched_priority: 40 };
-                    // SAFETY: plain syscall on the calling thread with a valid sched_param.
-                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-                        return Err(Error::io(
-                            "making the generator thread SCHED_FIFO",
-                            std::io::Error::last_os_error(),
-                        ));
+            let done = &done;
+            let h = s.spawn(move || -> Result<()> {
+                let r = send_thread(
+                    fd, frame, ns, ifindex, cpu, realtime, limit, pps, start, cancel,
+                );
+                done.store(true, Ordering::Relaxed);
+                r
+            });
+            while let Some(d) = during.as_mut() {
+                if done.load(Ordering::Relaxed) {
+                    break;
+                }
+                match d(done) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        during_res = Err(e);
+                        break;
                     }
                 }
-                worker(fd, frame, ifindex, limit, pps, start, cancel)
-            })
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+            }
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
         })?;
+        during_res?;
         let seconds = start.elapsed().as_secs_f64();
         let after = self.sent()?;
         let sent: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
@@ -320,6 +345,36 @@ impl TenantTraffic {
             pps: total as f64 / seconds,
         })
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn send_thread(
+    fd: i32,
+    frame: &[u8],
+    ns: &str,
+    ifindex: u32,
+    cpu: usize,
+    realtime: bool,
+    limit: Limit,
+    pps: Option<f64>,
+    start: Instant,
+    cancel: &AtomicBool,
+) -> Result<()> {
+    netns::enter_current_thread(ns)?;
+    let mut set = nix::sched::CpuSet::new();
+    let _ = set.set(cpu);
+    let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    if realtime {
+        let param = libc::sched_param { sched_priority: 40 };
+        // SAFETY: plain syscall on the calling thread with a valid sched_param.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+            return Err(Error::io(
+                "making the generator thread SCHED_FIFO",
+                std::io::Error::last_os_error(),
+            ));
+        }
+    }
+    worker(fd, frame, ifindex, limit, pps, start, cancel)
 }
 
 /// Pacing granularity (longest wait between two batches).

@@ -76,7 +76,11 @@ fn read_u64(fd: &std::os::fd::OwnedFd, key: u32) -> u64 {
     let mut v = 0u64;
     // SAFETY: 4-byte key, 8-byte value, both live for the call.
     let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(fd.as_raw_fd(), (&raw const key).cast(), (&raw mut v).cast())
+        libbpf_sys::bpf_map_lookup_elem(
+            fd.as_raw_fd(),
+            (&raw const key).cast(),
+            (&raw mut v).cast(),
+        )
     };
     assert_eq!(rc, 0, "lookup");
     v
@@ -157,7 +161,10 @@ fn interleaved_tenants_lose_no_charge() {
     for _ in 0..40 {
         run(&a, &udp4([10, 20, 2, 2], 9));
     }
-    assert!(stats(&a, "b").cpu_ns > before, "a long run was never charged");
+    assert!(
+        stats(&a, "b").cpu_ns > before,
+        "a long run was never charged"
+    );
     assert_nothing_lost(&a, "b");
 }
 
@@ -194,8 +201,13 @@ fn the_bucket_check_counts_this_cpus_unflushed_batch() {
     // b has its own bucket and is not affected.
     assert_eq!(run(&a, &udp4([10, 20, 2, 2], 9)), PASS);
     // With a bucket larger than the batch, a passes again.
-    rampart_dataplane::maps::update_raw(used.as_raw_fd(), &ta.to_ne_bytes(), &0u64.to_ne_bytes(), 0)
-        .unwrap();
+    rampart_dataplane::maps::update_raw(
+        used.as_raw_fd(),
+        &ta.to_ne_bytes(),
+        &0u64.to_ne_bytes(),
+        0,
+    )
+    .unwrap();
     assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
 }
 
@@ -211,6 +223,8 @@ fn out_of_range_flush_is_refused() {
         token = "token-aaaaaaaa"
         selectors = ["prefix:10.20.1.0/24"]
     "#;
-    let e = rampart_tenant::config::Config::parse(cfg).unwrap_err().to_string();
+    let e = rampart_tenant::config::Config::parse(cfg)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("used_flush_us"), "{e}");
 }

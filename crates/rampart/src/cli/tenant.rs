@@ -337,6 +337,9 @@ pub fn run_bench(cmd: TenantBench, cancel: &AtomicBool) -> Result<()> {
                     o.offered_pps / 1e3
                 );
             }
+            if let Some([off, on]) = r.dispatcher_prog_run_ns {
+                println!("dispatcher alone (BPF_PROG_RUN, drop-only packet): off {off:.1} ns, on {on:.1} ns");
+            }
             if let Some(sh) = &r.shares {
                 for (phase, p) in [("fair", &sh.fair), ("unfair", &sh.unfair)] {
                     let v: Vec<String> = p
