@@ -89,8 +89,10 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 			a->run = same;
 		}
 	} else {
+		/* No clock: nothing is open, so switching accounting back on never charges the time it was off. */
 		a->owner = tid;
 		a->run = 0;
+		a->active = 0;
 	}
 
 	if (s) {
