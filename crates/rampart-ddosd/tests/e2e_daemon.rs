@@ -26,6 +26,8 @@ use rampart_lab::topology::HOST_IF;
 struct Cleanup {
     scope: String,
     dir: PathBuf,
+    lab: String,
+    nic_scope: String,
 }
 
 impl Cleanup {
@@ -36,6 +38,10 @@ impl Cleanup {
         Self {
             scope: Scope::new(Some(&lab.host_ns()), HOST_IF).unwrap().name(),
             dir,
+            lab: lab.prefix().to_string(),
+            nic_scope: Scope::new(Some(&lab.nic_ns()), rampart_lab::topology::NIC_WAN_IF)
+                .unwrap()
+                .name(),
         }
     }
 }
@@ -43,6 +49,11 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = Filter::detach(&self.scope);
+        if rampart_ddos::filter::pin_dir(&self.nic_scope).exists() {
+            // The xdp-nic modes' filter on the nic hop (even when the test failed).
+            let _ = rampart_ddosd::daemon::unchain_nic(&self.lab);
+            let _ = Filter::detach(&self.nic_scope);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -579,6 +590,7 @@ fn mode_drops_blocked_sources_where_it_says(tag: &str, mode: &str) {
     h.stop().unwrap();
     if mode.contains("nic") {
         rampart_ddosd::daemon::unchain_nic(lab.prefix()).unwrap();
+        assert!(!rampart_ddos::filter::pin_dir(&c.nic_scope).exists());
     }
 }
 
