@@ -218,20 +218,6 @@ impl TokenGenerator {
             std::thread::Builder::new()
                 .name("rampart-tokens".into())
                 .spawn(move || {
-                    // Algorithm 1 assumes a round every Δt. On a busy host a
-                    // CFS-scheduled thread woke up tens of ms late; a late
-                    // round hands out many periods' tokens at once, the caps
-                    // clip them, and the clipped surplus went to the
-                    // buckets deepest in debt — the tenants whose costs are
-                    // charged last (XDP_PASS traffic: +7 points in `rampart
-                    // bench tenant`'s share figure). The thread runs
-                    // SCHED_FIFO when allowed (a few µs every Δt); else it
-                    // stays as it is.
-                    let param = libc::sched_param { sched_priority: 60 };
-                    // SAFETY: plain syscall on the calling thread with a valid sched_param.
-                    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-                        tracing::debug!("token generator stays SCHED_OTHER (no CAP_SYS_NICE)");
-                    }
                     let mut last = Instant::now();
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(cfg.period);

@@ -169,6 +169,32 @@ fn interleaved_tenants_lose_no_charge() {
 }
 
 #[test]
+fn a_run_of_one_tenant_shares_a_clock_read_over_at_most_8_packets() {
+    // The bound on how far the bucket check can lag inside a run
+    // (TENANT_RUN_MAX): at most 8 packets share one clock read, so any 9
+    // packets in a row contain a charge. A kernel event (a context switch
+    // of this thread) may close the slice earlier — that close charges
+    // too, and the packet after it opens a new slice whose run counts
+    // from 1 again: still a charge within 9.
+    pin_to_one_cpu();
+    let a = acct_agent(0);
+    let f = udp4([10, 20, 1, 2], 9);
+    run(&a, &f);
+    run(&a, &f);
+    let mut last = stats(&a, "a").cpu_ns;
+    assert!(last > 0);
+    for round in 0..5 {
+        for _ in 0..9 {
+            run(&a, &f);
+        }
+        let now = stats(&a, "a").cpu_ns;
+        assert!(now > last, "9 packets of a run went uncharged (round {round})");
+        last = now;
+    }
+    assert_nothing_lost(&a, "a");
+}
+
+#[test]
 fn the_bucket_check_counts_this_cpus_unflushed_batch() {
     pin_to_one_cpu();
     let mut a = tiny_budget_agent(1_000_000);
