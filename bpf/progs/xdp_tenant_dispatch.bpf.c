@@ -37,7 +37,9 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	struct tenant_stats *s;
 	struct tenant_cfg *cfg;
 	struct pkt_info pi;
+	__u64 *granted = NULL, *used = NULL;
 	__u64 now = 0;
+	int far = 1;
 	__u32 zero = 0, tid, action;
 	int pstatus, malformed;
 
@@ -61,6 +63,17 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 		tid = 0;
 	s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
 	/*
+	 * A run may extend over this packet only while the tenant's bucket is
+	 * far from empty (or fairness is off): near an empty bucket the clock
+	 * is read at every packet as without runs, so the check never lags.
+	 */
+	if (g->enforce && tid) {
+		granted = bpf_map_lookup_elem(&rampart_t_grant, &tid);
+		used = bpf_map_lookup_elem(&rampart_t_used, &tid);
+		far = granted && used &&
+		      (__s64)(*granted - *used - tenant_pending(a, tid)) > (__s64)TENANT_FAR_NS;
+	}
+	/*
 	 * Trailing boundary: what ran since the last one belongs to its owner
 	 * (the driver's work on the previous packet) — or to this packet when
 	 * the slice was opened by the NAPI thread waking up for it.
@@ -72,8 +85,8 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 			tenant_slice_close_s(a, now, to, to == tid ? s : NULL, g->flush_ns);
 			tenant_slice_open(a, now, tid, 0);
 			/* Two packets of one tenant in a row: the next one may extend the slice. */
-			a->run = to == tid;
-		} else if (a->owner == tid && a->run < TENANT_RUN_MAX) {
+			a->run = to == tid && far;
+		} else if (a->owner == tid && a->run < TENANT_RUN_MAX && far) {
 			a->run++;
 		} else {
 			/*
@@ -86,7 +99,7 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 			now = bpf_ktime_get_ns();
 			tenant_slice_close_s(a, now, a->owner, same ? s : NULL, g->flush_ns);
 			tenant_slice_open(a, now, tid, 0);
-			a->run = same;
+			a->run = same && far;
 		}
 	} else {
 		/* No clock: nothing is open, so switching accounting back on never charges the time it was off. */
@@ -112,9 +125,6 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 		return action;
 	}
 	if (g->enforce) {
-		__u64 *granted = bpf_map_lookup_elem(&rampart_t_grant, &tid);
-		__u64 *used = bpf_map_lookup_elem(&rampart_t_used, &tid);
-
 		/* This CPU's unflushed batch counts; other CPUs' lag by < flush_ns each. */
 		if (granted && used && (__s64)(*granted - *used - tenant_pending(a, tid)) <= 0) {
 			tenant_count_drop(s, TDROP_NO_TOKENS);

@@ -167,6 +167,11 @@ struct tenant_acct_cpu {
  * packets of a tenant pass on a CPU after its bucket went empty.
  */
 #define TENANT_RUN_MAX 8
+/*
+ * Runs extend only while the tenant's bucket holds more than this (ns) —
+ * more than 8 packets of any reasonable program cost — or fairness is off.
+ */
+#define TENANT_FAR_NS 1000000
 
 /*
  * Owner of a slice opened when a NAPI thread is switched in, before its

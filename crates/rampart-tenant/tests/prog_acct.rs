@@ -86,12 +86,42 @@ fn read_u64(fd: &std::os::fd::OwnedFd, key: u32) -> u64 {
     v
 }
 
-/// used + this tenant's unflushed batches = everything charged to it.
-fn assert_nothing_lost(a: &HostAgent, name: &str) {
+/// (used, pending, charged) of a tenant, read until two reads agree: a
+/// context switch of this thread may close the open slice (and charge its
+/// owner) between two map reads.
+fn figures(a: &HostAgent, name: &str) -> (u64, u64, u64) {
     let tid = a.tenant_id(name).unwrap();
-    let used = a.used_ns(tid).unwrap();
-    let pend = a.pending_used_ns(tid).unwrap();
-    let charged = stats(a, name).cpu_ns;
+    let read = || {
+        (
+            a.used_ns(tid).unwrap(),
+            a.pending_used_ns(tid).unwrap(),
+            stats(a, name).cpu_ns,
+        )
+    };
+    let mut x = read();
+    for _ in 0..100 {
+        let y = read();
+        if x == y {
+            break;
+        }
+        x = y;
+    }
+    x
+}
+
+/// used + this tenant's unflushed batches = everything charged to it.
+/// A packet of another tenant first takes the open slice away from the
+/// tested one (a context switch of this thread closes the open slice and
+/// charges its owner at any time); the figures are then read until two
+/// reads agree (a charge to the other tenant may flush a batch in between).
+fn assert_nothing_lost(a: &HostAgent, name: &str) {
+    let other = if name == "a" {
+        [10, 20, 2, 2]
+    } else {
+        [10, 20, 1, 2]
+    };
+    run(a, &udp4(other, 9));
+    let (used, pend, charged) = figures(a, name);
     assert_eq!(
         used + pend,
         charged,
@@ -103,21 +133,22 @@ fn assert_nothing_lost(a: &HostAgent, name: &str) {
 fn used_is_batched_per_cpu_and_flushed_on_a_change_of_tenant() {
     pin_to_one_cpu();
     let a = acct_agent(1_000_000);
-    let ta = a.tenant_id("a").unwrap();
     for _ in 0..5 {
         assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
     }
-    let charged = stats(&a, "a").cpu_ns;
+    // a owns the open slice: whatever closes it charges a again, so a's
+    // batch is never flushed here. All of it is still in this CPU's batch.
+    let (used, pend, charged) = figures(&a, "a");
     assert!(charged > 0, "no CPU time charged to a");
-    // All of it is still in this CPU's batch: no atomic add yet.
-    assert_eq!(a.used_ns(ta).unwrap(), 0, "a's charges must be batched");
-    assert_eq!(a.pending_used_ns(ta).unwrap(), charged);
+    assert_eq!(used, 0, "a's charges must be batched");
+    assert_eq!(pend, charged);
     // b's packet closes a's slice (still a's batch); c's closes b's: a
     // change of tenant flushes a's whole batch into the shared counter.
     run(&a, &udp4([10, 20, 2, 2], 9));
     run(&a, &udp4([10, 20, 3, 2], 9));
-    assert_eq!(a.pending_used_ns(ta).unwrap(), 0);
-    assert_eq!(a.used_ns(ta).unwrap(), stats(&a, "a").cpu_ns);
+    let (used, pend, charged) = figures(&a, "a");
+    assert_eq!(pend, 0);
+    assert_eq!(used, charged);
     for t in ["a", "b", "c"] {
         assert_nothing_lost(&a, t);
     }
@@ -127,14 +158,13 @@ fn used_is_batched_per_cpu_and_flushed_on_a_change_of_tenant() {
 fn flush_zero_adds_every_charge_at_once() {
     pin_to_one_cpu();
     let a = acct_agent(0);
-    let ta = a.tenant_id("a").unwrap();
     for _ in 0..4 {
         run(&a, &udp4([10, 20, 1, 2], 9));
     }
-    let charged = stats(&a, "a").cpu_ns;
+    let (used, pend, charged) = figures(&a, "a");
     assert!(charged > 0);
-    assert_eq!(a.pending_used_ns(ta).unwrap(), 0);
-    assert_eq!(a.used_ns(ta).unwrap(), charged);
+    assert_eq!(pend, 0);
+    assert_eq!(used, charged);
 }
 
 #[test]
@@ -188,10 +218,67 @@ fn a_run_of_one_tenant_shares_a_clock_read_over_at_most_8_packets() {
             run(&a, &f);
         }
         let now = stats(&a, "a").cpu_ns;
-        assert!(now > last, "9 packets of a run went uncharged (round {round})");
+        assert!(
+            now > last,
+            "9 packets of a run went uncharged (round {round})"
+        );
         last = now;
     }
     assert_nothing_lost(&a, "a");
+}
+
+#[test]
+fn near_an_empty_bucket_every_packet_reads_the_clock() {
+    // Runs extend only while the bucket holds more than TENANT_FAR_NS (1
+    // ms): below it, each packet closes the previous one's slice, so the
+    // check never lags. (A kernel event closing a slice early only adds
+    // charges: this can fail only if a packet went uncharged.)
+    pin_to_one_cpu();
+    let mut a = tiny_budget_agent(0);
+    a.set_fairness(true).unwrap();
+    let ta = a.tenant_id("a").unwrap();
+    let grant = shared_map(&a, "rampart_t_grant");
+    let used = shared_map(&a, "rampart_t_used");
+    let f = udp4([10, 20, 1, 2], 9);
+    // Leave 500 µs in a's bucket: positive, but not far from empty.
+    let granted = read_u64(&grant, ta);
+    rampart_dataplane::maps::update_raw(
+        used.as_raw_fd(),
+        &ta.to_ne_bytes(),
+        &(granted - 500_000).to_ne_bytes(),
+        0,
+    )
+    .unwrap();
+    assert_eq!(run(&a, &f), PASS);
+    let mut last = stats(&a, "a").cpu_ns;
+    for i in 0..10 {
+        assert_eq!(run(&a, &f), PASS, "packet {i}: the bucket is not empty yet");
+        let now = stats(&a, "a").cpu_ns;
+        assert!(now > last, "packet {i} extended a run near an empty bucket");
+        last = now;
+    }
+    // Far from empty (a full bucket of 20 ms), runs extend again: some of
+    // ten packets in a row share a clock read.
+    rampart_dataplane::maps::update_raw(
+        used.as_raw_fd(),
+        &ta.to_ne_bytes(),
+        &0u64.to_ne_bytes(),
+        0,
+    )
+    .unwrap();
+    run(&a, &f);
+    let mut charges = 0;
+    let mut last = stats(&a, "a").cpu_ns;
+    for _ in 0..10 {
+        run(&a, &f);
+        let now = stats(&a, "a").cpu_ns;
+        charges += u32::from(now > last);
+        last = now;
+    }
+    assert!(
+        charges < 10,
+        "a run far from an empty bucket read the clock at every packet"
+    );
 }
 
 #[test]

@@ -19,7 +19,11 @@ fn slots_are_written_whole_round_robin_and_counted() {
     );
     // Three distinct frames (byte patterns stand in for real templates).
     let tpl: Vec<Vec<u8>> = (0..3u8)
-        .map(|k| (0..LEN).map(|i| (i as u8).wrapping_mul(7).wrapping_add(k * 50)).collect())
+        .map(|k| {
+            (0..LEN)
+                .map(|i| (i as u8).wrapping_mul(7).wrapping_add(k * 50))
+                .collect()
+        })
         .collect();
     let mut open = XdpTenantMixSkelBuilder::default()
         .open(rampart_dataplane::skel::object_storage())
