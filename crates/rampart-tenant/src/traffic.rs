@@ -50,6 +50,9 @@ pub struct TrafficReport {
     pub pps: f64,
 }
 
+/// Called on the caller's thread while [`TenantTraffic::run_with`] sends.
+pub type During<'a> = &'a mut dyn FnMut(&AtomicBool) -> Result<bool>;
+
 /// Most slots of a mixed generator ([`TenantTraffic::mixed`]).
 pub const MAX_SLOTS: usize = 16;
 /// Frame length of a mixed generator (every slot's frame is padded to it).
@@ -302,7 +305,7 @@ impl TenantTraffic {
         cpu: usize,
         realtime: bool,
         cancel: &AtomicBool,
-        mut during: Option<&mut dyn FnMut(&AtomicBool) -> Result<bool>>,
+        mut during: Option<During<'_>>,
     ) -> Result<TrafficReport> {
         let before = self.sent()?;
         let fd = self.prog_fd();
