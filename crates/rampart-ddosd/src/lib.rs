@@ -6,6 +6,7 @@
 //! `rampart-ddos-control`.
 
 pub mod alerts;
+pub mod bench;
 pub mod api;
 pub mod config;
 pub mod daemon;
