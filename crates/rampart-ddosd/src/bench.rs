@@ -908,38 +908,62 @@ fn fig_cpu(
     {
         let mut vs = peers(&host, &addrs, spec.iptables_rules, true, notes)?;
         vs.extend(mode_variants(lab, &hname, &nname, &top)?);
-        // Pass 1: /proc/stat.
-        for v in vs.iter_mut() {
-            check(cancel)?;
-            v.enable()?;
-            let res = (|| -> Result<CpuPoint> {
-                let d0 = v.dropped()?;
-                let s0 = proc_stat();
-                let g = gen.run(cancel)?;
-                let s1 = proc_stat();
-                std::thread::sleep(Duration::from_millis(50));
-                let d = v.dropped()?.saturating_sub(d0);
-                let pct = |k: &str, f: fn(&CpuTimes) -> u64| {
-                    let (a, b) = (s0.get(k).copied().unwrap_or_default(), s1.get(k).copied().unwrap_or_default());
-                    100.0 * f(&b).saturating_sub(f(&a)) as f64 / tck / g.seconds
-                };
-                Ok(CpuPoint {
-                    variant: v.name().into(),
-                    sent_pps: g.sent_pps,
-                    dropped_pps: d as f64 / g.seconds,
-                    system_pct: pct("cpu", |c| c.system),
-                    softirq_pct: pct("cpu", |c| c.softirq + c.irq),
-                    cpu0_sys_softirq_pct: pct("cpu0", |c| c.system + c.softirq + c.irq),
+        // Pass 1: /proc/stat, alternated repetitions, medians.
+        let mut samples: BTreeMap<&'static str, Vec<CpuPoint>> = BTreeMap::new();
+        let total = vs.len();
+        for r in 0..spec.reps as usize {
+            for k in 0..total {
+                check(cancel)?;
+                let v = vs[(k + r) % total].as_mut();
+                v.enable()?;
+                let res = (|| -> Result<CpuPoint> {
+                    let d0 = v.dropped()?;
+                    let s0 = proc_stat();
+                    let g = gen.run(cancel)?;
+                    let s1 = proc_stat();
+                    std::thread::sleep(Duration::from_millis(50));
+                    let d = v.dropped()?.saturating_sub(d0);
+                    let pct = |k: &str, f: fn(&CpuTimes) -> u64| {
+                        let a = s0.get(k).copied().unwrap_or_default();
+                        let b = s1.get(k).copied().unwrap_or_default();
+                        100.0 * f(&b).saturating_sub(f(&a)) as f64 / tck / g.seconds
+                    };
+                    Ok(CpuPoint {
+                        variant: v.name().into(),
+                        sent_pps: g.sent_pps,
+                        dropped_pps: d as f64 / g.seconds,
+                        system_pct: pct("cpu", |c| c.system),
+                        softirq_pct: pct("cpu", |c| c.softirq + c.irq),
+                        cpu0_sys_softirq_pct: pct("cpu0", |c| c.system + c.softirq + c.irq),
+                        host0_ns_per_pkt: None,
+                        nic_wan_ns_per_pkt: None,
+                        host0_runs: 0,
+                        nic_wan_runs: 0,
+                    })
+                })();
+                let dis = v.disable();
+                let row = res?;
+                dis?;
+                samples.entry(v.name()).or_default().push(row);
+            }
+        }
+        for (name, v) in samples {
+            let m = |f: fn(&CpuPoint) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
+            rows.insert(
+                name,
+                CpuPoint {
+                    variant: name.into(),
+                    sent_pps: m(|c| c.sent_pps),
+                    dropped_pps: m(|c| c.dropped_pps),
+                    system_pct: m(|c| c.system_pct),
+                    softirq_pct: m(|c| c.softirq_pct),
+                    cpu0_sys_softirq_pct: m(|c| c.cpu0_sys_softirq_pct),
                     host0_ns_per_pkt: None,
                     nic_wan_ns_per_pkt: None,
                     host0_runs: 0,
                     nic_wan_runs: 0,
-                })
-            })();
-            let dis = v.disable();
-            let row = res?;
-            dis?;
-            rows.insert(v.name(), row);
+                },
+            );
         }
         // Pass 2: BPF run time per hook (XDP variants only).
         let stats = BpfStats::enable()?;
@@ -1185,27 +1209,6 @@ fn fig_offload(
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| Error::io("creating the daemon directory", e))?;
-            let gens: Vec<(Dist, Generator)> = phases
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    Generator::new(
-                        lab,
-                        &GenSpec {
-                            sources: n,
-                            dist: *d,
-                            proto: Proto::Udp,
-                            size: 512,
-                            pps: Some(spec.offload_pps),
-                            limit: Limit::Seconds(secs),
-                            threads: 1,
-                            seed: 21 + i as u64,
-                            ..GenSpec::default()
-                        },
-                    )
-                    .map(|g| (*d, g))
-                })
-                .collect::<std::result::Result<_, _>>()?;
             let daemon = Handle::spawn(offload_config(
                 lab,
                 &dir,
@@ -1224,8 +1227,23 @@ fn fig_offload(
             let u0 = upd(&daemon);
             let t0 = Instant::now();
             let mut sent = Vec::new();
-            for (d, g) in &gens {
+            for (i, d) in phases.iter().enumerate() {
                 check(cancel)?;
+                // One generator at a time: each anchors on the same idle interface.
+                let g = Generator::new(
+                    lab,
+                    &GenSpec {
+                        sources: n,
+                        dist: *d,
+                        proto: Proto::Udp,
+                        size: 512,
+                        pps: Some(spec.offload_pps),
+                        limit: Limit::Seconds(secs),
+                        threads: 1,
+                        seed: 21 + i as u64,
+                        ..GenSpec::default()
+                    },
+                )?;
                 let r = g.run(cancel)?;
                 sent.push((*d, n, r.sent_packets));
             }
