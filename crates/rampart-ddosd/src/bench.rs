@@ -161,11 +161,11 @@ impl DdosBenchSpec {
             preset: "quick",
             sources: vec![1, 1024, 131_072],
             dist_sources: vec![131_072],
-            seconds: 1.5,
+            seconds: 1.2,
             reps: 3,
             cpu_seconds: 2.0,
             legit_steps: vec![Some(0.0), Some(500_000.0), None],
-            legit_seconds: 3.0,
+            legit_seconds: 2.0,
             offload_seconds: 8.0,
             ..Self::full()
         }
@@ -246,6 +246,9 @@ pub struct DropPoint {
     pub sent_mpps: f64,
     /// `mpps / xdp_drop` of the same point.
     pub ratio_ceiling: f64,
+    /// Median over repetitions of this run / the XDP_DROP run of the same
+    /// repetition (adjacent in time: robust to the machine's drift).
+    pub paired_ratio_ceiling: f64,
     /// Every run (Mpps).
     pub raw_mpps: Vec<f64>,
 }
@@ -330,6 +333,8 @@ pub struct Bar {
     pub xdp_host_over_iptables: Option<f64>,
     /// Legitimate requests/s at the highest attack in xdp-host / its no-attack baseline (bar ≥ 0.8).
     pub legit_ratio_xdp_host: Option<f64>,
+    /// The same over the no-filter (`none`) run without attack (a second reference).
+    pub legit_ratio_xdp_host_vs_none: Option<f64>,
     /// All three met (and the point is 131,072 sources).
     pub met: bool,
 }
@@ -857,8 +862,17 @@ fn fig_drop_rate(
             .map(|r| median(&r.iter().map(|x| x.0).collect::<Vec<_>>()))
             .unwrap_or(f64::NAN);
         let mut line = format!("  {:<8} {n:>6} sources:", dist_name(&dist));
+        let ceil_runs: Vec<f64> = runs
+            .get("xdp_drop")
+            .map(|r| r.iter().map(|x| x.0).collect())
+            .unwrap_or_default();
         for (name, r) in &runs {
             let m = median(&r.iter().map(|x| x.0).collect::<Vec<_>>());
+            let paired: Vec<f64> = r
+                .iter()
+                .zip(&ceil_runs)
+                .map(|(a, c)| a.0 / c)
+                .collect();
             line.push_str(&format!(" {name} {m:.3}"));
             out.push(DropPoint {
                 dist: dist_name(&dist).into(),
@@ -867,6 +881,7 @@ fn fig_drop_rate(
                 mpps: m,
                 sent_mpps: median(&r.iter().map(|x| x.1).collect::<Vec<_>>()),
                 ratio_ceiling: m / ceiling,
+                paired_ratio_ceiling: median(&paired),
                 raw_mpps: r.iter().map(|x| x.0).collect(),
             });
         }
@@ -1301,12 +1316,18 @@ fn bar(spec: &DdosBenchSpec, drops: &[DropPoint], legit: &[LegitPoint]) -> Bar {
         .filter(|p| p.variant == "xdp-host")
         .max_by(|a, b| a.attack_pps.total_cmp(&b.attack_pps));
     let legit_ratio = top_step.map(|p| p.ratio_baseline);
+    let none0 = legit
+        .iter()
+        .find(|p| p.variant == "none" && p.attack_pps == 0.0)
+        .map(|p| p.rps);
+    let vs_none = ratio(top_step.map(|p| p.rps), none0);
     let (r_nft, r_ipt) = (ratio(xh, at("nft_set")), ratio(xh, at("iptables")));
     Bar {
         sources: n,
         xdp_host_over_nft: r_nft,
         xdp_host_over_iptables: r_ipt,
         legit_ratio_xdp_host: legit_ratio,
+        legit_ratio_xdp_host_vs_none: vs_none,
         met: n == 131_072
             && spec.iptables_rules == 1000
             && r_nft.is_some_and(|r| r >= 2.5)
@@ -1451,13 +1472,23 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
                 f(d.mpps),
                 f(d.sent_mpps),
                 f(d.ratio_ceiling),
+                f(d.paired_ratio_ceiling),
                 d.raw_mpps.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(" "),
             ]
         })
         .collect();
     report::write_csv(
         &p("drop_rate.csv"),
-        &["dist", "sources", "variant", "drop_mpps", "sent_mpps", "ratio_ceiling", "raw_mpps"],
+        &[
+            "dist",
+            "sources",
+            "variant",
+            "drop_mpps",
+            "sent_mpps",
+            "ratio_ceiling",
+            "paired_ratio_ceiling",
+            "raw_mpps",
+        ],
         &rows,
     )
     .map_err(lab_err("drop_rate.csv"))?;
@@ -1784,6 +1815,7 @@ ctxt 999
             mpps: m,
             sent_mpps: 4.0,
             ratio_ceiling: 1.0,
+            paired_ratio_ceiling: 1.0,
             raw_mpps: vec![m],
         };
         let l = |pps: f64, r: f64| LegitPoint {

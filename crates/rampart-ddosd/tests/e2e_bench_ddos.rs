@@ -44,6 +44,20 @@ fn leftovers(prefix: &str) -> Vec<String> {
     if scratch.exists() {
         v.push(format!("dir {}", scratch.display()));
     }
+    // Processes (nginx) still holding files of the run's scratch directory.
+    let needle = scratch.to_string_lossy().into_owned();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(fds) = std::fs::read_dir(e.path().join("fd")) else {
+            continue;
+        };
+        if fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .map(|l| l.to_string_lossy().contains(&needle))
+                .unwrap_or(false)
+        }) {
+            v.push(format!("process {}", e.file_name().to_string_lossy()));
+        }
+    }
     v
 }
 
