@@ -58,6 +58,11 @@ pub struct DaemonConfig {
     /// detectors of blocked sources, operator whitelist, learned normal
     /// peak). Default `/run/rampart/ddosd`.
     pub state_dir: PathBuf,
+    /// Nice value of the daemon's loop and hardware-update threads
+    /// (−20 ..= 19). Default −10: under attack the host is busy, and the
+    /// loop that reads features, detects and installs rules must keep its
+    /// interval against ordinary (nice 0) work; 0 leaves them as is.
+    pub nice: i32,
 }
 
 impl Default for DaemonConfig {
@@ -71,6 +76,7 @@ impl Default for DaemonConfig {
             listen: "127.0.0.1:9477".into(),
             alerts: "-".into(),
             state_dir: PathBuf::from("/run/rampart/ddosd"),
+            nice: -10,
         }
     }
 }
@@ -170,6 +176,12 @@ impl Config {
                 d.interval_s
             )));
         }
+        if !(-20..=19).contains(&d.nice) {
+            return Err(Error::Config(format!(
+                "daemon.nice = {}: use -20 ..= 19 (lower runs first; 0 = unchanged)",
+                d.nice
+            )));
+        }
         if !d.listen.is_empty() && d.listen.parse::<std::net::SocketAddr>().is_err() {
             return Err(Error::Config(format!(
                 "daemon.listen = {:?}: use ADDRESS:PORT, e.g. 127.0.0.1:9477, or \"\" for no API",
@@ -253,6 +265,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown variant"), "{e}");
+        let e = Config::parse("[daemon]\nnice = -21\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("daemon.nice = -21"), "{e}");
+        assert_eq!(Config::parse("").unwrap().daemon.nice, -10);
         let e = Config::parse("[daemon]\ninterval_s = 5\n")
             .unwrap_err()
             .to_string();

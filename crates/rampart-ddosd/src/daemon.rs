@@ -390,7 +390,10 @@ impl Daemon {
         let hw = if mode.has_hw() {
             let c = cfg.clone();
             Some(HwWorker::spawn(
-                move || open_hw(&c),
+                move || {
+                    set_thread_nice(c.daemon.nice);
+                    open_hw(&c)
+                },
                 metrics.clone(),
                 alerts.clone(),
             )?)
@@ -1082,6 +1085,25 @@ pub struct Handle {
     thread: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
+/// Give the calling thread nice value `n` (`daemon.nice`); a failure is
+/// logged, not fatal (the loop still runs, only without priority).
+fn set_thread_nice(n: i32) {
+    if n == 0 {
+        return;
+    }
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) };
+    // SAFETY: plain setpriority(2) on this thread's id.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n) };
+    if rc != 0 {
+        tracing::warn!(
+            nice = n,
+            error = %std::io::Error::last_os_error(),
+            "could not raise the daemon thread's priority (needs CAP_SYS_NICE); running at nice 0"
+        );
+    }
+}
+
 impl Handle {
     /// Start the daemon on a new thread; returns once it is attached (or failed to).
     ///
@@ -1097,6 +1119,7 @@ impl Handle {
         let thread = std::thread::Builder::new()
             .name("rampart-ddosd".into())
             .spawn(move || -> Result<()> {
+                set_thread_nice(cfg.daemon.nice);
                 let mut d = match Daemon::start(cfg, v, m) {
                     Ok(d) => {
                         let _ = ready_tx.send(Ok(()));

@@ -26,6 +26,8 @@ use rampart_lab::topology::HOST_IF;
 struct Cleanup {
     scope: String,
     dir: PathBuf,
+    lab: String,
+    nic_scope: String,
 }
 
 impl Cleanup {
@@ -36,6 +38,10 @@ impl Cleanup {
         Self {
             scope: Scope::new(Some(&lab.host_ns()), HOST_IF).unwrap().name(),
             dir,
+            lab: lab.prefix().to_string(),
+            nic_scope: Scope::new(Some(&lab.nic_ns()), rampart_lab::topology::NIC_WAN_IF)
+                .unwrap()
+                .name(),
         }
     }
 }
@@ -43,6 +49,11 @@ impl Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         let _ = Filter::detach(&self.scope);
+        if rampart_ddos::filter::pin_dir(&self.nic_scope).exists() {
+            // The xdp-nic modes' filter on the nic hop (even when the test failed).
+            let _ = rampart_ddosd::daemon::unchain_nic(&self.lab);
+            let _ = Filter::detach(&self.nic_scope);
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -50,7 +61,7 @@ impl Drop for Cleanup {
 fn config(lab: &TestLab, c: &Cleanup, mode: &str, extra: &str) -> Config {
     Config::parse(&format!(
         "[daemon]\nmode = \"{mode}\"\nnetns = \"{}\"\nlab = \"{}\"\ninterval_s = 0.1\nlisten = \"\"\n\
-         alerts = \"{}\"\nstate_dir = \"{}\"\n[filter]\nmax_entries = 4096\nmax_prefixes = 256\nfeatures_capacity = 8192\n\
+         alerts = \"{}\"\nstate_dir = \"{}\"\n[filter]\nmax_entries = 4096\nmax_prefixes = 256\nfeatures_capacity = 8192\nsample_shift = 0\n\
          [hw]\nupdate_delay_ms = 0\n{extra}",
         lab.host_ns(),
         lab.prefix(),
@@ -433,4 +444,172 @@ fn api_answers_bad_requests_with_4xx_and_a_message() {
     assert!(body.contains("\"name\":\"xdp\""), "{body}");
     drop(srv);
     h.stop().unwrap();
+}
+
+/// Packets from `src` counted by a rule appended to the host's raw PREROUTING
+/// (after any DROP rule of the iptables mode, so it counts what got through).
+fn ipt_count_src(ns: &str, src: std::net::IpAddr) -> u64 {
+    let out = rampart_lab::cmd::in_ns(
+        ns,
+        "iptables",
+        &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
+    )
+    .unwrap();
+    let want = src.to_string();
+    out.lines()
+        .find(|l| {
+            // pkts bytes [target] prot opt in out source destination
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 8 && f[f.len() - 2] == want && f[f.len() - 1] == "0.0.0.0/0"
+        })
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no counting rule for {src}: {out}"))
+}
+
+/// One placement mode end to end: 8 operator blocks and a UDP flood from 16
+/// sources (8 blocked, 8 not); the blocked ones never reach the host's stack,
+/// every other packet does, and the drops are counted in the tiers the mode
+/// names (exactly, where no rule moved between tiers).
+fn mode_drops_blocked_sources_where_it_says(tag: &str, mode: &str) {
+    let lab = TestLab::up(tag, 0);
+    let c = Cleanup::new(&lab);
+    // Detection off: the 8 operator blocks are the only rules.
+    let off = "[detect.rate]\nenabled = false\n[detect.entropy]\nenabled = false\n\
+               [detect.signatures.udp_amplification]\nenabled = false\n\
+               [detect.signatures.udp_flood]\nenabled = false\n[offload]\ncapacity = 4\n";
+    let h = Handle::spawn(config(&lab, &c, mode, off)).unwrap();
+    let hw = mode.starts_with("hw+");
+    let sent = if hw { 48_000 } else { 16_000 };
+    let spec = GenSpec {
+        sources: 16,
+        dist: Dist::Uniform,
+        proto: Proto::Udp,
+        pps: Some(40_000.0),
+        limit: Limit::Count(sent),
+        ..GenSpec::default()
+    };
+    for i in 0..8 {
+        h.command(Command::Block {
+            prefix: Prefix::host(spec.source_addr(i)),
+            reason: "test".into(),
+        })
+        .unwrap();
+    }
+    for i in 0..16 {
+        rampart_lab::cmd::in_ns(
+            &lab.host_ns(),
+            "iptables",
+            &[
+                "-t",
+                "raw",
+                "-A",
+                "PREROUTING",
+                "-s",
+                &spec.source_addr(i).to_string(),
+            ],
+        )
+        .unwrap();
+    }
+    let g = Generator::new(&lab, &spec).unwrap();
+    let r = std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&AtomicBool::new(false)).unwrap());
+        if hw {
+            // The planner offloads by measured rate: the 4 heaviest blocked sources move.
+            wait_for("offload", Duration::from_secs(20), || {
+                h.view()
+                    .tiers
+                    .iter()
+                    .any(|t| t.info.name == "emulated" && t.rules == 4)
+            });
+        }
+        run.join().unwrap()
+    });
+    assert_eq!(r.sent_packets, sent);
+    std::thread::sleep(Duration::from_millis(300));
+    // Let the daemon read the counters after the last packet.
+    let n0 = h.view().intervals;
+    wait_for("two intervals", Duration::from_secs(10), || {
+        h.view().intervals >= n0 + 2
+    });
+    let mut passed = 0;
+    for i in 0..16 {
+        let n = ipt_count_src(&lab.host_ns(), spec.source_addr(i));
+        if i < 8 {
+            assert_eq!(n, 0, "{mode}: blocked source {i} reached the host stack");
+        } else {
+            assert!(n > 0, "{mode}: unblocked source {i} never arrived");
+            passed += n;
+        }
+    }
+    let v = h.view();
+    let dropped: u64 = v.tiers.iter().map(|t| t.dropped_packets).sum();
+    let tier = |name: &str| v.tiers.iter().find(|t| t.info.name == name);
+    match mode {
+        "xdp-host" | "xdp-nic" => {
+            let x = tier("xdp").expect("xdp tier");
+            assert_eq!(x.rules, 8);
+            assert_eq!(
+                x.info.location.contains("nic-wan"),
+                mode == "xdp-nic",
+                "{mode}: filter location {}",
+                x.info.location
+            );
+            assert!(tier("emulated").is_none());
+        }
+        "hw+xdp-nic" => {
+            // Exclusive placement: the 4 offloaded sources are not in the XDP filter too.
+            let (t_hw, x) = (tier("emulated").unwrap(), tier("xdp").unwrap());
+            assert_eq!((t_hw.rules, x.rules), (4, 4));
+            assert!(
+                t_hw.dropped_packets > 0 && x.dropped_packets > 0,
+                "{:?}",
+                v.tiers
+            );
+            assert!(x.info.location.contains("nic-wan"), "{}", x.info.location);
+        }
+        "iptables" => {
+            let t = tier("iptables").expect("iptables tier");
+            assert_eq!(t.rules, 8);
+        }
+        _ => unreachable!(),
+    }
+    if hw {
+        // Counters of a rule that moved tiers start again in the new tier.
+        assert!(
+            passed + dropped <= sent && dropped > 0,
+            "{mode}: {passed} + {dropped} vs {sent}"
+        );
+    } else {
+        assert_eq!(
+            passed + dropped,
+            sent,
+            "{mode}: every packet passed or counted as dropped: {:?}",
+            v.tiers
+        );
+    }
+    h.stop().unwrap();
+    if mode.contains("nic") {
+        rampart_ddosd::daemon::unchain_nic(lab.prefix()).unwrap();
+        assert!(!rampart_ddos::filter::pin_dir(&c.nic_scope).exists());
+    }
+}
+
+#[test]
+fn xdp_host_mode_drops_blocked_sources_on_the_host() {
+    mode_drops_blocked_sources_where_it_says("dmxh", "xdp-host");
+}
+
+#[test]
+fn xdp_nic_mode_drops_blocked_sources_on_the_nic_hop() {
+    mode_drops_blocked_sources_where_it_says("dmxn", "xdp-nic");
+}
+
+#[test]
+fn hw_xdp_nic_mode_splits_blocked_sources_between_nic_table_and_nic_xdp() {
+    mode_drops_blocked_sources_where_it_says("dmhn", "hw+xdp-nic");
+}
+
+#[test]
+fn iptables_mode_drops_blocked_sources_with_ipset() {
+    mode_drops_blocked_sources_where_it_says("dmip", "iptables");
 }

@@ -542,6 +542,59 @@ pub fn veth_xdp_packets(ns: &str, iface: &str) -> Result<u64> {
         .sum())
 }
 
+/// Frames a veth lost on the lab's wire (queue overflow), all traffic:
+/// as sender, the larger of `tx_queue_<n>_xdp_xmit_errors` (ethtool) and the
+/// link's TX dropped; as receiver, `rx_queue_<n>_drops` and the link's RX dropped.
+///
+/// # Errors
+/// A failing `ethtool` or `ip` call.
+pub fn veth_lost(ns: &str, iface: &str) -> Result<u64> {
+    let out = crate::cmd::in_ns(ns, "ethtool", &["-S", iface])?;
+    let (mut xmit_err, mut rx_drops) = (0u64, 0u64);
+    for (k, v) in out.lines().filter_map(|l| l.trim().split_once(": ")) {
+        let Ok(v) = v.trim().parse::<u64>() else {
+            continue;
+        };
+        if k.starts_with("tx_queue_") && k.ends_with("_xdp_xmit_errors") {
+            xmit_err += v;
+        } else if k.starts_with("rx_queue_") && k.ends_with("_drops") && !k.ends_with("_xdp_drops")
+        {
+            rx_drops += v;
+        }
+    }
+    let out = crate::cmd::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", iface])?;
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    let st = &v[0]["stats64"];
+    let tx = st["tx"]["dropped"].as_u64().unwrap_or(0);
+    let rx = st["rx"]["dropped"].as_u64().unwrap_or(0);
+    Ok(xmit_err.max(tx) + rx_drops.max(rx))
+}
+
+/// Frames lost at each veth of the `wan → nic → host` wire (see [`veth_lost`]).
+///
+/// # Errors
+/// As [`veth_lost`].
+pub fn wire_lost(lab: &Lab) -> Result<[(&'static str, u64); 4]> {
+    Ok([
+        (
+            topology::WAN_IF,
+            veth_lost(&lab.wan_ns(), topology::WAN_IF)?,
+        ),
+        (
+            topology::NIC_WAN_IF,
+            veth_lost(&lab.nic_ns(), topology::NIC_WAN_IF)?,
+        ),
+        (
+            topology::NIC_HOST_IF,
+            veth_lost(&lab.nic_ns(), topology::NIC_HOST_IF)?,
+        ),
+        (
+            topology::HOST_IF,
+            veth_lost(&lab.host_ns(), topology::HOST_IF)?,
+        ),
+    ])
+}
+
 fn nic_forwarded(lab: &Lab) -> Result<u64> {
     veth_xdp_packets(&lab.nic_ns(), topology::NIC_WAN_IF)
 }

@@ -94,8 +94,15 @@ pub struct DemoArgs {
 pub struct DemoReport {
     /// Attack start → first 100 ms window in which ≥ 99% of attack packets were dropped.
     pub time_to_mitigate_s: Option<f64>,
-    /// Share of all attack packets (whole attack, detection time included) dropped by rampart.
+    /// Share of the attack packets that reached the (EMULATED) NIC — whole
+    /// attack, detection time included — that rampart dropped.
     pub attack_dropped_pct: f64,
+    /// Share of all attack packets sent that rampart dropped (the difference:
+    /// frames the lab's wire lost before the NIC, `attack_lost_before_nic`).
+    pub attack_dropped_of_sent_pct: f64,
+    /// Attack frames lost on the wan → nic veth (queue overflow when the
+    /// VM cannot run the NIC hop's NAPI in time): they never reached any tier.
+    pub attack_lost_before_nic: u64,
     /// Share of attack packets dropped after `time_to_mitigate_s`.
     pub attack_dropped_after_mitigation_pct: f64,
     /// wrk requests/s under attack as a share of the no-attack run.
@@ -118,6 +125,10 @@ pub struct DemoReport {
     pub xdp_dropped: u64,
     /// Reached the host's stack (counted by an iptables rule on 172.16.0.0/12).
     pub leaked: u64,
+    /// Frames (all traffic) the lab's veth wire lost to queue overflow during the attack phase.
+    pub wire_lost: u64,
+    /// The same, per veth end (a lost frame shows at both ends of its hop).
+    pub wire_lost_by_if: HashMap<String, u64>,
     /// Sources blocked (distinct).
     pub sources_blocked: usize,
     /// Blocks by detector.
@@ -176,17 +187,31 @@ fn ipt_setup(lab: &Lab) -> Result<()> {
     Ok(())
 }
 
-fn ipt_leaked(lab: &Lab) -> u64 {
+/// Packets counted by the host's raw PREROUTING rule for `src` (0 if unreadable).
+fn ipt_count(lab: &Lab, src: &str) -> u64 {
     let out = rampart_lab::cmd::in_ns(
         &lab.host_ns(),
         "iptables",
         &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
     )
     .unwrap_or_default();
+    let src = src.trim_end_matches("/32");
     out.lines()
-        .find(|l| l.contains("172.16.0.0/12"))
+        .find(|l| l.split_whitespace().any(|f| f == src))
         .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
         .unwrap_or(0)
+}
+
+fn ipt_leaked(lab: &Lab) -> u64 {
+    ipt_count(lab, "172.16.0.0/12")
+}
+
+/// Frames that entered the EMULATED NIC (its XDP program on nic-wan saw them).
+fn nic_in(lab: &Lab) -> Result<u64> {
+    Ok(rampart_lab::gen::veth_xdp_packets(
+        &lab.nic_ns(),
+        rampart_lab::topology::NIC_WAN_IF,
+    )?)
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -431,6 +456,8 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         seed: 12,
         ..GenSpec::default()
     };
+    let lost0 = rampart_lab::gen::wire_lost(&lab)?;
+    let (nic_in0, wrk_in0) = (nic_in(&lab)?, ipt_count(&lab, "10.10.0.1/32"));
     let gu = Generator::new(&lab, &udp)?;
     let gs = Generator::with_anchor(&lab, &syn, "gen-anchor-p")?;
     let samples = Mutex::new(Vec::new());
@@ -449,6 +476,19 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         (ru, rs, sres)
     });
     let attack_end = Instant::now();
+    let wire_lost_by_if: HashMap<String, u64> = rampart_lab::gen::wire_lost(&lab)?
+        .iter()
+        .zip(lost0.iter())
+        .map(|((i, b), (_, a))| (i.to_string(), b.saturating_sub(*a)))
+        .collect();
+    // A frame lost between two veth ends is counted by both (sender's xmit
+    // error, receiver's drop): count each hop once.
+    let at = |i: &str| wire_lost_by_if.get(i).copied().unwrap_or(0);
+    let wire_lost = at(rampart_lab::topology::WAN_IF).max(at(rampart_lab::topology::NIC_WAN_IF))
+        + at(rampart_lab::topology::NIC_HOST_IF).max(at(HOST_IF));
+    // Attack frames into the NIC = all frames into it − wrk's (counted at the host).
+    let wrk_frames = ipt_count(&lab, "10.10.0.1/32").saturating_sub(wrk_in0);
+    let nic_frames = nic_in(&lab)?.saturating_sub(nic_in0);
     let (ru, rs) = (ru??, rs??);
     sres??;
     let under = w.finish()?;
@@ -466,6 +506,7 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         }
     }
     let attack_packets = ru.sent_packets + rs.sent_packets;
+    let attack_in = nic_frames.saturating_sub(wrk_frames).min(attack_packets);
 
     // time to mitigate: first 100 ms window with ≥ 99% of its attack packets dropped.
     let mut ttm = None;
@@ -538,7 +579,9 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
     let nic_share = pct(last.nic, attack_packets);
     let r = DemoReport {
         time_to_mitigate_s: ttm,
-        attack_dropped_pct: pct(dropped, attack_packets),
+        attack_dropped_pct: pct(dropped, attack_in),
+        attack_dropped_of_sent_pct: pct(dropped, attack_packets),
+        attack_lost_before_nic: attack_packets - attack_in,
         attack_dropped_after_mitigation_pct: pct(after_dropped, after_dropped + after_leaked),
         legit_ok_pct: 100.0 * rps1 / rps0.max(1e-9),
         false_bans,
@@ -550,6 +593,8 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         nic_dropped: last.nic,
         xdp_dropped: last.xdp,
         leaked: last.leaked,
+        wire_lost,
+        wire_lost_by_if,
         sources_blocked: blocked_set.len(),
         blocks_by_detector: by_det,
         sources_unbanned: view.unbanned_total,
@@ -580,9 +625,17 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         r.wrk_errors_attack
     );
     println!(
-        "  {} attack packets: {:.2}% dropped (NIC {}, XDP {}), {} reached the host stack",
-        r.attack_packets, r.attack_dropped_pct, r.nic_dropped, r.xdp_dropped, r.leaked
+        "  {} attack packets reached the NIC: {:.2}% dropped (NIC {}, XDP {}), {} reached the host stack",
+        r.attack_packets - r.attack_lost_before_nic, r.attack_dropped_pct, r.nic_dropped, r.xdp_dropped, r.leaked
     );
+    if r.attack_lost_before_nic > 0 {
+        println!(
+            "  {} attack frames ({:.2}% of those sent) were lost on the lab's wan → nic veth before any tier ({:.2}% of all sent were dropped by rampart)",
+            r.attack_lost_before_nic,
+            100.0 * r.attack_lost_before_nic as f64 / r.attack_packets.max(1) as f64,
+            r.attack_dropped_of_sent_pct
+        );
+    }
     println!(
         "  time to mitigate (≥ 99% of attack packets dropped): {ttm_s}; after that {:.3}% dropped",
         r.attack_dropped_after_mitigation_pct
