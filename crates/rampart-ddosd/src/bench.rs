@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_ddos::bench::peers::{
-    BareDrop, Iptables as IptablesPeer, IpsetRule, NftSet, Variant, XdpFilter, XDP_FILTER_MAX,
+    BareDrop, IpsetRule, Iptables as IptablesPeer, NftSet, Variant, XdpFilter, XDP_FILTER_MAX,
 };
 use rampart_ddos::bench::{check, median, veth_xdp_drops, BenchLab};
 use rampart_ddos::filter::{Filter, FilterConfig, Scope};
@@ -544,8 +544,8 @@ impl BpfStats {
                 std::io::Error::from_raw_os_error(-fd),
             ));
         }
-        // SAFETY: fresh fd we own.
         Ok(Self {
+            // SAFETY: fresh fd we own.
             _fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
         })
     }
@@ -601,7 +601,11 @@ impl ModeVariant {
             host_scope: Scope::new(Some(&lab.host_ns()), HOST_IF)?,
             host_name: host_name.to_string(),
             nic_name: nic_name.to_string(),
-            top: if mode.has_hw() { top.to_vec() } else { Vec::new() },
+            top: if mode.has_hw() {
+                top.to_vec()
+            } else {
+                Vec::new()
+            },
             nic: if mode.has_hw() {
                 Some(EmulatedNic::open(lab.prefix(), Duration::ZERO)?)
             } else {
@@ -614,7 +618,10 @@ impl ModeVariant {
     }
 
     fn nic_filter(&self) -> Result<XdpTier> {
-        Ok(XdpTier::new(Filter::open(&self.nic_name)?, "nic-wan".into()))
+        Ok(XdpTier::new(
+            Filter::open(&self.nic_name)?,
+            "nic-wan".into(),
+        ))
     }
 
     fn enable_inner(&mut self) -> Result<()> {
@@ -810,7 +817,9 @@ fn mode_variants(
 ) -> Result<Vec<Box<dyn Variant>>> {
     let mut v: Vec<Box<dyn Variant>> = Vec::new();
     for m in MODES {
-        v.push(Box::new(ModeVariant::new(m, lab, host_name, nic_name, top)?));
+        v.push(Box::new(ModeVariant::new(
+            m, lab, host_name, nic_name, top,
+        )?));
     }
     Ok(v)
 }
@@ -868,11 +877,7 @@ fn fig_drop_rate(
             .unwrap_or_default();
         for (name, r) in &runs {
             let m = median(&r.iter().map(|x| x.0).collect::<Vec<_>>());
-            let paired: Vec<f64> = r
-                .iter()
-                .zip(&ceil_runs)
-                .map(|(a, c)| a.0 / c)
-                .collect();
+            let paired: Vec<f64> = r.iter().zip(&ceil_runs).map(|(a, c)| a.0 / c).collect();
             line.push_str(&format!(" {name} {m:.3}"));
             out.push(DropPoint {
                 dist: dist_name(&dist).into(),
@@ -996,10 +1001,9 @@ fn fig_cpu(
                 let h1 = prog_stats(&host, HOST_IF);
                 let n1 = prog_stats(&nicns, NIC_WAN_IF);
                 let per = |a: Option<(u64, u64)>, b: Option<(u64, u64)>| match (a, b) {
-                    (Some(a), Some(b)) if b.1 > a.1 => (
-                        Some((b.0 - a.0) as f64 / (b.1 - a.1) as f64),
-                        b.1 - a.1,
-                    ),
+                    (Some(a), Some(b)) if b.1 > a.1 => {
+                        (Some((b.0 - a.0) as f64 / (b.1 - a.1) as f64), b.1 - a.1)
+                    }
                     (None, Some(b)) if b.1 > 0 => (Some(b.0 as f64 / b.1 as f64), b.1),
                     _ => (None, 0),
                 };
@@ -1080,32 +1084,30 @@ fn fig_legit(
                 check(cancel)?;
                 let v = vs[(k + si) % total].as_mut();
                 v.enable()?;
-                let res = (|| -> Result<(f64, f64, u64)> {
-                    std::thread::scope(|s| {
-                        let h = gen.as_ref().map(|g| s.spawn(|| g.run(cancel)));
-                        if h.is_some() {
-                            std::thread::sleep(Duration::from_millis(400));
-                        }
-                        let w = Wrk::spawn(
-                            &lab.wan_ns(),
-                            URL,
-                            spec.legit_seconds,
-                            spec.connections,
-                            service_cpu,
-                        )
-                        .map_err(Error::Lab)
-                        .and_then(|w| w.finish().map_err(Error::Lab));
-                        let g = match h {
-                            Some(h) => Some(
-                                h.join()
-                                    .map_err(|_| Error::Command("generator panicked".into()))??,
-                            ),
-                            None => None,
-                        };
-                        let w = w?;
-                        Ok((w.rps(), g.map_or(0.0, |g| g.sent_pps), w.errors))
-                    })
-                })();
+                let res = std::thread::scope(|s| -> Result<(f64, f64, u64)> {
+                    let h = gen.as_ref().map(|g| s.spawn(|| g.run(cancel)));
+                    if h.is_some() {
+                        std::thread::sleep(Duration::from_millis(400));
+                    }
+                    let w = Wrk::spawn(
+                        &lab.wan_ns(),
+                        URL,
+                        spec.legit_seconds,
+                        spec.connections,
+                        service_cpu,
+                    )
+                    .map_err(Error::Lab)
+                    .and_then(|w| w.finish().map_err(Error::Lab));
+                    let g = match h {
+                        Some(h) => Some(
+                            h.join()
+                                .map_err(|_| Error::Command("generator panicked".into()))??,
+                        ),
+                        None => None,
+                    };
+                    let w = w?;
+                    Ok((w.rps(), g.map_or(0.0, |g| g.sent_pps), w.errors))
+                });
                 let dis = v.disable();
                 let (rps, pps, errors) = res?;
                 dis?;
@@ -1224,17 +1226,17 @@ fn fig_offload(
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| Error::io("creating the daemon directory", e))?;
-            let daemon = Handle::spawn(offload_config(
-                lab,
-                &dir,
-                k,
-                spec.offload_seconds + 5.0,
-            )?)?;
+            let daemon = Handle::spawn(offload_config(lab, &dir, k, spec.offload_seconds + 5.0)?)?;
             std::thread::sleep(Duration::from_millis(600));
             let upd = |h: &Handle| -> u64 {
                 ["add", "remove"]
                     .iter()
-                    .map(|op| h.metrics.rule_updates.with_label_values(&["emulated", op]).get())
+                    .map(|op| {
+                        h.metrics
+                            .rule_updates
+                            .with_label_values(&["emulated", op])
+                            .get()
+                    })
                     .sum()
             };
             let nic0 = veth_xdp_drops(&lab.nic_ns(), NIC_WAN_IF)?;
@@ -1473,7 +1475,11 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
                 f(d.sent_mpps),
                 f(d.ratio_ceiling),
                 f(d.paired_ratio_ceiling),
-                d.raw_mpps.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(" "),
+                d.raw_mpps
+                    .iter()
+                    .map(|x| format!("{x:.4}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
             ]
         })
         .collect();
@@ -1587,8 +1593,14 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
             y_label: "CPU (% of one CPU)",
             categories: &cats,
             series: &[
-                ("system".into(), r.cpu.iter().map(|c| c.system_pct).collect()),
-                ("softirq + irq".into(), r.cpu.iter().map(|c| c.softirq_pct).collect()),
+                (
+                    "system".into(),
+                    r.cpu.iter().map(|c| c.system_pct).collect(),
+                ),
+                (
+                    "softirq + irq".into(),
+                    r.cpu.iter().map(|c| c.softirq_pct).collect(),
+                ),
             ],
         },
         m,
@@ -1609,11 +1621,17 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
             series: &[
                 (
                     "host0".into(),
-                    xdp_rows.iter().map(|c| c.host0_ns_per_pkt.unwrap_or(0.0)).collect(),
+                    xdp_rows
+                        .iter()
+                        .map(|c| c.host0_ns_per_pkt.unwrap_or(0.0))
+                        .collect(),
                 ),
                 (
                     "nic-wan (EMULATED NIC hop)".into(),
-                    xdp_rows.iter().map(|c| c.nic_wan_ns_per_pkt.unwrap_or(0.0)).collect(),
+                    xdp_rows
+                        .iter()
+                        .map(|c| c.nic_wan_ns_per_pkt.unwrap_or(0.0))
+                        .collect(),
                 ),
             ],
         },
@@ -1638,7 +1656,14 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         .collect();
     report::write_csv(
         &p("legit.csv"),
-        &["variant", "step_pps", "attack_pps", "requests_per_s", "errors", "ratio_baseline"],
+        &[
+            "variant",
+            "step_pps",
+            "attack_pps",
+            "requests_per_s",
+            "errors",
+            "ratio_baseline",
+        ],
         &rows,
     )
     .map_err(lab_err("legit.csv"))?;
@@ -1728,8 +1753,14 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
             y_label: "share of attack packets (%)",
             categories: &cats,
             series: &[
-                ("rampart (daemon)".into(), r.offload.iter().map(|o| o.nic_share_pct).collect()),
-                ("oracle top-K".into(), r.offload.iter().map(|o| o.oracle_share_pct).collect()),
+                (
+                    "rampart (daemon)".into(),
+                    r.offload.iter().map(|o| o.nic_share_pct).collect(),
+                ),
+                (
+                    "oracle top-K".into(),
+                    r.offload.iter().map(|o| o.oracle_share_pct).collect(),
+                ),
             ],
         },
         m,
@@ -1796,7 +1827,11 @@ ctxt 999
 
     #[test]
     fn presets_are_valid_and_smoke_is_smallest() {
-        for s in [DdosBenchSpec::full(), DdosBenchSpec::quick(), DdosBenchSpec::smoke()] {
+        for s in [
+            DdosBenchSpec::full(),
+            DdosBenchSpec::quick(),
+            DdosBenchSpec::smoke(),
+        ] {
             s.validate().unwrap();
         }
         assert_eq!(DdosBenchSpec::quick().sources.iter().max(), Some(&131_072));

@@ -275,14 +275,16 @@ pub fn chain_nic(lab: &Lab, f: &Filter) -> Result<()> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let nic_ns = lab.nic_ns();
     // The forwarder still runs on nic-host: take its program from there.
-    let id =
-        rampart_dataplane::xdp::attached_prog_id(Some(&nic_ns), rampart_lab::topology::NIC_HOST_IF)?
-            .ok_or_else(|| {
-                Error::Config(format!(
-                    "lab {}: no EMULATED NIC program on nic-host",
-                    lab.prefix()
-                ))
-            })?;
+    let id = rampart_dataplane::xdp::attached_prog_id(
+        Some(&nic_ns),
+        rampart_lab::topology::NIC_HOST_IF,
+    )?
+    .ok_or_else(|| {
+        Error::Config(format!(
+            "lab {}: no EMULATED NIC program on nic-host",
+            lab.prefix()
+        ))
+    })?;
     // SAFETY: plain bpf(2) wrapper; the fd is owned right away.
     let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
     if raw < 0 {

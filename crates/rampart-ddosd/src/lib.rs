@@ -6,8 +6,8 @@
 //! `rampart-ddos-control`.
 
 pub mod alerts;
-pub mod bench;
 pub mod api;
+pub mod bench;
 pub mod config;
 pub mod daemon;
 pub mod error;

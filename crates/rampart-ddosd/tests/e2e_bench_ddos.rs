@@ -111,13 +111,19 @@ fn smoke_run_fills_every_series_and_cleans_up() {
         }
     }
     let hw = r.cpu.iter().find(|c| c.variant == "xdp-nic").unwrap();
-    assert!(hw.nic_wan_runs > 0 && hw.host0_ns_per_pkt.is_none(), "{hw:?}");
+    assert!(
+        hw.nic_wan_runs > 0 && hw.host0_ns_per_pkt.is_none(),
+        "{hw:?}"
+    );
     // Figure 3: every variant (and no filter) served requests at every step.
     for v in ["none"].iter().chain(&MODES).chain(&PEERS) {
         let pts: Vec<_> = r.legit.iter().filter(|l| l.variant == *v).collect();
         assert_eq!(pts.len(), spec.legit_steps.len(), "{v}: {pts:?}");
         assert!(pts.iter().all(|l| l.rps > 0.0), "{v}: {pts:?}");
-        assert!(pts.iter().any(|l| l.attack_pps > 0.0), "{v}: no attack step");
+        assert!(
+            pts.iter().any(|l| l.attack_pps > 0.0),
+            "{v}: no attack step"
+        );
     }
     // Figure 4: both patterns, every K; the NIC tier dropped something.
     for pat in ["stable", "shifting"] {
@@ -128,7 +134,10 @@ fn smoke_run_fills_every_series_and_cleans_up() {
                 .find(|o| o.pattern == pat && o.k == *k)
                 .unwrap_or_else(|| panic!("no offload row {pat} K={k}"));
             assert!(o.attack_packets > 0 && o.nic_dropped > 0, "{o:?}");
-            assert!(o.oracle_share_pct > 0.0 && o.oracle_share_pct <= 100.0, "{o:?}");
+            assert!(
+                o.oracle_share_pct > 0.0 && o.oracle_share_pct <= 100.0,
+                "{o:?}"
+            );
             assert!(o.rule_updates_per_s > 0.0, "{o:?}");
         }
     }
@@ -185,7 +194,10 @@ fn interrupted_run_leaves_nothing_behind() {
         });
         bench::run(&spec, &out, &cancel, &|s| eprintln!("{s}"))
     });
-    assert!(seen_lab.load(Ordering::Relaxed), "the run never built its lab");
+    assert!(
+        seen_lab.load(Ordering::Relaxed),
+        "the run never built its lab"
+    );
     let e = r.expect_err("an interrupted run must fail");
     assert!(e.to_string().contains("interrupted"), "{e}");
     assert_eq!(leftovers(&prefix), Vec::<String>::new());

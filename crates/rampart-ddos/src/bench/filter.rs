@@ -20,7 +20,7 @@ use rampart_lab::topology::HOST_IF;
 use serde::Serialize;
 
 use super::peers::{
-    BareDrop, Iptables, IpsetRule, NftSet, Rampart, Variant, XdpFilter, XDP_FILTER_MAX,
+    BareDrop, IpsetRule, Iptables, NftSet, Rampart, Variant, XdpFilter, XDP_FILTER_MAX,
 };
 use super::{check, median, BenchLab};
 use crate::error::{Error, Result};

@@ -34,7 +34,10 @@ impl BenchLab {
     /// # Errors
     /// Lab errors (the partial lab is removed).
     pub fn up(tag: &str) -> Result<Self> {
-        Self::up_with(&rampart_lab::testing::unique_prefix(tag), &UpOptions::default())
+        Self::up_with(
+            &rampart_lab::testing::unique_prefix(tag),
+            &UpOptions::default(),
+        )
     }
 
     /// Bring up a lab named `prefix` with `opts` (e.g. the EMULATED NIC's K).

@@ -363,7 +363,16 @@ impl IpsetRule {
 
     fn rule(op: &str) -> [&str; 11] {
         [
-            "-t", "raw", op, "PREROUTING", "-m", "set", "--match-set", IPSET_NAME, "src", "-j",
+            "-t",
+            "raw",
+            op,
+            "PREROUTING",
+            "-m",
+            "set",
+            "--match-set",
+            IPSET_NAME,
+            "src",
+            "-j",
             "DROP",
         ]
     }
@@ -393,7 +402,10 @@ impl Variant for IpsetRule {
     }
     fn dropped(&self) -> Result<u64> {
         let out = self.ipt(&["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"])?;
-        Ok(parse_ipt_packets(&out, &format!("match-set {IPSET_NAME} src")))
+        Ok(parse_ipt_packets(
+            &out,
+            &format!("match-set {IPSET_NAME} src"),
+        ))
     }
 }
 
@@ -538,7 +550,10 @@ mod tests {
         );
         assert_eq!(parse_ipt_packets(IPT_PRE_OUT, "match-set other src"), 0);
         // the header lines never count, whatever they contain
-        assert_eq!(parse_ipt_packets("Chain X (policy ACCEPT 99 packets)\n", ""), 0);
+        assert_eq!(
+            parse_ipt_packets("Chain X (policy ACCEPT 99 packets)\n", ""),
+            0
+        );
     }
 
     #[test]
