@@ -392,17 +392,25 @@ pub fn preflight() -> Result<()> {
             rampart_dataplane::features::Feature::Bpffs,
         ],
     )?;
-    let missing: Vec<&(&str, &str)> = TOOLS.iter().filter(|(p, _)| !web::have(p)).collect();
-    if !missing.is_empty() {
-        let progs: Vec<&str> = missing.iter().map(|t| t.0).collect();
-        let pkgs: Vec<&str> = missing.iter().map(|t| t.1).collect();
-        return Err(Error::Command(format!(
-            "rampart bench ddos needs {}: install with `apt-get install {}` (or `./run deps`)",
-            progs.join(", "),
-            pkgs.join(" ")
-        )));
+    match missing_tools(web::have) {
+        Some(m) => Err(Error::Command(m)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The refusal for the tools `have` does not find (`None`: all there).
+pub fn missing_tools(have: impl Fn(&str) -> bool) -> Option<String> {
+    let missing: Vec<&(&str, &str)> = TOOLS.iter().filter(|(p, _)| !have(p)).collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let progs: Vec<&str> = missing.iter().map(|t| t.0).collect();
+    let pkgs: Vec<&str> = missing.iter().map(|t| t.1).collect();
+    Some(format!(
+        "rampart bench ddos needs {}: install with `apt-get install {}` (or `./run deps`)",
+        progs.join(", "),
+        pkgs.join(" ")
+    ))
 }
 
 /// Removes what the bench created outside the lab's namespaces (filter
@@ -1786,6 +1794,16 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn missing_tools_are_named_with_their_packages() {
+        assert_eq!(missing_tools(|_| true), None);
+        let m = missing_tools(|p| !matches!(p, "xdp-filter" | "nft")).unwrap();
+        assert_eq!(
+            m,
+            "rampart bench ddos needs nft, xdp-filter: install with `apt-get install nftables xdp-tools` (or `./run deps`)"
+        );
+    }
 
     #[test]
     fn proc_stat_lines() {
