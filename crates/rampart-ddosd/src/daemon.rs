@@ -216,6 +216,23 @@ pub struct Daemon {
     blocked_total: u64,
     last_rates: Vec<RateView>,
     nic_seen_prev: Option<u64>,
+    /// Rates of sources held by a hardware tier without counters.
+    estimates: HashMap<Prefix, Estimate>,
+    /// Withdrawn from such a tier to be measured in XDP (not re-planned until measured).
+    probing: HashSet<Prefix>,
+}
+
+/// What the daemon knows of a blocked source's rate when a hardware tier
+/// without per-rule counters (ethtool-ntuple) may hold it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Estimate {
+    /// Last rate measured over a whole interval outside the hardware tier (pps).
+    pps: f64,
+    /// Interval of that measurement (0: never).
+    at: u64,
+    /// First interval the source was seen outside the hardware tier: the
+    /// interval it left is only partly measured.
+    off_since: Option<u64>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -349,10 +366,13 @@ fn open_hw(cfg: &Config) -> Result<Box<dyn Tier>> {
     let iface = h.iface.clone().unwrap_or_else(|| cfg.daemon.iface.clone());
     let netns = h.netns.clone().or_else(|| cfg.daemon.netns.clone());
     Ok(match h.backend.as_str() {
-        "emulated" => Box::new(EmulatedNic::open(
-            &cfg.daemon.lab,
-            Duration::from_secs_f64(h.update_delay_ms / 1000.0),
-        )?),
+        "emulated" => {
+            let t = EmulatedNic::open(
+                &cfg.daemon.lab,
+                Duration::from_secs_f64(h.update_delay_ms / 1000.0),
+            )?;
+            Box::new(if h.counters { t } else { t.without_counters() })
+        }
         "tc-flower" => Box::new(crate::tier::tc_flower::TcFlower::open(
             netns.as_deref(),
             &iface,
@@ -493,6 +513,8 @@ impl Daemon {
             blocked_total: 0,
             last_rates: Vec::new(),
             nic_seen_prev: None,
+            estimates: HashMap::new(),
+            probing: HashSet::new(),
         };
         // Resume: the tiers are the truth; the state file adds the reasons.
         let reasons: HashMap<String, Blocked> = saved
@@ -742,6 +764,46 @@ impl Daemon {
         Ok(())
     }
 
+    /// A hardware tier without per-rule counters (ethtool-ntuple) hides
+    /// the sources it drops from every counter. Their rate is then the
+    /// last one measured over a whole interval outside it — in XDP, which
+    /// holds every blocked source (`hw+xdp-nic`: which takes a source back
+    /// before its rule goes) — refreshed by withdrawal probes
+    /// ([`Daemon::offload`]). The interval in which a source leaves the
+    /// tier is partly measured: it counts as the larger of that and the estimate.
+    fn estimate_counterless(&mut self, rates: &mut HashMap<Prefix, (f64, f64)>) {
+        let Some(h) = &self.hw else {
+            return;
+        };
+        if h.info().counters != CounterKind::None {
+            return;
+        }
+        let live: HashSet<Prefix> = h.rules().into_iter().map(|(p, _)| p).collect();
+        let now = self.intervals;
+        let blocked = &self.blocked;
+        self.estimates.retain(|p, _| blocked.contains_key(p));
+        self.probing.retain(|p| blocked.contains_key(p));
+        for p in self.blocked.keys() {
+            let e = self.estimates.entry(*p).or_default();
+            let r = rates.entry(*p).or_default();
+            if live.contains(p) {
+                e.off_since = None;
+                r.1 = e.pps;
+            } else if e.off_since.is_some_and(|s| s < now) {
+                e.pps = r.0;
+                e.at = now;
+                self.probing.remove(p);
+            } else {
+                e.off_since.get_or_insert(now);
+                if e.at == 0 {
+                    e.pps = r.0;
+                    e.at = now;
+                }
+                r.1 = (e.pps - r.0).max(0.0);
+            }
+        }
+    }
+
     /// Apply the planner's moves, make-before-break (the hardware worker
     /// applies them; planning waits while it is busy).
     fn offload(&mut self, rates: &HashMap<Prefix, (f64, f64)>) -> Result<()> {
@@ -773,14 +835,38 @@ impl Daemon {
         if hw.busy() {
             return Ok(());
         }
+        let hw_info = hw.info();
         let full = |p: &Prefix| p.len() == if p.family() == 4 { 32 } else { 128 };
         let list: Vec<(Prefix, f64)> = self
             .blocked
             .keys()
-            .filter(|p| full(p))
+            .filter(|p| full(p) && !self.probing.contains(p))
             .map(|p| (*p, rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0)))
             .collect();
-        let plan = self.planner.plan(&list, &live);
+        let mut plan = self.planner.plan(&list, &live);
+        if hw_info.counters == CounterKind::None {
+            // Withdrawal probes: the rules measured longest ago leave the
+            // tier for an interval; XDP drops and counts their sources.
+            let now = self.intervals;
+            let mut stale: Vec<(u64, Prefix)> = live
+                .iter()
+                .filter(|p| self.blocked.contains_key(p) && !plan.from_hw.contains(p))
+                .map(|p| (self.estimates.get(p).map_or(0, |e| e.at), *p))
+                .filter(|(at, _)| at + 1 < now)
+                .collect();
+            stale.sort();
+            let probes: Vec<Prefix> = stale
+                .into_iter()
+                .take(self.cfg.hw.probes_per_interval)
+                .map(|(_, p)| p)
+                .collect();
+            self.metrics
+                .rule_updates
+                .with_label_values(&[hw_info.name, "probe"])
+                .inc_by(probes.len() as u64);
+            self.probing.extend(probes.iter().copied());
+            plan.from_hw.extend(probes);
+        }
         self.metrics.threshold.set(self.planner.threshold());
         if self.exclusive && !plan.from_hw.is_empty() {
             // make: the nic-hop filter drops them again before their rules go
@@ -839,7 +925,8 @@ impl Daemon {
             self.was_attack = attack;
         }
         self.metrics.under_attack.set(i64::from(attack));
-        let rates = self.measure(secs)?;
+        let mut rates = self.measure(secs)?;
+        self.estimate_counterless(&mut rates);
         let blocked_rates: Vec<(Prefix, f64)> = self
             .blocked
             .iter()
