@@ -267,7 +267,6 @@ fn open_or_attach(scope: &Scope, cfg: &FilterConfig, mode: XdpMode) -> Result<(F
 
 /// The filter on the lab's nic hop, chained in front of the EMULATED NIC's forwarder.
 fn open_or_chain_nic(lab: &Lab, cfg: &FilterConfig) -> Result<(Filter, bool)> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let nic_ns = lab.nic_ns();
     let scope = Scope::new(Some(&nic_ns), rampart_lab::topology::NIC_WAN_IF)?;
     let name = scope.name();
@@ -276,56 +275,63 @@ fn open_or_chain_nic(lab: &Lab, cfg: &FilterConfig) -> Result<(Filter, bool)> {
     }
     lab.require_up()?;
     let f = Filter::create(&scope, cfg)?;
-    let chain = || -> Result<()> {
-        // The forwarder still runs on nic-host: take its program from there.
-        let id = rampart_dataplane::xdp::attached_prog_id(
-            Some(&nic_ns),
-            rampart_lab::topology::NIC_HOST_IF,
-        )?
-        .ok_or_else(|| {
-            Error::Config(format!(
-                "lab {}: no EMULATED NIC program on nic-host",
-                lab.prefix()
-            ))
-        })?;
-        // SAFETY: plain bpf(2) wrapper; the fd is owned right away.
-        let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
-        if raw < 0 {
-            return Err(Error::io(
-                "opening the EMULATED NIC program",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        // SAFETY: fresh fd we own.
-        let nic_prog = unsafe { OwnedFd::from_raw_fd(raw) };
-        let next = rampart_dataplane::pin::open_pinned(&f.dir().join("ddos_next"))?;
-        rampart_dataplane::maps::update_raw(
-            next.as_raw_fd(),
-            &0u32.to_ne_bytes(),
-            &nic_prog.as_raw_fd().to_ne_bytes(),
-            0,
-        )?;
-        let prog = f.prog_fd()?;
-        XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?
-            .update(prog.as_raw_fd())?;
-        Ok(())
-    };
-    if let Err(e) = chain() {
+    if let Err(e) = chain_nic(lab, &f) {
         let _ = Filter::detach(&name);
         return Err(e);
     }
     Ok((f, false))
 }
 
-/// Put the EMULATED NIC's own forwarder back on nic-wan and remove the nic-hop filter.
+/// Put `f` (a filter created for the lab's `nic-wan`) in front of the
+/// EMULATED NIC's forwarder: the filter's tail call goes to the forwarder,
+/// and the pinned `nic-wan` link runs the filter.
+///
+/// # Errors
+/// Missing lab pins or the forwarder.
+pub fn chain_nic(lab: &Lab, f: &Filter) -> Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let nic_ns = lab.nic_ns();
+    // The forwarder still runs on nic-host: take its program from there.
+    let id = rampart_dataplane::xdp::attached_prog_id(
+        Some(&nic_ns),
+        rampart_lab::topology::NIC_HOST_IF,
+    )?
+    .ok_or_else(|| {
+        Error::Config(format!(
+            "lab {}: no EMULATED NIC program on nic-host",
+            lab.prefix()
+        ))
+    })?;
+    // SAFETY: plain bpf(2) wrapper; the fd is owned right away.
+    let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    if raw < 0 {
+        return Err(Error::io(
+            "opening the EMULATED NIC program",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: fresh fd we own.
+    let nic_prog = unsafe { OwnedFd::from_raw_fd(raw) };
+    let next = rampart_dataplane::pin::open_pinned(&f.dir().join("ddos_next"))?;
+    rampart_dataplane::maps::update_raw(
+        next.as_raw_fd(),
+        &0u32.to_ne_bytes(),
+        &nic_prog.as_raw_fd().to_ne_bytes(),
+        0,
+    )?;
+    let prog = f.prog_fd()?;
+    XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?.update(prog.as_raw_fd())?;
+    Ok(())
+}
+
+/// Run the EMULATED NIC's own forwarder on `nic-wan` again (undoes [`chain_nic`];
+/// the filter itself stays pinned).
 ///
 /// # Errors
 /// Missing lab pins.
-pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
+pub fn unchain_nic_link(lab: &Lab) -> Result<()> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let lab = Lab::new(lab_prefix)?;
     let nic_ns = lab.nic_ns();
-    let scope = Scope::new(Some(&nic_ns), rampart_lab::topology::NIC_WAN_IF)?;
     if let Some(id) =
         rampart_dataplane::xdp::attached_prog_id(Some(&nic_ns), rampart_lab::topology::NIC_HOST_IF)?
     {
@@ -338,6 +344,17 @@ pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
                 .update(fd.as_raw_fd())?;
         }
     }
+    Ok(())
+}
+
+/// Put the EMULATED NIC's own forwarder back on nic-wan and remove the nic-hop filter.
+///
+/// # Errors
+/// Missing lab pins.
+pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
+    let lab = Lab::new(lab_prefix)?;
+    let scope = Scope::new(Some(&lab.nic_ns()), rampart_lab::topology::NIC_WAN_IF)?;
+    unchain_nic_link(&lab)?;
     if filter::pin_dir(&scope.name()).exists() {
         Filter::detach(&scope.name())?;
     }
