@@ -125,6 +125,15 @@ pub struct HwConfig {
     pub netns: Option<String>,
     /// Rule capacity of the real-NIC backends. Default 512.
     pub capacity: usize,
+    /// EMULATED NIC only: `false` hides its per-rule counters, to run the
+    /// daemon as on an ethtool-ntuple card (rates then come from
+    /// withdrawal probes). Default true.
+    pub counters: bool,
+    /// Tiers without per-rule counters (ethtool-ntuple, `counters =
+    /// false`): rules withdrawn per interval to measure their sources in
+    /// XDP (each costs a removal now and usually an add later). Default 8;
+    /// 1 ..= 4096.
+    pub probes_per_interval: usize,
 }
 
 impl Default for HwConfig {
@@ -135,6 +144,8 @@ impl Default for HwConfig {
             iface: None,
             netns: None,
             capacity: 512,
+            counters: true,
+            probes_per_interval: 8,
         }
     }
 }
@@ -201,6 +212,18 @@ impl Config {
             return Err(Error::Config(format!(
                 "hw.backend = {:?}: use emulated, tc-flower, ethtool-ntuple or xdp-hw",
                 h.backend
+            )));
+        }
+        if !h.counters && h.backend != "emulated" {
+            return Err(Error::Config(format!(
+                "hw.counters = false applies to the emulated backend only (hw.backend = {:?} reports what its hardware has)",
+                h.backend
+            )));
+        }
+        if !(1..=4096).contains(&h.probes_per_interval) {
+            return Err(Error::Config(format!(
+                "hw.probes_per_interval = {}: use 1 ..= 4096",
+                h.probes_per_interval
             )));
         }
         if !(h.update_delay_ms.is_finite() && (0.0..=1000.0).contains(&h.update_delay_ms)) {

@@ -216,6 +216,23 @@ pub struct Daemon {
     blocked_total: u64,
     last_rates: Vec<RateView>,
     nic_seen_prev: Option<u64>,
+    /// Rates of sources held by a hardware tier without counters.
+    estimates: HashMap<Prefix, Estimate>,
+    /// Withdrawn from such a tier to be measured in XDP (not re-planned until measured).
+    probing: HashSet<Prefix>,
+}
+
+/// What the daemon knows of a blocked source's rate when a hardware tier
+/// without per-rule counters (ethtool-ntuple) may hold it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Estimate {
+    /// Last rate measured over a whole interval outside the hardware tier (pps).
+    pps: f64,
+    /// Interval of that measurement (0: never).
+    at: u64,
+    /// First interval the source was seen outside the hardware tier: the
+    /// interval it left is only partly measured.
+    off_since: Option<u64>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -250,7 +267,6 @@ fn open_or_attach(scope: &Scope, cfg: &FilterConfig, mode: XdpMode) -> Result<(F
 
 /// The filter on the lab's nic hop, chained in front of the EMULATED NIC's forwarder.
 fn open_or_chain_nic(lab: &Lab, cfg: &FilterConfig) -> Result<(Filter, bool)> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let nic_ns = lab.nic_ns();
     let scope = Scope::new(Some(&nic_ns), rampart_lab::topology::NIC_WAN_IF)?;
     let name = scope.name();
@@ -259,56 +275,63 @@ fn open_or_chain_nic(lab: &Lab, cfg: &FilterConfig) -> Result<(Filter, bool)> {
     }
     lab.require_up()?;
     let f = Filter::create(&scope, cfg)?;
-    let chain = || -> Result<()> {
-        // The forwarder still runs on nic-host: take its program from there.
-        let id = rampart_dataplane::xdp::attached_prog_id(
-            Some(&nic_ns),
-            rampart_lab::topology::NIC_HOST_IF,
-        )?
-        .ok_or_else(|| {
-            Error::Config(format!(
-                "lab {}: no EMULATED NIC program on nic-host",
-                lab.prefix()
-            ))
-        })?;
-        // SAFETY: plain bpf(2) wrapper; the fd is owned right away.
-        let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
-        if raw < 0 {
-            return Err(Error::io(
-                "opening the EMULATED NIC program",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        // SAFETY: fresh fd we own.
-        let nic_prog = unsafe { OwnedFd::from_raw_fd(raw) };
-        let next = rampart_dataplane::pin::open_pinned(&f.dir().join("ddos_next"))?;
-        rampart_dataplane::maps::update_raw(
-            next.as_raw_fd(),
-            &0u32.to_ne_bytes(),
-            &nic_prog.as_raw_fd().to_ne_bytes(),
-            0,
-        )?;
-        let prog = f.prog_fd()?;
-        XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?
-            .update(prog.as_raw_fd())?;
-        Ok(())
-    };
-    if let Err(e) = chain() {
+    if let Err(e) = chain_nic(lab, &f) {
         let _ = Filter::detach(&name);
         return Err(e);
     }
     Ok((f, false))
 }
 
-/// Put the EMULATED NIC's own forwarder back on nic-wan and remove the nic-hop filter.
+/// Put `f` (a filter created for the lab's `nic-wan`) in front of the
+/// EMULATED NIC's forwarder: the filter's tail call goes to the forwarder,
+/// and the pinned `nic-wan` link runs the filter.
+///
+/// # Errors
+/// Missing lab pins or the forwarder.
+pub fn chain_nic(lab: &Lab, f: &Filter) -> Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let nic_ns = lab.nic_ns();
+    // The forwarder still runs on nic-host: take its program from there.
+    let id = rampart_dataplane::xdp::attached_prog_id(
+        Some(&nic_ns),
+        rampart_lab::topology::NIC_HOST_IF,
+    )?
+    .ok_or_else(|| {
+        Error::Config(format!(
+            "lab {}: no EMULATED NIC program on nic-host",
+            lab.prefix()
+        ))
+    })?;
+    // SAFETY: plain bpf(2) wrapper; the fd is owned right away.
+    let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    if raw < 0 {
+        return Err(Error::io(
+            "opening the EMULATED NIC program",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    // SAFETY: fresh fd we own.
+    let nic_prog = unsafe { OwnedFd::from_raw_fd(raw) };
+    let next = rampart_dataplane::pin::open_pinned(&f.dir().join("ddos_next"))?;
+    rampart_dataplane::maps::update_raw(
+        next.as_raw_fd(),
+        &0u32.to_ne_bytes(),
+        &nic_prog.as_raw_fd().to_ne_bytes(),
+        0,
+    )?;
+    let prog = f.prog_fd()?;
+    XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?.update(prog.as_raw_fd())?;
+    Ok(())
+}
+
+/// Run the EMULATED NIC's own forwarder on `nic-wan` again (undoes [`chain_nic`];
+/// the filter itself stays pinned).
 ///
 /// # Errors
 /// Missing lab pins.
-pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
+pub fn unchain_nic_link(lab: &Lab) -> Result<()> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let lab = Lab::new(lab_prefix)?;
     let nic_ns = lab.nic_ns();
-    let scope = Scope::new(Some(&nic_ns), rampart_lab::topology::NIC_WAN_IF)?;
     if let Some(id) =
         rampart_dataplane::xdp::attached_prog_id(Some(&nic_ns), rampart_lab::topology::NIC_HOST_IF)?
     {
@@ -321,6 +344,17 @@ pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
                 .update(fd.as_raw_fd())?;
         }
     }
+    Ok(())
+}
+
+/// Put the EMULATED NIC's own forwarder back on nic-wan and remove the nic-hop filter.
+///
+/// # Errors
+/// Missing lab pins.
+pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
+    let lab = Lab::new(lab_prefix)?;
+    let scope = Scope::new(Some(&lab.nic_ns()), rampart_lab::topology::NIC_WAN_IF)?;
+    unchain_nic_link(&lab)?;
     if filter::pin_dir(&scope.name()).exists() {
         Filter::detach(&scope.name())?;
     }
@@ -332,10 +366,13 @@ fn open_hw(cfg: &Config) -> Result<Box<dyn Tier>> {
     let iface = h.iface.clone().unwrap_or_else(|| cfg.daemon.iface.clone());
     let netns = h.netns.clone().or_else(|| cfg.daemon.netns.clone());
     Ok(match h.backend.as_str() {
-        "emulated" => Box::new(EmulatedNic::open(
-            &cfg.daemon.lab,
-            Duration::from_secs_f64(h.update_delay_ms / 1000.0),
-        )?),
+        "emulated" => {
+            let t = EmulatedNic::open(
+                &cfg.daemon.lab,
+                Duration::from_secs_f64(h.update_delay_ms / 1000.0),
+            )?;
+            Box::new(if h.counters { t } else { t.without_counters() })
+        }
         "tc-flower" => Box::new(crate::tier::tc_flower::TcFlower::open(
             netns.as_deref(),
             &iface,
@@ -476,6 +513,8 @@ impl Daemon {
             blocked_total: 0,
             last_rates: Vec::new(),
             nic_seen_prev: None,
+            estimates: HashMap::new(),
+            probing: HashSet::new(),
         };
         // Resume: the tiers are the truth; the state file adds the reasons.
         let reasons: HashMap<String, Blocked> = saved
@@ -725,6 +764,46 @@ impl Daemon {
         Ok(())
     }
 
+    /// A hardware tier without per-rule counters (ethtool-ntuple) hides
+    /// the sources it drops from every counter. Their rate is then the
+    /// last one measured over a whole interval outside it — in XDP, which
+    /// holds every blocked source (`hw+xdp-nic`: which takes a source back
+    /// before its rule goes) — refreshed by withdrawal probes
+    /// ([`Daemon::offload`]). The interval in which a source leaves the
+    /// tier is partly measured: it counts as the larger of that and the estimate.
+    fn estimate_counterless(&mut self, rates: &mut HashMap<Prefix, (f64, f64)>) {
+        let Some(h) = &self.hw else {
+            return;
+        };
+        if h.info().counters != CounterKind::None {
+            return;
+        }
+        let live: HashSet<Prefix> = h.rules().into_iter().map(|(p, _)| p).collect();
+        let now = self.intervals;
+        let blocked = &self.blocked;
+        self.estimates.retain(|p, _| blocked.contains_key(p));
+        self.probing.retain(|p| blocked.contains_key(p));
+        for p in self.blocked.keys() {
+            let e = self.estimates.entry(*p).or_default();
+            let r = rates.entry(*p).or_default();
+            if live.contains(p) {
+                e.off_since = None;
+                r.1 = e.pps;
+            } else if e.off_since.is_some_and(|s| s < now) {
+                e.pps = r.0;
+                e.at = now;
+                self.probing.remove(p);
+            } else {
+                e.off_since.get_or_insert(now);
+                if e.at == 0 {
+                    e.pps = r.0;
+                    e.at = now;
+                }
+                r.1 = (e.pps - r.0).max(0.0);
+            }
+        }
+    }
+
     /// Apply the planner's moves, make-before-break (the hardware worker
     /// applies them; planning waits while it is busy).
     fn offload(&mut self, rates: &HashMap<Prefix, (f64, f64)>) -> Result<()> {
@@ -756,14 +835,38 @@ impl Daemon {
         if hw.busy() {
             return Ok(());
         }
+        let hw_info = hw.info();
         let full = |p: &Prefix| p.len() == if p.family() == 4 { 32 } else { 128 };
         let list: Vec<(Prefix, f64)> = self
             .blocked
             .keys()
-            .filter(|p| full(p))
+            .filter(|p| full(p) && !self.probing.contains(p))
             .map(|p| (*p, rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0)))
             .collect();
-        let plan = self.planner.plan(&list, &live);
+        let mut plan = self.planner.plan(&list, &live);
+        if hw_info.counters == CounterKind::None {
+            // Withdrawal probes: the rules measured longest ago leave the
+            // tier for an interval; XDP drops and counts their sources.
+            let now = self.intervals;
+            let mut stale: Vec<(u64, Prefix)> = live
+                .iter()
+                .filter(|p| self.blocked.contains_key(p) && !plan.from_hw.contains(p))
+                .map(|p| (self.estimates.get(p).map_or(0, |e| e.at), *p))
+                .filter(|(at, _)| at + 1 < now)
+                .collect();
+            stale.sort();
+            let probes: Vec<Prefix> = stale
+                .into_iter()
+                .take(self.cfg.hw.probes_per_interval)
+                .map(|(_, p)| p)
+                .collect();
+            self.metrics
+                .rule_updates
+                .with_label_values(&[hw_info.name, "probe"])
+                .inc_by(probes.len() as u64);
+            self.probing.extend(probes.iter().copied());
+            plan.from_hw.extend(probes);
+        }
         self.metrics.threshold.set(self.planner.threshold());
         if self.exclusive && !plan.from_hw.is_empty() {
             // make: the nic-hop filter drops them again before their rules go
@@ -822,7 +925,8 @@ impl Daemon {
             self.was_attack = attack;
         }
         self.metrics.under_attack.set(i64::from(attack));
-        let rates = self.measure(secs)?;
+        let mut rates = self.measure(secs)?;
+        self.estimate_counterless(&mut rates);
         let blocked_rates: Vec<(Prefix, f64)> = self
             .blocked
             .iter()

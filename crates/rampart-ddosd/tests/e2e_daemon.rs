@@ -613,3 +613,112 @@ fn hw_xdp_nic_mode_splits_blocked_sources_between_nic_table_and_nic_xdp() {
 fn iptables_mode_drops_blocked_sources_with_ipset() {
     mode_drops_blocked_sources_where_it_says("dmip", "iptables");
 }
+
+/// A hardware tier without per-rule counters (the EMULATED NIC with its
+/// counters hidden, as an ethtool-ntuple card): the sources it drops vanish
+/// from every counter, so without an estimate the rate monitor would read 0
+/// and unban them mid-attack. Their rates come from withdrawal probes: no
+/// source is unbanned while the flood runs, probes happen, and once the
+/// flood stops every source is unbanned.
+#[test]
+fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
+    let lab = TestLab::up("dtprb", 0);
+    let c = Cleanup::new(&lab);
+    let h = Handle::spawn(config(
+        &lab,
+        &c,
+        "hw+xdp-host",
+        // `config` ends inside its [hw] section: the first two keys land there.
+        "counters = false\nprobes_per_interval = 2\n[monitor]\nhold_s = 0.3\nquiet_intervals = 2\n\
+         [offload]\ncapacity = 4\n",
+    ))
+    .unwrap();
+    let v = h.view();
+    let hw = v.tiers.iter().find(|t| t.info.name == "emulated").unwrap();
+    assert!(
+        hw.info.location.contains("counters hidden"),
+        "{}",
+        hw.info.location
+    );
+    wait_for("warm-up", Duration::from_secs(20), || {
+        h.view().intervals >= 8
+    });
+    let spec = GenSpec {
+        sources: 16,
+        dist: Dist::Uniform,
+        proto: Proto::Syn,
+        pps: Some(20_000.0),
+        limit: Limit::Seconds(4.0),
+        ..GenSpec::default()
+    };
+    let g = Generator::new(&lab, &spec).unwrap();
+    let mut offloaded = false;
+    let mut unbanned_during = 0;
+    let mut late = None;
+    let t0 = Instant::now();
+    let i0 = h.view().intervals;
+    std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&AtomicBool::new(false)).unwrap());
+        while !run.is_finished() {
+            let v = h.view();
+            offloaded |= v
+                .tiers
+                .iter()
+                .any(|t| t.info.name == "emulated" && t.rules > 0);
+            unbanned_during = v.unbanned_total;
+            if t0.elapsed() < Duration::from_secs(3) {
+                late = Some(v);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(run.join().unwrap().sent_packets > 0);
+    });
+    let flood_intervals = h.view().intervals - i0;
+    assert!(offloaded, "the heaviest sources went to the NIC table");
+    // Without an estimate the NIC's sources read 0 pps and the planner swaps
+    // all K of them out every interval (2K updates); with it, only the
+    // probed ones leave and come back.
+    let hw_adds = alerts(&c).iter().filter(|a| a["event"] == "hw_add").count() as u64;
+    assert!(
+        hw_adds <= 4 + 3 * flood_intervals,
+        "{hw_adds} NIC rule adds in {flood_intervals} intervals: the NIC table churns"
+    );
+    // 3 s into the flood every source the NIC holds has been measured over a
+    // whole interval in XDP (probes): its rate is its real ~1250 pps, not the
+    // 0 its hidden counter would give.
+    let late = late.unwrap();
+    let in_hw: Vec<_> = late.rates.iter().filter(|r| r.in_hw).collect();
+    assert!(!in_hw.is_empty(), "{:?}", late.rates);
+    for r in &in_hw {
+        assert!(
+            r.pps > 600.0,
+            "{} held by the counterless NIC has an estimated rate: {r:?}",
+            r.prefix
+        );
+    }
+    assert!(h.view().blocked_total >= 8, "the SYN flood was detected");
+    assert_eq!(
+        unbanned_during, 0,
+        "no attacker unbanned while the flood ran (hidden NIC counters read as 0 otherwise)"
+    );
+    let m = h.metrics.render();
+    let probes: f64 = m
+        .lines()
+        .find(|l| {
+            l.starts_with("rampart_ddos_rule_updates_total")
+                && l.contains("op=\"probe\"")
+                && l.contains("tier=\"emulated\"")
+        })
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(probes > 0.0, "withdrawal probes ran: {m}");
+    wait_for("unbans", Duration::from_secs(30), || {
+        let v = h.view();
+        v.blocked.is_empty() && v.unbanned_total > 0
+    });
+    assert!(
+        h.view().tiers.iter().all(|t| t.rules == 0),
+        "no rule left in any tier"
+    );
+    h.stop().unwrap();
+}

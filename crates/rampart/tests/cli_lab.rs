@@ -187,6 +187,19 @@ fn the_demo_reports_json_and_cleans_up() {
     assert!(r.get("time_to_mitigate_s").is_some() && r["false_bans"].is_u64());
     assert!(r["attack_packets"].as_u64().unwrap() > 0);
     assert!(r["sources_blocked"].as_u64().unwrap() > 0, "{r}");
+    // Every attack frame that entered the NIC was dropped by a tier or reached the host.
+    let n = |k: &str| r[k].as_u64().unwrap_or_else(|| panic!("{k} in {r}"));
+    let entered = n("attack_packets") - n("attack_lost_before_nic");
+    assert!(
+        n("nic_dropped") + n("xdp_dropped") + n("leaked") <= entered,
+        "{r}"
+    );
+    if std::thread::available_parallelism().map_or(1, |c| c.get()) > 1 {
+        assert_eq!(
+            r["service_cpu"], 1,
+            "nginx and wrk pinned away from the generator"
+        );
+    }
     assert!(!rampart_lab::Lab::new(&prefix)
         .unwrap()
         .status()

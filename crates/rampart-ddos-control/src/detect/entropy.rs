@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use rampart_ddos::features::linear_count;
 use serde::Serialize;
 
-use super::{si, Detector};
+use super::{fixed, si, Detector};
 use crate::config::EntropyConfig;
 use crate::sources::{quantile, Sources};
 use crate::{BlockDecision, Interval, Prefix};
@@ -210,10 +210,10 @@ impl EntropyDetector {
                 prefix: Prefix::host(s.src),
                 detector: "entropy",
                 reason: format!(
-                    "{why}; drives it: share {:.3}% of packets (was {:.3}%), {:.1}% of the divergence from the last normal interval, {} pps >= {} pps (max(min_pps, {} × median {} pps))",
-                    s.packets as f64 / total * 100.0,
-                    q * 100.0,
-                    if positive > 0.0 { c / positive * 100.0 } else { 0.0 },
+                    "{why}; drives it: share {}% of packets (was {}%), {}% of the divergence from the last normal interval, {} pps >= {} pps (max(min_pps, {} × median {} pps))",
+                    fixed(s.packets as f64 / total * 100.0, 3),
+                    fixed(q * 100.0, 3),
+                    fixed(if positive > 0.0 { c / positive * 100.0 } else { 0.0 }, 1),
                     si(s.pps),
                     si(min_pps),
                     self.cfg.driver_rate_factor,

@@ -4,7 +4,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
-use super::{si, Detector};
+use super::{fixed, si, Detector};
 use crate::config::{AmplificationConfig, IcmpFloodConfig, SynFloodConfig, UdpFloodConfig};
 use crate::sources::{incomplete_syn, SourceStats, Sources};
 use crate::{BlockDecision, Interval, Prefix};
@@ -63,13 +63,13 @@ impl Detector for AmplificationDetector {
                 prefix: Prefix::host(s.src),
                 detector: "udp_amplification",
                 reason: format!(
-                    "UDP {:.0}% (>= {:.0}%) of {} pps (>= {} pps), mean frame {:.0} B, {:.0}% fragments: size profile of {} (by size; UDP source port not recorded)",
-                    share * 100.0,
-                    self.cfg.min_udp_share * 100.0,
+                    "UDP {}% (>= {}%) of {} pps (>= {} pps), mean frame {} B, {}% fragments: size profile of {} (by size; UDP source port not recorded)",
+                    fixed(share * 100.0, 0),
+                    fixed(self.cfg.min_udp_share * 100.0, 0),
                     si(s.pps),
                     si(self.cfg.min_pps),
-                    mean,
-                    s.share(s.frags) * 100.0,
+                    fixed(mean, 0),
+                    fixed(s.share(s.frags) * 100.0, 0),
                     fits.join(", ")
                 ),
                 pps: s.pps,
@@ -174,24 +174,24 @@ impl Detector for SynFloodDetector {
             let inc = s.incomplete_syn as f64 / secs;
             let reason = if inc >= self.cfg.min_syn_pps && inc > 0.0 {
                 format!(
-                    "{} incomplete SYN/s (>= {}), SYN {:.0}% of {} TCP packets (>= {:.0}%)",
+                    "{} incomplete SYN/s (>= {}), SYN {}% of {} TCP packets (>= {}%)",
                     si(inc),
                     si(self.cfg.min_syn_pps),
-                    share * 100.0,
+                    fixed(share * 100.0, 0),
                     s.tcp,
-                    self.cfg.min_syn_share * 100.0
+                    fixed(self.cfg.min_syn_share * 100.0, 0)
                 )
             } else if let Some(&(r, dst)) = tow.get(&s.src) {
                 if r < self.cfg.flood_min_syn_pps || r <= 0.0 {
                     continue;
                 }
                 format!(
-                    "{} incomplete SYN/s (>= {}) to {dst}, a SYN-flood victim receiving {} incomplete SYN/s (>= {}); SYN {:.0}% of {} TCP packets",
+                    "{} incomplete SYN/s (>= {}) to {dst}, a SYN-flood victim receiving {} incomplete SYN/s (>= {}); SYN {}% of {} TCP packets",
                     si(r),
                     si(self.cfg.flood_min_syn_pps),
                     si(vic.get(&dst).copied().unwrap_or(0.0)),
                     si(self.cfg.victim_syn_pps),
-                    share * 100.0,
+                    fixed(share * 100.0, 0),
                     s.tcp
                 )
             } else {
@@ -347,24 +347,24 @@ fn protocol_flood(iv: &Interval<'_>, sources: &Sources, f: &Flood) -> Vec<BlockD
         let rate = n as f64 / secs;
         let reason = if rate >= f.min_pps {
             format!(
-                "{} {} pps (>= {}), {:.0}% of its packets (>= {:.0}%)",
+                "{} {} pps (>= {}), {}% of its packets (>= {}%)",
                 si(rate),
                 f.proto,
                 si(f.min_pps),
-                share * 100.0,
-                f.min_share * 100.0
+                fixed(share * 100.0, 0),
+                fixed(f.min_share * 100.0, 0)
             )
         } else if let Some(&(r, dst)) = tow.get(&s.src) {
             if r < f.flood_min_pps || r <= 0.0 {
                 continue;
             }
             format!(
-                "{} {p} pps (>= {}) to {dst}, a {p}-flood victim receiving {} {p} pps (>= {}); {:.0}% of its packets",
+                "{} {p} pps (>= {}) to {dst}, a {p}-flood victim receiving {} {p} pps (>= {}); {}% of its packets",
                 si(r),
                 si(f.flood_min_pps),
                 si(vic.get(&dst).copied().unwrap_or(0.0)),
                 si(f.victim_pps),
-                share * 100.0,
+                fixed(share * 100.0, 0),
                 p = f.proto,
             )
         } else {

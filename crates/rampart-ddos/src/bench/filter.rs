@@ -19,7 +19,9 @@ use rampart_lab::gen::{GenSpec, Generator, Limit, MAX_SOURCES, SRC_V4_BASE};
 use rampart_lab::topology::HOST_IF;
 use serde::Serialize;
 
-use super::peers::{BareDrop, Iptables, NftSet, Rampart, Variant, XdpFilter, XDP_FILTER_MAX};
+use super::peers::{
+    BareDrop, IpsetRule, Iptables, NftSet, Rampart, Variant, XdpFilter, XDP_FILTER_MAX,
+};
 use super::{check, median, BenchLab};
 use crate::error::{Error, Result};
 use crate::filter::{BlockEntry, Filter, FilterConfig, Scope, TableInfo};
@@ -35,6 +37,8 @@ pub enum Peer {
     Iptables,
     /// xdp-filter (≤ 10,000 entries; skipped above).
     XdpFilter,
+    /// An ipset of the blacklist and one iptables raw PREROUTING rule.
+    Ipset,
 }
 
 impl std::str::FromStr for Peer {
@@ -44,8 +48,9 @@ impl std::str::FromStr for Peer {
             "nft" | "nft_set" | "nftables" => Ok(Peer::NftSet),
             "iptables" => Ok(Peer::Iptables),
             "xdp-filter" | "xdp_filter" => Ok(Peer::XdpFilter),
+            "ipset" => Ok(Peer::Ipset),
             o => Err(Error::Invalid(format!(
-                "unknown peer {o:?}: use nft, iptables, xdp-filter (or none)"
+                "unknown peer {o:?}: use nft, iptables, ipset, xdp-filter (or none)"
             ))),
         }
     }
@@ -171,6 +176,8 @@ pub struct FilterPoint {
     pub iptables_mpps: Option<f64>,
     /// xdp-filter's median (`None` above 10,000 sources or when not run).
     pub xdp_filter_mpps: Option<f64>,
+    /// ipset + one iptables rule's median.
+    pub ipset_mpps: Option<f64>,
     /// `drop_mpps / xdp_drop_mpps`.
     pub ratio_xdp_drop: f64,
     /// `drop_mpps / nft_set_mpps`.
@@ -304,6 +311,7 @@ fn point(
             Peer::XdpFilter if addrs.len() <= XDP_FILTER_MAX => {
                 variants.push(Box::new(XdpFilter::new(&host, &addrs)?))
             }
+            Peer::Ipset => variants.push(Box::new(IpsetRule::new(&host, &addrs)?)),
             Peer::XdpFilter => notes.push(format!(
                 "xdp_filter not run: it holds at most {XDP_FILTER_MAX} IPv4 entries ({n} needed)"
             )),
@@ -369,6 +377,7 @@ fn point(
         nft_set_mpps: med("nft_set"),
         iptables_mpps: med("iptables"),
         xdp_filter_mpps: med("xdp_filter"),
+        ipset_mpps: med("ipset"),
         ratio_xdp_drop: drop_mpps / xdp,
         ratio_nft_set: ratio(med("nft_set")),
         ratio_iptables: ratio(med("iptables")),

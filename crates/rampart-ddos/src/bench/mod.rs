@@ -34,9 +34,19 @@ impl BenchLab {
     /// # Errors
     /// Lab errors (the partial lab is removed).
     pub fn up(tag: &str) -> Result<Self> {
-        let prefix = rampart_lab::testing::unique_prefix(tag);
-        let lab = Lab::new(&prefix)?;
-        if let Err(e) = lab.up(&UpOptions::default()) {
+        Self::up_with(
+            &rampart_lab::testing::unique_prefix(tag),
+            &UpOptions::default(),
+        )
+    }
+
+    /// Bring up a lab named `prefix` with `opts` (e.g. the EMULATED NIC's K).
+    ///
+    /// # Errors
+    /// Lab errors (the partial lab is removed).
+    pub fn up_with(prefix: &str, opts: &UpOptions) -> Result<Self> {
+        let lab = Lab::new(prefix)?;
+        if let Err(e) = lab.up(opts) {
             let _ = lab.down();
             return Err(e.into());
         }
@@ -140,12 +150,16 @@ fn truncate_line(s: &str) -> String {
 /// A failing `ethtool`.
 pub fn veth_xdp_drops(ns: &str, iface: &str) -> Result<u64> {
     let out = run_cmd("ip", &["netns", "exec", ns, "ethtool", "-S", iface], None)?;
-    Ok(out
-        .lines()
+    Ok(parse_veth_xdp_drops(&out))
+}
+
+/// Sum of the `rx_queue_<n>_xdp_drops` lines of `ethtool -S` on a veth.
+pub fn parse_veth_xdp_drops(text: &str) -> u64 {
+    text.lines()
         .filter_map(|l| l.trim().split_once(": "))
         .filter(|(k, _)| k.starts_with("rx_queue_") && k.ends_with("_xdp_drops"))
         .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-        .sum())
+        .sum()
 }
 
 #[cfg(test)]
@@ -158,5 +172,20 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
         assert_eq!(median(&[f64::NAN, 1.0]), 1.0);
+    }
+
+    #[test]
+    fn veth_xdp_drops_sum_every_queue() {
+        // `ethtool -S` of a veth (kernel 6.18), two queues.
+        let t = "NIC statistics:
+     peer_ifindex: 2
+     rx_queue_0_xdp_packets: 900
+     rx_queue_0_drops: 3
+     rx_queue_0_xdp_drops: 800
+     rx_queue_0_xdp_tx: 0
+     rx_queue_1_xdp_drops: 40
+     tx_queue_0_xdp_xmit: 5
+";
+        assert_eq!(parse_veth_xdp_drops(t), 840);
     }
 }

@@ -223,15 +223,30 @@ impl Variant for NftSet {
             ],
             None,
         )?;
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-        let mut total = 0;
-        for item in v["nftables"].as_array().into_iter().flatten() {
-            for e in item["rule"]["expr"].as_array().into_iter().flatten() {
-                total += e["counter"]["packets"].as_u64().unwrap_or(0);
-            }
-        }
-        Ok(total)
+        Ok(parse_nft_counters(&out))
     }
+}
+
+/// Sum of the `counter` packets of every rule in `nft -j list chain` output.
+pub fn parse_nft_counters(json: &str) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    let mut total = 0;
+    for item in v["nftables"].as_array().into_iter().flatten() {
+        for e in item["rule"]["expr"].as_array().into_iter().flatten() {
+            total += e["counter"]["packets"].as_u64().unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// Packets of the rules of `iptables -L CHAIN -v -x -n` output whose line
+/// contains `needle` (every rule when `needle` is empty).
+pub fn parse_ipt_packets(text: &str, needle: &str) -> u64 {
+    text.lines()
+        .skip(2)
+        .filter(|l| needle.is_empty() || l.contains(needle))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// iptables (raw PREROUTING) with `rules` rules that every packet walks:
@@ -300,11 +315,109 @@ impl Variant for Iptables {
     }
     fn dropped(&self) -> Result<u64> {
         let out = self.ipt(&["-L", IPT_CHAIN, "-v", "-x", "-n"])?;
-        Ok(out
-            .lines()
-            .skip(2)
-            .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
-            .sum())
+        Ok(parse_ipt_packets(&out, ""))
+    }
+}
+
+/// An ipset (`hash:ip`, the blacklist) and ONE iptables rule in raw
+/// PREROUTING matching it: `-m set --match-set rpbench-bl src -j DROP`
+/// (what the daemon's `iptables` mode installs). The set is loaded once
+/// (`ipset restore`); the rule is inserted per run, so its counter starts
+/// at 0, and it is what counts the drops.
+pub struct IpsetRule {
+    ns: String,
+    enabled: bool,
+    /// Seconds `ipset restore` took to load the set.
+    pub load_seconds: f64,
+}
+
+const IPSET_NAME: &str = "rpbench-bl";
+
+impl IpsetRule {
+    /// Create the set of `addrs` in the netns `ns`.
+    ///
+    /// # Errors
+    /// A failing `ipset`.
+    pub fn new(ns: &str, addrs: &[std::net::Ipv4Addr]) -> Result<Self> {
+        let t0 = std::time::Instant::now();
+        let n = addrs.len().max(1);
+        let mut s = format!(
+            "create {IPSET_NAME} hash:ip family inet hashsize {} maxelem {}\n",
+            n.next_power_of_two().max(1024),
+            n.max(65_536)
+        );
+        for a in addrs {
+            s.push_str(&format!("add {IPSET_NAME} {a}\n"));
+        }
+        run_cmd(
+            "ip",
+            &["netns", "exec", ns, "ipset", "restore", "-exist"],
+            Some(s.as_bytes()),
+        )?;
+        Ok(Self {
+            ns: ns.to_string(),
+            enabled: false,
+            load_seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn rule(op: &str) -> [&str; 11] {
+        [
+            "-t",
+            "raw",
+            op,
+            "PREROUTING",
+            "-m",
+            "set",
+            "--match-set",
+            IPSET_NAME,
+            "src",
+            "-j",
+            "DROP",
+        ]
+    }
+
+    fn ipt(&self, args: &[&str]) -> Result<String> {
+        let mut v = vec!["netns", "exec", self.ns.as_str(), "iptables"];
+        v.extend_from_slice(args);
+        run_cmd("ip", &v, None)
+    }
+}
+
+impl Variant for IpsetRule {
+    fn name(&self) -> &'static str {
+        "ipset"
+    }
+    fn enable(&mut self) -> Result<()> {
+        self.ipt(&Self::rule("-I"))?;
+        self.enabled = true;
+        Ok(())
+    }
+    fn disable(&mut self) -> Result<()> {
+        if self.enabled {
+            self.ipt(&Self::rule("-D"))?;
+            self.enabled = false;
+        }
+        Ok(())
+    }
+    fn dropped(&self) -> Result<u64> {
+        let out = self.ipt(&["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"])?;
+        Ok(parse_ipt_packets(
+            &out,
+            &format!("match-set {IPSET_NAME} src"),
+        ))
+    }
+}
+
+impl Drop for IpsetRule {
+    fn drop(&mut self) {
+        // The rule first: a set in use cannot be destroyed.
+        let _ = self.disable();
+        let _ = run_cmd(
+            "ip",
+            &["netns", "exec", &self.ns, "ipset", "destroy", IPSET_NAME],
+            None,
+        );
     }
 }
 
@@ -404,5 +517,48 @@ impl Variant for XdpFilter {
 impl Drop for XdpFilter {
     fn drop(&mut self) {
         let _ = self.disable();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Captured from iptables v1.8.9 (nf_tables) and nft 1.0.6 on this machine.
+    const IPT_CHAIN_OUT: &str = "Chain RPBENCH (1 references)
+    pkts      bytes target     prot opt in     out     source               destination
+     100     4600 DROP       0    --  *      *       198.18.0.1           0.0.0.0/0
+  812345 37367870 DROP       0    --  *      *       172.16.0.0/12        0.0.0.0/0
+";
+    const IPT_PRE_OUT: &str = "Chain PREROUTING (policy ACCEPT 0 packets, 0 bytes)
+    pkts      bytes target     prot opt in     out     source               destination
+   52341  2407686 DROP       0    --  *      *       0.0.0.0/0            0.0.0.0/0            match-set rpbench-bl src
+       7      322 RPBENCH    0    --  *      *       0.0.0.0/0            0.0.0.0/0
+";
+    const NFT_OUT: &str = r#"{"nftables": [{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}, {"chain": {"family": "netdev", "table": "rpbench", "name": "ingress", "handle": 2, "type": "filter", "hook": "ingress", "prio": -500, "policy": "accept"}}, {"rule": {"family": "netdev", "table": "rpbench", "chain": "ingress", "handle": 3, "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@bl"}}, {"counter": {"packets": 4242, "bytes": 195132}}, {"drop": null}]}}]}"#;
+
+    #[test]
+    fn iptables_chain_counters_sum_every_rule() {
+        assert_eq!(parse_ipt_packets(IPT_CHAIN_OUT, ""), 812_445);
+    }
+
+    #[test]
+    fn ipset_rule_counter_is_the_match_set_line_only() {
+        assert_eq!(
+            parse_ipt_packets(IPT_PRE_OUT, &format!("match-set {IPSET_NAME} src")),
+            52_341
+        );
+        assert_eq!(parse_ipt_packets(IPT_PRE_OUT, "match-set other src"), 0);
+        // the header lines never count, whatever they contain
+        assert_eq!(
+            parse_ipt_packets("Chain X (policy ACCEPT 99 packets)\n", ""),
+            0
+        );
+    }
+
+    #[test]
+    fn nft_counter_from_json() {
+        assert_eq!(parse_nft_counters(NFT_OUT), 4242);
+        assert_eq!(parse_nft_counters("not json"), 0);
     }
 }

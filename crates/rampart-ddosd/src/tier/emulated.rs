@@ -36,6 +36,7 @@ pub struct EmulatedNic {
     state: MapHandle,
     lab: String,
     delay: Duration,
+    counters: bool,
 }
 
 fn key(a: IpAddr) -> [u8; 20] {
@@ -76,7 +77,18 @@ impl EmulatedNic {
             table,
             lab: lab_prefix.to_string(),
             delay,
+            counters: true,
         })
+    }
+
+    /// Hide the per-rule counters (`hw.counters = false`): the tier then
+    /// reports [`CounterKind::None`] and zero counts, as an ethtool-ntuple
+    /// card would, so the daemon's rate estimation for counterless tiers
+    /// (withdrawal probes) runs against a real data path.
+    #[must_use]
+    pub fn without_counters(mut self) -> Self {
+        self.counters = false;
+        self
     }
 
     fn pause(&self) {
@@ -114,10 +126,21 @@ impl Tier for EmulatedNic {
         TierInfo {
             name: "emulated",
             role: "hw",
-            location: format!("EMULATED NIC of lab {}", self.lab),
+            location: if self.counters {
+                format!("EMULATED NIC of lab {}", self.lab)
+            } else {
+                format!(
+                    "EMULATED NIC of lab {} (per-rule counters hidden, as on an ethtool-ntuple card)",
+                    self.lab
+                )
+            },
             capacity: Some(self.table.capacity() as usize),
             update_cost: self.delay,
-            counters: CounterKind::Exact,
+            counters: if self.counters {
+                CounterKind::Exact
+            } else {
+                CounterKind::None
+            },
             emulated: true,
         }
     }
@@ -189,13 +212,15 @@ impl Tier for EmulatedNic {
             .rules()?
             .into_iter()
             .map(|(a, s)| {
-                (
-                    Prefix::host(a),
+                let c = if self.counters {
                     Counts {
                         packets: s.packets,
                         bytes: s.bytes,
-                    },
-                )
+                    }
+                } else {
+                    Counts::default()
+                };
+                (Prefix::host(a), c)
             })
             .collect())
     }

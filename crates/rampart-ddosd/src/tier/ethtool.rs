@@ -9,8 +9,10 @@
 //! interval lets nothing through — XDP drops and counts that source's
 //! packets, which measures its current rate; the rule is then re-installed
 //! if the planner still ranks it in the top K. Between probes a source's
-//! rate is the last measured value. With U spare updates per interval the
-//! oldest measurement is at most K/U intervals old.
+//! rate is the last measured value. With U probes per interval
+//! (`hw.probes_per_interval`) the oldest measurement is about K/U intervals
+//! old. (`Daemon::estimate_counterless` and `Daemon::offload`; tested with
+//! the EMULATED NIC's counters hidden, `hw.counters = false`.)
 //!
 //! veth (this VM) has no ntuple filters: [`EthtoolNtuple::open`] asks the
 //! driver for its rule count (`ETHTOOL_GRXCLSRLCNT`) and refuses with the

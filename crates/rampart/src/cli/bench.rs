@@ -20,12 +20,35 @@ pub enum BenchCmd {
     FeaturesRead(FeaturesReadArgs),
     /// ddos blacklist: updates of up to 1M entries under a flood from the entries that stay.
     FilterUpdate(FilterUpdateArgs),
+    /// ddos experiments: the paper's four figures (drop rate vs attackers per
+    /// mode and peer, CPU per mode, requests/s under attack, hybrid offload
+    /// quality) as CSV, JSON and PNG in --out.
+    Ddos(DdosArgs),
     /// rampart stream's benchmarks (cli/stream.rs).
     #[command(flatten)]
     Stream(super::stream::BenchCmd),
     /// rampart tenant's benchmarks (cli/tenant.rs).
     #[command(flatten)]
     Tenant(super::tenant::TenantBench),
+}
+
+#[derive(Debug, Args)]
+pub struct DdosArgs {
+    /// Directory for CSV, JSON (summary.json) and PNG files (created).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+    /// The reduced set (a few minutes; 131,072 sources and every series kept).
+    #[arg(long)]
+    pub quick: bool,
+    /// With --quick: every series with tiny sizes (CI, < 2 min); its numbers mean nothing.
+    #[arg(long)]
+    pub smoke: bool,
+    /// K: rules of the EMULATED NIC table in the drop-rate, CPU and service figures.
+    #[arg(long)]
+    pub nic_capacity: Option<u32>,
+    /// Print summary.json to stdout at the end.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -61,7 +84,7 @@ pub struct FilterArgs {
     /// Repetitions per variant (alternated).
     #[arg(long, default_value_t = 5)]
     pub reps: u32,
-    /// Peers to run besides bare XDP_DROP: nft, iptables, xdp-filter, or none.
+    /// Peers to run besides bare XDP_DROP: nft, iptables, ipset, xdp-filter, or none.
     #[arg(long, value_delimiter = ',', default_value = "nft,iptables,xdp-filter")]
     pub peers: Vec<String>,
     /// rampart's per-entry counters count 1 in 2^N matches.
@@ -163,6 +186,7 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
             })?;
             Ok(())
         }
+        BenchCmd::Ddos(a) => run_ddos(a, cancel),
         BenchCmd::Stream(c) => super::stream::run_bench(c, cancel),
         BenchCmd::Tenant(b) => super::tenant::run_bench(b, cancel),
         BenchCmd::FilterUpdate(a) => {
@@ -199,4 +223,53 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn run_ddos(a: DdosArgs, cancel: &AtomicBool) -> Result<()> {
+    use rampart_ddosd::bench::{self as dbench, DdosBenchSpec};
+    if a.smoke && !a.quick {
+        anyhow::bail!("--smoke is a variant of --quick: pass --quick --smoke");
+    }
+    let mut spec = if a.smoke {
+        DdosBenchSpec::smoke()
+    } else if a.quick {
+        DdosBenchSpec::quick()
+    } else {
+        DdosBenchSpec::full()
+    };
+    if let Some(k) = a.nic_capacity {
+        spec.nic_capacity = k;
+    }
+    let json = a.json;
+    let log = move |s: String| {
+        if json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    let r = dbench::run(&spec, &a.out, cancel, &log)?;
+    if json {
+        return print_json(&r);
+    }
+    let b = &r.bar;
+    let o = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    println!(
+        "bar at {} sources: xdp-host/nft {} (≥ 2.5), xdp-host/iptables-{} {} (≥ 10); legit at the highest attack in xdp-host {} of baseline (≥ 0.80): {}",
+        b.sources,
+        o(b.xdp_host_over_nft),
+        r.spec.iptables_rules,
+        o(b.xdp_host_over_iptables),
+        o(b.legit_ratio_xdp_host),
+        if b.met { "met" } else { "NOT met" }
+    );
+    for n in &r.notes {
+        println!("note: {n}");
+    }
+    println!(
+        "{:.0} s; data and plots in {} (summary.json, *.csv, *.png)",
+        r.seconds,
+        a.out.display()
+    );
+    Ok(())
 }
