@@ -1066,6 +1066,9 @@ fn fig_legit(
     )?;
     let workdir = guard.dir.join("nginx");
     std::fs::create_dir_all(&workdir).map_err(|e| Error::io("creating the nginx directory", e))?;
+    if service_cpu.is_some() {
+        rampart_lab::web::steer_queues_by_cpu(lab)?;
+    }
     let _nginx = Nginx::start(&host, "10.10.0.2", service_cpu, &workdir, &lab.wan_ns())?;
     let mut out: Vec<LegitPoint> = Vec::new();
     {

@@ -39,6 +39,42 @@ fn pinned(ns: &str, cpu: Option<usize>, prog: &str) -> Command {
     c
 }
 
+/// Transmit on queue *i* from CPU *i* (XPS, `queues/tx-<i>/xps_cpus`) on
+/// every veth of the `wan → nic → host` wire, as multi-queue NIC drivers
+/// set up by default.
+///
+/// Without it a TCP flow picks its veth queue by hash, and half of a
+/// pinned service's connections share queue 0 with the generator (whose
+/// XDP frames always use the queue of the CPU it runs on, 0): at the
+/// generator's full rate that queue's ring overflows because CPU 0 is busy
+/// *generating* — a cost real attackers do not put on the host — and the
+/// service's packets are lost with the attack's before any tier sees them.
+/// With per-CPU queues the service pinned to CPU 1 uses queue 1 end to
+/// end, and the attack's drop work stays on CPU 0 where the lab puts it.
+///
+/// # Errors
+/// A namespace or sysfs write failing (the message names the file).
+pub fn steer_queues_by_cpu(lab: &crate::Lab) -> Result<()> {
+    use crate::topology::{HOST_IF, NIC_HOST_IF, NIC_WAN_IF, WAN_IF};
+    for (ns, dev) in [
+        (lab.wan_ns(), WAN_IF),
+        (lab.nic_ns(), NIC_WAN_IF),
+        (lab.nic_ns(), NIC_HOST_IF),
+        (lab.host_ns(), HOST_IF),
+    ] {
+        // Each queue's mask names CPU i (hex, one word is enough here).
+        let script = format!(
+            "for q in /sys/class/net/{dev}/queues/tx-*; do i=${{q##*tx-}}; printf '%x' $((1 << i)) > $q/xps_cpus || exit 1; done"
+        );
+        crate::cmd::in_ns(&ns, "sh", &["-c", &script]).map_err(|e| {
+            Error::InvalidSpec(format!(
+                "setting per-CPU transmit queues (XPS) of {dev} in {ns}: {e}"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
 /// nginx (one worker) answering `200 rampart` on `addr:80` in a namespace; killed on drop.
 pub struct Nginx {
     child: Child,

@@ -394,6 +394,9 @@ pub fn run(args: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         dir: dir.clone(),
         scope: scope.clone(),
     };
+    if service_cpu.is_some() {
+        web::steer_queues_by_cpu(&lab)?;
+    }
     guard.nginx = Some(Nginx::start(
         &lab.host_ns(),
         "10.10.0.2",
