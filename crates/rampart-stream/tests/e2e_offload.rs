@@ -225,7 +225,12 @@ fn flowmeter_offloaded_gives_the_baselines_flows() {
         if let Some(t) = tuple {
             let c = t.counters().unwrap();
             assert!(c.records >= n, "{c:?}");
-            assert_eq!((c.no_socket, c.rewrite_failed), (0, 0), "{c:?}");
+            assert_eq!(c.rewrite_failed, 0, "{c:?}");
+            // Every generator frame reached a socket (the flow sums above
+            // are exact); the lab's own IPv6 frames (DAD, MLD, ND — sent by
+            // the kernel from any CPU) can arrive on an RX queue this test
+            // binds no socket to and are counted as no_socket: a handful.
+            assert!(c.no_socket <= 16, "{c:?}");
             assert_eq!(t.bad_records(), 0);
             assert_eq!(src.stats().snapshot().dropped, 0);
             // veth has RX metadata callbacks but no timestamps for these frames.
