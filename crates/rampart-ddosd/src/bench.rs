@@ -1159,52 +1159,9 @@ fn fig_legit(
 }
 
 fn offload_config(lab: &Lab, dir: &Path, k: u32, hold: f64) -> Result<Config> {
-    let text = format!(
-        r#"
-[daemon]
-mode = "hw+xdp-host"
-iface = "{HOST_IF}"
-netns = "{host}"
-lab = "{lab}"
-interval_s = 0.2
-listen = ""
-alerts = "{alerts}"
-state_dir = "{dir}"
-
-[filter]
-max_entries = 65536
-max_prefixes = 4096
-features_capacity = 65536
-
-[hw]
-backend = "emulated"
-update_delay_ms = 2
-
-# As in `rampart demo`: the attack is a UDP flood of 512-byte frames caught
-# by the amplification signature; the rate and entropy detectors, which
-# learn from the attack itself, stay off (see cli/demo.rs).
-[detect.rate]
-enabled = false
-[detect.entropy]
-enabled = false
-[detect.signatures.udp_amplification]
-min_pps = 5
-
-[monitor]
-hold_s = {hold}
-quiet_intervals = 5
-
-[offload]
-capacity = {k}
-max_updates = 64
-host_capacity_pps = 1000000
-"#,
-        host = lab.host_ns(),
-        lab = lab.prefix(),
-        alerts = dir.join("alerts.jsonl").display(),
-        dir = dir.display(),
-    );
-    Config::parse(&text)
+    // The demo's daemon (signature detectors; the attack is a UDP flood of
+    // 512-byte frames caught by the amplification signature).
+    Config::lab_demo(lab, 0.2, hold, k, dir)
 }
 
 fn fig_offload(

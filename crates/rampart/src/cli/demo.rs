@@ -266,63 +266,13 @@ fn sampler(
 }
 
 fn demo_config(lab: &Lab, args: &DemoArgs, dir: &Path) -> Result<Config> {
-    let text = format!(
-        r#"
-[daemon]
-mode = "hw+xdp-host"
-iface = "{HOST_IF}"
-netns = "{host}"
-lab = "{lab}"
-interval_s = {interval}
-listen = ""
-alerts = "{alerts}"
-state_dir = "{dir}"
-
-[filter]
-max_entries = 65536
-max_prefixes = 4096
-features_capacity = 65536
-
-[hw]
-backend = "emulated"
-update_delay_ms = 2
-
-# The rate detector is off here: it learns its baseline (p99 of per-source
-# rates) in every interval it does not flag itself, so during this attack,
-# caught by the signature detectors, it learns the attackers' rates and
-# then bans the legitimate wrk client (one address, ~40k pps) as a rate
-# outlier (seen in a run: false_bans = 1). The attack is caught by the SYN
-# flood and UDP signatures.
-[detect.rate]
-enabled = false
-# The entropy detector is off too: once the attack is dropped in XDP, the
-# feature stage sees only wrk again, the source entropy collapses, and wrk
-# "drives" that change (seen in 1 of 3 runs: false_bans = 1).
-[detect.entropy]
-enabled = false
-[detect.signatures.udp_amplification]
-# The demo's UDP flood uses 512-byte frames; its Zipf tail sends a few
-# packets/s per source, so the per-source floor is low (no legitimate UDP here).
-min_pps = 5
-
-[monitor]
-hold_s = {hold}
-quiet_intervals = 5
-
-[offload]
-capacity = {k}
-max_updates = 64
-host_capacity_pps = 1000000
-"#,
-        host = lab.host_ns(),
-        lab = lab.prefix(),
-        interval = args.interval,
-        alerts = dir.join("alerts.jsonl").display(),
-        dir = dir.display(),
-        hold = (args.attack_seconds + 2.0).max(4.0),
-        k = args.nic_capacity,
-    );
-    Ok(Config::parse(&text)?)
+    Ok(Config::lab_demo(
+        lab,
+        args.interval,
+        (args.attack_seconds + 2.0).max(4.0),
+        args.nic_capacity,
+        dir,
+    )?)
 }
 
 fn oracle_share(args: &DemoArgs, sent_udp: u64, sent_syn: u64) -> f64 {
