@@ -166,10 +166,10 @@ struct tenant_acct_cpu {
  * slice). Bounds how far the bucket check can lag: at most this many
  * packets of a tenant pass on a CPU after its bucket went empty.
  */
-#define TENANT_RUN_MAX 8
+#define TENANT_RUN_MAX 32
 /*
  * Runs extend only while the tenant's bucket holds more than this (ns) —
- * more than 8 packets of any reasonable program cost — or fairness is off.
+ * more than 32 packets of any reasonable program cost — or fairness is off.
  */
 #define TENANT_FAR_NS 1000000
 

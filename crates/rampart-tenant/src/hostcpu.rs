@@ -120,6 +120,88 @@ pub fn unthreaded_napi(ns: &str, dev: &str) -> Result<()> {
     Ok(())
 }
 
+/// The EMULATED NIC's receive side towards the wire's far end, moved off
+/// the host core while it lives.
+///
+/// Answers the host sends (XDP_TX, or its stack's transmissions) enter the
+/// EMULATED NIC at `nic-host`. A veth runs the receiving side's NAPI on the
+/// CPU that sent the frame, so without this the EMULATED NIC's forwarding
+/// (`nic-host` → `nic-wan` → `wan0`, two XDP programs and two veth hops per
+/// answer) ran on the host core and was charged to whatever the host core
+/// was measuring, although on a real host the frame's journey ends at the
+/// NIC's transmit ring. Threaded NAPI on `nic-host`, pinned to `cpu` (the
+/// generator's, where the way in already runs) at SCHED_FIFO (a NIC does
+/// not wait for the generator), puts the whole wire on one side.
+pub struct WireOnCpu {
+    ns: String,
+    /// The NAPI threads (pinned to the wire's CPU).
+    pub threads: NapiThreads,
+}
+
+impl WireOnCpu {
+    /// Move the wire's way back to `cpu`.
+    ///
+    /// # Errors
+    /// As [`threaded_napi`].
+    pub fn new(lab: &rampart_lab::Lab, cpu: usize) -> Result<WireOnCpu> {
+        let ns = lab.nic_ns();
+        let threads = rethread_napi(&ns, rampart_lab::topology::NIC_HOST_IF, cpu)?;
+        Ok(WireOnCpu { ns, threads })
+    }
+}
+
+impl Drop for WireOnCpu {
+    fn drop(&mut self) {
+        let _ = unthreaded_napi(&self.ns, rampart_lab::topology::NIC_HOST_IF);
+    }
+}
+
+/// The calling thread on the host core at a real-time priority above the
+/// NAPI threads' ([`threaded_napi`]), until dropped (then back to its
+/// previous CPUs and the ordinary scheduler). A measurement that reads a
+/// packet counter and then the NAPI thread's run time gets a consistent
+/// pair: the NAPI thread, pinned to that core, cannot run in between.
+/// Before, the reader ran wherever the scheduler put it, at normal
+/// priority, and could be preempted between the two reads (a 100 ms
+/// slice at 4 Mpps moves 1 % per 1 ms of delay).
+pub struct ReaderAboveNapi {
+    before: nix::sched::CpuSet,
+}
+
+impl ReaderAboveNapi {
+    /// Move the calling thread.
+    ///
+    /// # Errors
+    /// When the affinity or the priority cannot be set.
+    pub fn enter(cpu: usize) -> Result<ReaderAboveNapi> {
+        let me = nix::unistd::Pid::from_raw(0);
+        let before = nix::sched::sched_getaffinity(me)
+            .map_err(|e| Error::io("reading this thread's CPUs", e.into()))?;
+        let mut set = nix::sched::CpuSet::new();
+        set.set(cpu)
+            .map_err(|e| Error::Invalid(format!("CPU {cpu}: {e}")))?;
+        nix::sched::sched_setaffinity(me, &set)
+            .map_err(|e| Error::io(format!("pinning the reader to CPU {cpu}"), e.into()))?;
+        let param = libc::sched_param { sched_priority: 60 };
+        // SAFETY: plain syscall on the calling thread with a valid sched_param.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+            let e = std::io::Error::last_os_error();
+            let _ = nix::sched::sched_setaffinity(me, &before);
+            return Err(Error::io("making the reader SCHED_FIFO", e));
+        }
+        Ok(ReaderAboveNapi { before })
+    }
+}
+
+impl Drop for ReaderAboveNapi {
+    fn drop(&mut self) {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as in `enter`.
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &param) };
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &self.before);
+    }
+}
+
 /// Run time of a thread so far (ns), from the scheduler.
 pub fn runtime_ns(pid: i32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/schedstat"))

@@ -261,6 +261,11 @@ pub struct ServicesBenchArgs {
     /// CPU of the traffic generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
+    /// Offload part: leave the EMULATED NIC's way back (answers crossing nic-host → nic-wan → wan0)
+    /// on the host core, where a veth puts it, and charge it to both modes (the method before
+    /// 2026-11-23; default: it runs on the generator's CPU, like the way in).
+    #[arg(long)]
+    pub wire_on_host_core: bool,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +306,7 @@ pub fn run_bench(cmd: TenantBench, cancel: &AtomicBool) -> Result<()> {
                 prefix: a.prefix,
                 host_cpu: a.host_cpu,
                 gen_cpu: a.gen_cpu,
+                wire_on_host_core: a.wire_on_host_core,
                 ..rampart_tenant::bench_services::TenantBenchOpts::new(a.quick)
             };
             let opts = if a.only.is_empty() {
