@@ -44,23 +44,20 @@ fn the_wire_s_way_back_runs_in_a_pinned_realtime_thread_until_dropped() {
         }
         // Frames from the host towards wan cross nic-host: its thread
         // does the work (it has run more after them than before).
-        let before: u64 = wire
-            .threads
-            .pids
-            .iter()
-            .map(|&p| hostcpu::runtime_ns(p))
-            .sum();
+        let ran = || -> u64 {
+            wire.threads
+                .pids
+                .iter()
+                .map(|&p| hostcpu::runtime_ns(p))
+                .sum()
+        };
+        let before = ran();
         in_ns(
             &lab.host_ns(),
             "ping",
             &["-c", "3", "-i", "0.2", "-W", "5", "10.10.0.1"],
         );
-        let after: u64 = wire
-            .threads
-            .pids
-            .iter()
-            .map(|&p| hostcpu::runtime_ns(p))
-            .sum();
+        let after = ran();
         assert!(
             after > before,
             "nic-host's NAPI thread never ran for the replies' way out"
