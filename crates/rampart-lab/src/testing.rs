@@ -25,6 +25,21 @@ pub fn require_kernel() {
     }
 }
 
+/// Pin the calling thread to `cpu` for the rest of its life. Tests that
+/// run a program with per-CPU state (a position, a batch) packet by packet
+/// with BPF_PROG_RUN need every run on one CPU: the run executes on the
+/// calling thread's CPU, and a migration between two runs switches to
+/// another CPU's state.
+///
+/// # Panics
+/// When the kernel refuses.
+pub fn pin_this_thread(cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu).expect("CPU index in range");
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
+        .unwrap_or_else(|e| panic!("pinning the test thread to CPU {cpu}: {e}"));
+}
+
 /// A prefix no other test (in this or another process) uses right now.
 pub fn unique_prefix(tag: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);

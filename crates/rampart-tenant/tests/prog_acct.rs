@@ -18,17 +18,7 @@ const PASS: u32 = 2;
 const DROP: u32 = 1;
 
 fn pin_to_one_cpu() {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET on index 0 is in range;
-    // sched_setaffinity(0, …) changes only the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "pinning the test thread"
-        );
-    }
+    rampart_lab::testing::pin_this_thread(0);
 }
 
 /// Agent of tenants a, b, c on lo, fairness off, with `used_flush_us` and a
