@@ -15,7 +15,10 @@ use serde::{Deserialize, Serialize};
 
 pub use entropy::{EntropyDetector, EntropyStatus};
 pub use rate::{RateDetector, RateStatus};
-pub use signature::{AmplificationDetector, IcmpFloodDetector, SynFloodDetector, UdpFloodDetector};
+pub use signature::{
+    AmplificationDetector, IcmpFloodDetector, ProtocolFloodDetector, SynFloodDetector,
+    UdpFloodDetector,
+};
 
 #[cfg(test)]
 mod tests;
@@ -197,10 +200,10 @@ impl Detection {
             detectors.push(Box::new(SynFloodDetector::new(&s.syn_flood)));
         }
         if s.icmp_flood.enabled {
-            detectors.push(Box::new(IcmpFloodDetector::new(&s.icmp_flood)));
+            detectors.push(Box::new(IcmpFloodDetector::icmp(&s.icmp_flood)));
         }
         if s.udp_flood.enabled {
-            detectors.push(Box::new(UdpFloodDetector::new(&s.udp_flood)));
+            detectors.push(Box::new(UdpFloodDetector::udp(&s.udp_flood)));
         }
         if cfg.rate.enabled {
             detectors.push(Box::new(RateDetector::new(&cfg.rate)));

@@ -214,26 +214,59 @@ impl Detector for SynFloodDetector {
     }
 }
 
-/// ICMP flood (see [`IcmpFloodConfig`]).
+/// A per-protocol flood over many sources — ICMP ([`IcmpFloodConfig`]) or
+/// UDP ([`UdpFloodConfig`]); the rule is [`protocol_flood`]'s.
 #[derive(Debug, Clone)]
-pub struct IcmpFloodDetector {
-    cfg: IcmpFloodConfig,
+pub struct ProtocolFloodDetector {
+    flood: Flood,
     flagged: bool,
 }
 
-impl IcmpFloodDetector {
-    /// From a validated config.
-    pub fn new(cfg: &IcmpFloodConfig) -> Self {
+/// The ICMP-flood detector ([`ProtocolFloodDetector::icmp`]).
+pub type IcmpFloodDetector = ProtocolFloodDetector;
+/// The UDP-flood detector ([`ProtocolFloodDetector::udp`]).
+pub type UdpFloodDetector = ProtocolFloodDetector;
+
+impl ProtocolFloodDetector {
+    /// ICMP flood, from a validated config.
+    pub fn icmp(c: &IcmpFloodConfig) -> Self {
+        Self::with(Flood {
+            detector: "icmp_flood",
+            proto: "ICMP",
+            of_record: |r| u64::from(r.icmp),
+            of_source: |s| s.icmp,
+            min_pps: c.min_icmp_pps,
+            min_share: c.min_icmp_share,
+            victim_pps: c.victim_icmp_pps,
+            flood_min_pps: c.flood_min_icmp_pps,
+        })
+    }
+
+    /// Volumetric UDP flood, from a validated config.
+    pub fn udp(c: &UdpFloodConfig) -> Self {
+        Self::with(Flood {
+            detector: "udp_flood",
+            proto: "UDP",
+            of_record: |r| u64::from(r.udp),
+            of_source: |s| s.udp,
+            min_pps: c.min_udp_pps,
+            min_share: c.min_udp_share,
+            victim_pps: c.victim_udp_pps,
+            flood_min_pps: c.flood_min_udp_pps,
+        })
+    }
+
+    fn with(flood: Flood) -> Self {
         Self {
-            cfg: cfg.clone(),
+            flood,
             flagged: false,
         }
     }
 }
 
-impl Detector for IcmpFloodDetector {
+impl Detector for ProtocolFloodDetector {
     fn name(&self) -> &'static str {
-        "icmp_flood"
+        self.flood.detector
     }
 
     fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
@@ -242,73 +275,7 @@ impl Detector for IcmpFloodDetector {
     }
 
     fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
-        let c = &self.cfg;
-        let out = protocol_flood(
-            iv,
-            sources,
-            &Flood {
-                detector: "icmp_flood",
-                proto: "ICMP",
-                of_record: |r| u64::from(r.icmp),
-                of_source: |s| s.icmp,
-                min_pps: c.min_icmp_pps,
-                min_share: c.min_icmp_share,
-                victim_pps: c.victim_icmp_pps,
-                flood_min_pps: c.flood_min_icmp_pps,
-            },
-        );
-        self.flagged = !out.is_empty();
-        out
-    }
-
-    fn under_attack(&self) -> bool {
-        self.flagged
-    }
-}
-
-/// Volumetric UDP flood over many sources (see [`UdpFloodConfig`]).
-#[derive(Debug, Clone)]
-pub struct UdpFloodDetector {
-    cfg: UdpFloodConfig,
-    flagged: bool,
-}
-
-impl UdpFloodDetector {
-    /// From a validated config.
-    pub fn new(cfg: &UdpFloodConfig) -> Self {
-        Self {
-            cfg: cfg.clone(),
-            flagged: false,
-        }
-    }
-}
-
-impl Detector for UdpFloodDetector {
-    fn name(&self) -> &'static str {
-        "udp_flood"
-    }
-
-    fn observe(&mut self, iv: &Interval<'_>) -> Vec<BlockDecision> {
-        let s = Sources::from_interval(iv);
-        self.observe_sources(iv, &s)
-    }
-
-    fn observe_sources(&mut self, iv: &Interval<'_>, sources: &Sources) -> Vec<BlockDecision> {
-        let c = &self.cfg;
-        let out = protocol_flood(
-            iv,
-            sources,
-            &Flood {
-                detector: "udp_flood",
-                proto: "UDP",
-                of_record: |r| u64::from(r.udp),
-                of_source: |s| s.udp,
-                min_pps: c.min_udp_pps,
-                min_share: c.min_udp_share,
-                victim_pps: c.victim_udp_pps,
-                flood_min_pps: c.flood_min_udp_pps,
-            },
-        );
+        let out = protocol_flood(iv, sources, &self.flood);
         self.flagged = !out.is_empty();
         out
     }
@@ -319,6 +286,7 @@ impl Detector for UdpFloodDetector {
 }
 
 /// A per-protocol flood: what [`protocol_flood`] counts and its thresholds.
+#[derive(Debug, Clone)]
 struct Flood {
     detector: &'static str,
     proto: &'static str,

@@ -281,7 +281,7 @@ fn syn_flood_spares_clients_with_completed_handshakes_even_at_high_rates() {
 
 #[test]
 fn icmp_flood_by_source_and_spread() {
-    let mut d = IcmpFloodDetector::new(&IcmpFloodConfig::default());
+    let mut d = IcmpFloodDetector::icmp(&IcmpFloodConfig::default());
     let mut rng = Rng::new(6);
     let mut v = legit(&mut rng, 100, SECS);
     // A pinging monitor at 1 pps is fine.
@@ -923,7 +923,7 @@ fn observe_cost_breakdown() {
     let mut ds: Vec<Box<dyn Detector>> = vec![
         Box::new(AmplificationDetector::new(&c.signatures.udp_amplification)),
         Box::new(SynFloodDetector::new(&c.signatures.syn_flood)),
-        Box::new(IcmpFloodDetector::new(&c.signatures.icmp_flood)),
+        Box::new(IcmpFloodDetector::icmp(&c.signatures.icmp_flood)),
         Box::new(RateDetector::new(&c.rate)),
         Box::new(EntropyDetector::new(&c.entropy)),
     ];
