@@ -197,6 +197,29 @@ fn write_u64(fd: &OwnedFd, key: u32, v: u64) -> Result<()> {
     Ok(())
 }
 
+/// Real-time priority of the token generator thread (SCHED_FIFO), above
+/// the NAPI threads' 50. The thread is the fairness machinery's clock and
+/// must run every Δt. At an ordinary priority, on a host whose cores are
+/// busy with SCHED_FIFO packet work (the lab's generator and NAPI thread),
+/// it ran only in the scheduler's throttling windows. It then handed out
+/// several periods' tokens at once, the 5 ms caps clipped them, and the
+/// tenants were charged less than the budget while being rejected. A round
+/// costs a few microseconds per tenant.
+pub const TOKEN_THREAD_PRIORITY: i32 = 60;
+
+fn realtime_priority() {
+    let param = libc::sched_param {
+        sched_priority: TOKEN_THREAD_PRIORITY,
+    };
+    // SAFETY: plain syscall on the calling thread with a valid sched_param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        tracing::warn!(
+            "token generator thread stays at normal priority ({}): rounds may come late on a busy host",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 impl TokenGenerator {
     /// Start generating into the `granted`/`used` maps.
     ///
@@ -218,6 +241,7 @@ impl TokenGenerator {
             std::thread::Builder::new()
                 .name("rampart-tokens".into())
                 .spawn(move || {
+                    realtime_priority();
                     let mut last = Instant::now();
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(cfg.period);
