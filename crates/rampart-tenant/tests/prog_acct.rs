@@ -63,17 +63,7 @@ fn shared_map(a: &HostAgent, map: &str) -> std::os::fd::OwnedFd {
 }
 
 fn read_u64(fd: &std::os::fd::OwnedFd, key: u32) -> u64 {
-    let mut v = 0u64;
-    // SAFETY: 4-byte key, 8-byte value, both live for the call.
-    let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(
-            fd.as_raw_fd(),
-            (&raw const key).cast(),
-            (&raw mut v).cast(),
-        )
-    };
-    assert_eq!(rc, 0, "lookup");
-    v
+    fd_u64(fd, key)
 }
 
 /// (used, pending, charged) of a tenant, read until two reads agree: a

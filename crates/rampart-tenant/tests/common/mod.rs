@@ -141,6 +141,11 @@ pub fn map_u64(a: &HostAgent, tenant: &str, map: &str, key: u32) -> u64 {
     let fd = a
         .tenant_map(a.tenant_id(tenant).unwrap(), map)
         .expect("map");
+    fd_u64(&fd, key)
+}
+
+/// Read a u64 at `key` (u32) from any map with 4-byte keys and 8-byte values.
+pub fn fd_u64(fd: &impl AsRawFd, key: u32) -> u64 {
     let mut v = 0u64;
     // SAFETY: 4-byte key, 8-byte value.
     let rc = unsafe {
@@ -150,7 +155,7 @@ pub fn map_u64(a: &HostAgent, tenant: &str, map: &str, key: u32) -> u64 {
             (&raw mut v).cast(),
         )
     };
-    assert_eq!(rc, 0, "lookup {map}[{key}]");
+    assert_eq!(rc, 0, "lookup [{key}]");
     v
 }
 
