@@ -39,7 +39,7 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	struct pkt_info pi;
 	__u64 *granted = NULL, *used = NULL;
 	__u64 now = 0;
-	int far = 1;
+	int far = 1, in_run;
 	__u32 zero = 0, tid, action;
 	int pstatus, malformed;
 
@@ -63,11 +63,17 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 		tid = 0;
 	s = bpf_map_lookup_elem(&rampart_t_stats, &tid);
 	/*
-	 * A run may extend over this packet only while the tenant's bucket is
-	 * far from empty (or fairness is off): near an empty bucket the clock
-	 * is read at every packet as without runs, so the check never lags.
+	 * This packet continues its tenant's run: the slice extends over it.
+	 * A run starts only while the tenant's bucket holds more than
+	 * TENANT_FAR_NS (or fairness is off) and lasts at most TENANT_RUN_MAX
+	 * packets — far less than TENANT_FAR_NS of any program's time, on
+	 * this CPU and on each other — so the bucket cannot run dry inside
+	 * it: neither the bucket nor the check is read again until the run
+	 * ends (near an empty bucket no run starts and every packet is
+	 * checked, so the check never lags where it matters).
 	 */
-	if (g->enforce && tid) {
+	in_run = g->account && !now && a->owner == tid && a->run < TENANT_RUN_MAX;
+	if (g->enforce && tid && !in_run) {
 		granted = bpf_map_lookup_elem(&rampart_t_grant, &tid);
 		used = bpf_map_lookup_elem(&rampart_t_used, &tid);
 		far = granted && used &&
@@ -86,7 +92,7 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 			tenant_slice_open(a, now, tid, 0);
 			/* Two packets of one tenant in a row: the next one may extend the slice. */
 			a->run = to == tid && far;
-		} else if (a->owner == tid && a->run < TENANT_RUN_MAX && far) {
+		} else if (in_run) {
 			a->run++;
 		} else {
 			/*
@@ -124,7 +130,7 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 		tenant_count_verdict(s, action);
 		return action;
 	}
-	if (g->enforce) {
+	if (g->enforce && !in_run) {
 		/* This CPU's unflushed batch counts; other CPUs' lag by < flush_ns each. */
 		if (granted && used && (__s64)(*granted - *used - tenant_pending(a, tid)) <= 0) {
 			tenant_count_drop(s, TDROP_NO_TOKENS);

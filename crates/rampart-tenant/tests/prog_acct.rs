@@ -262,6 +262,58 @@ fn near_an_empty_bucket_every_packet_reads_the_clock() {
 }
 
 #[test]
+fn a_bucket_emptied_inside_a_run_stops_the_tenant_within_32_packets() {
+    // Inside a run the bucket is not re-read (it was more than
+    // TENANT_FAR_NS from empty when the run began): the documented bound
+    // is that at most TENANT_RUN_MAX (32) packets of the tenant pass on a
+    // CPU after its bucket went empty. Empty it behind a run's back and
+    // count the packets that still pass.
+    pin_to_one_cpu();
+    let mut a = tiny_budget_agent(0);
+    a.set_fairness(true).unwrap();
+    let ta = a.tenant_id("a").unwrap();
+    let grant = shared_map(&a, "rampart_t_grant");
+    let used = shared_map(&a, "rampart_t_used");
+    let f = udp4([10, 20, 1, 2], 9);
+    let set_used = |v: u64| {
+        rampart_dataplane::maps::update_raw(
+            used.as_raw_fd(),
+            &ta.to_ne_bytes(),
+            &v.to_ne_bytes(),
+            0,
+        )
+        .unwrap()
+    };
+    // A full bucket: two packets in a row start a run.
+    set_used(0);
+    assert_eq!(run(&a, &f), PASS);
+    assert_eq!(run(&a, &f), PASS);
+    // Now nothing is left.
+    set_used(read_u64(&grant, ta));
+    let mut passed = 0;
+    let mut dropped_at = None;
+    for i in 0..40 {
+        if run(&a, &f) == PASS {
+            passed += 1;
+        } else {
+            dropped_at = Some(i);
+            break;
+        }
+    }
+    let at = dropped_at.expect("40 packets passed with an empty bucket");
+    assert!(
+        passed <= 32,
+        "{passed} packets passed after the bucket went empty"
+    );
+    assert_eq!(at, passed);
+    // Once the run has ended, every packet is checked: all are dropped.
+    for i in 0..10 {
+        assert_eq!(run(&a, &f), DROP, "packet {i} after the run passed");
+    }
+    assert!(stats(&a, "a").drops["no_tokens"] >= 11);
+}
+
+#[test]
 fn the_bucket_check_counts_this_cpus_unflushed_batch() {
     pin_to_one_cpu();
     let mut a = tiny_budget_agent(1_000_000);
@@ -269,15 +321,26 @@ fn the_bucket_check_counts_this_cpus_unflushed_batch() {
     let ta = a.tenant_id("a").unwrap();
     let grant = shared_map(&a, "rampart_t_grant");
     let used = shared_map(&a, "rampart_t_used");
+    // A bucket of 900 µs, below TENANT_FAR_NS: no run starts, every packet
+    // is checked (inside a run the bucket is not re-read: it was far from
+    // empty when the run began).
+    let granted = read_u64(&grant, ta);
+    let base = granted - 900_000;
+    rampart_dataplane::maps::update_raw(
+        used.as_raw_fd(),
+        &ta.to_ne_bytes(),
+        &base.to_ne_bytes(),
+        0,
+    )
+    .unwrap();
     // Two packets of a: the second closes the first one's slice into a's batch.
     assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
     assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
     let pend = a.pending_used_ns(ta).unwrap();
     assert!(pend > 10, "a's batch is empty ({pend} ns)");
-    assert_eq!(read_u64(&used, ta), 0);
+    assert_eq!(read_u64(&used, ta), base);
     // Leave a bucket smaller than the batch: granted − used = pend / 2 > 0.
     // Only the batch (which the shared counter does not show yet) empties it.
-    let granted = read_u64(&grant, ta);
     rampart_dataplane::maps::update_raw(
         used.as_raw_fd(),
         &ta.to_ne_bytes(),
