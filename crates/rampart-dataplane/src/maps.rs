@@ -130,6 +130,64 @@ pub fn lookup_batch_raw(
     Ok((keys, vals, total))
 }
 
+/// `bpf_map_lookup_elem` on a raw fd into `out`, which must hold the value
+/// (for per-CPU maps: one value rounded up to 8 bytes per possible CPU).
+/// `Ok(false)` when the key is absent.
+///
+/// # Errors
+/// Any error but `ENOENT`.
+pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
+    // SAFETY: buffers sized by the caller for this map; the kernel reads
+    // key_size bytes of `key` and writes the value size into `out`.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), out.as_mut_ptr().cast())
+    };
+    if rc < 0 {
+        if -rc == libc::ENOENT {
+            return Ok(false);
+        }
+        return Err(Error::Io {
+            context: "BPF_MAP_LOOKUP_ELEM".into(),
+            source: io::Error::from_raw_os_error(-rc),
+        });
+    }
+    Ok(true)
+}
+
+/// The `u64` at `key` of a map with 4-byte keys and 8-byte values (an
+/// array of counters).
+///
+/// # Errors
+/// The kernel's error; an absent key is an error too (`ENOENT`).
+pub fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
+    let mut v = [0u8; 8];
+    if !lookup_raw(fd, &key.to_ne_bytes(), &mut v)? {
+        return Err(Error::Io {
+            context: format!("BPF_MAP_LOOKUP_ELEM: no entry {key}"),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        });
+    }
+    Ok(u64::from_ne_bytes(v))
+}
+
+/// The sum over CPUs of the `u64` at `key` of a per-CPU map with 4-byte
+/// keys (a per-CPU array of counters).
+///
+/// # Errors
+/// The kernel's error; an absent key is an error too (`ENOENT`).
+pub fn lookup_percpu_u64_sum(fd: RawFd, key: u32) -> Result<u64> {
+    let mut v = vec![0u8; 8 * possible_cpus()];
+    if !lookup_raw(fd, &key.to_ne_bytes(), &mut v)? {
+        return Err(Error::Io {
+            context: format!("BPF_MAP_LOOKUP_ELEM: no entry {key}"),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        });
+    }
+    Ok(v.chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+        .sum())
+}
+
 /// `bpf_map_update_elem` on a raw fd — for updates that must happen on a
 /// thread inside another network namespace (devmaps and XSKMAPs resolve
 /// ifindexes in the caller's namespace), where a libbpf-rs map is not `Send`.

@@ -219,24 +219,7 @@ impl<T> Drop for ArrayMmap<T> {
     }
 }
 
-/// `bpf_map_lookup_elem` into `out` (which must hold the value, or one
-/// value per possible CPU for per-CPU maps). `Ok(false)` when absent.
-///
-/// # Errors
-/// Any error but `ENOENT`.
-pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
-    // SAFETY: buffers sized by the caller for this map; the kernel checks sizes against the map.
-    let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), out.as_mut_ptr().cast())
-    };
-    if rc < 0 {
-        if -rc == libc::ENOENT {
-            return Ok(false);
-        }
-        return Err(Error::errno("BPF_MAP_LOOKUP_ELEM", rc));
-    }
-    Ok(true)
-}
+pub use rampart_dataplane::maps::lookup_raw;
 
 /// `bpf_map_delete_elem`; `Ok(false)` when absent.
 ///

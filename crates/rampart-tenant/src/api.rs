@@ -369,15 +369,9 @@ async fn map_dump(
         }
         first = false;
         std::mem::swap(&mut key, &mut next);
-        // SAFETY: value buffer sized for the map (per-CPU: one rounded value per possible CPU).
-        let rc = unsafe {
-            libbpf_sys::bpf_map_lookup_elem(
-                fd.as_raw_fd(),
-                key.as_ptr().cast(),
-                val.as_mut_ptr().cast(),
-            )
-        };
-        if rc < 0 {
+        // The value buffer is sized for the map (per-CPU: one rounded value per possible CPU).
+        // An entry deleted since get_next_key is skipped.
+        if !rampart_dataplane::maps::lookup_raw(fd.as_raw_fd(), &key, &mut val).unwrap_or(false) {
             continue;
         }
         let value = if is_percpu(v.kind) {

@@ -204,32 +204,17 @@ fn percpu_values(fd: RawFd, key: u32, size: usize) -> Result<Vec<Vec<u8>>> {
     let ncpu = rampart_dataplane::maps::possible_cpus();
     let stride = (size + 7) & !7;
     let mut buf = vec![0u8; stride * ncpu];
-    // SAFETY: `buf` holds one rounded value per possible CPU, as the kernel writes for per-CPU maps.
-    let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), buf.as_mut_ptr().cast())
-    };
-    if rc < 0 {
+    if !rampart_dataplane::maps::lookup_raw(fd, &key.to_ne_bytes(), &mut buf)? {
         return Err(Error::io(
-            "reading a per-CPU map",
-            std::io::Error::from_raw_os_error(-rc),
+            format!("reading entry {key} of a per-CPU map"),
+            std::io::Error::from_raw_os_error(libc::ENOENT),
         ));
     }
     Ok(buf.chunks(stride).map(|c| c[..size].to_vec()).collect())
 }
 
 fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
-    let mut v = 0u64;
-    // SAFETY: 4-byte key and 8-byte value buffers match the map.
-    let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(fd, (&raw const key).cast(), (&raw mut v).cast())
-    };
-    if rc < 0 {
-        return Err(Error::io(
-            "reading a map",
-            std::io::Error::from_raw_os_error(-rc),
-        ));
-    }
-    Ok(v)
+    Ok(rampart_dataplane::maps::lookup_u64(fd, key)?)
 }
 
 fn delete_raw(fd: RawFd, key: &[u8]) -> Result<()> {

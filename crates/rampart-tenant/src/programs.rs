@@ -185,23 +185,9 @@ impl DnsLimits {
 /// # Errors
 /// A failing lookup.
 pub fn percpu_counters(fd: RawFd, n: u32) -> Result<Vec<u64>> {
-    let ncpu = rampart_dataplane::maps::possible_cpus();
-    let mut out = Vec::with_capacity(n as usize);
-    for k in 0..n {
-        let mut buf = vec![0u64; ncpu];
-        // SAFETY: 4-byte key; the per-CPU value buffer holds 8 bytes per possible CPU.
-        let rc = unsafe {
-            libbpf_sys::bpf_map_lookup_elem(fd, (&raw const k).cast(), buf.as_mut_ptr().cast())
-        };
-        if rc != 0 {
-            return Err(Error::io(
-                format!("reading counter {k}"),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        out.push(buf.iter().sum());
-    }
-    Ok(out)
+    (0..n)
+        .map(|k| Ok(rampart_dataplane::maps::lookup_percpu_u64_sum(fd, k)?))
+        .collect()
 }
 
 impl DnsStats {

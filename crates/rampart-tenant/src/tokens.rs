@@ -174,22 +174,7 @@ pub struct TokenGenerator {
 }
 
 fn read_u64(fd: &OwnedFd, key: u32) -> Result<u64> {
-    let mut v = 0u64;
-    // SAFETY: key and value buffers are valid for the map's 4/8-byte sizes.
-    let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(
-            fd.as_raw_fd(),
-            (&raw const key).cast(),
-            (&raw mut v).cast(),
-        )
-    };
-    if rc < 0 {
-        return Err(Error::io(
-            "reading a token counter",
-            std::io::Error::from_raw_os_error(-rc),
-        ));
-    }
-    Ok(v)
+    Ok(rampart_dataplane::maps::lookup_u64(fd.as_raw_fd(), key)?)
 }
 
 fn write_u64(fd: &OwnedFd, key: u32, v: u64) -> Result<()> {

@@ -4,7 +4,6 @@
 //! namespace (a device-bound program resolves its interface there), then
 //! only file descriptors are kept: they are `Send`, libbpf-rs maps are not.
 
-use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -16,7 +15,7 @@ use rampart_dataplane::netns;
 use serde::Serialize;
 
 use super::config::OffloadConfig;
-use crate::error::{io as io_err, Error, Result};
+use crate::error::{Error, Result};
 
 /// Which entry point of `xdp_stream` to load on the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -268,25 +267,9 @@ impl OffloadProgram {
     /// # Errors
     /// The kernel's error.
     pub fn counters(&self) -> Result<Counters> {
-        let ncpu = rampart_dataplane::maps::possible_cpus();
         let mut out = [0u64; ST_CNT_MAX as usize];
-        let mut vals = vec![0u64; ncpu];
         for (k, o) in out.iter_mut().enumerate() {
-            let key = k as u32;
-            // SAFETY: per-CPU array of u64: ncpu × 8 bytes out, a u32 key in.
-            let rc = unsafe {
-                libbpf_rs::libbpf_sys::bpf_map_lookup_elem(
-                    self.stats.as_raw_fd(),
-                    (&raw const key).cast(),
-                    vals.as_mut_ptr().cast(),
-                )
-            };
-            if rc < 0 {
-                return Err(io_err("reading stream_off_stats")(
-                    io::Error::from_raw_os_error(-rc),
-                ));
-            }
-            *o = vals.iter().sum();
+            *o = rampart_dataplane::maps::lookup_percpu_u64_sum(self.stats.as_raw_fd(), k as u32)?;
         }
         Ok(Counters::from_array(&out))
     }

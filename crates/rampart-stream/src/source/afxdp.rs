@@ -173,24 +173,12 @@ impl AfXdpSource {
     /// # Errors
     /// Reading the per-CPU counters.
     pub fn redirect_counts(&self) -> Result<(u64, u64)> {
-        let ncpu = rampart_dataplane::maps::possible_cpus();
         let mut out = [0u64; 2];
         for (k, o) in out.iter_mut().enumerate() {
-            let mut vals = vec![0u64; ncpu];
-            // SAFETY: per-CPU array of u64 values: ncpu × 8 bytes out.
-            let rc = unsafe {
-                libbpf_rs::libbpf_sys::bpf_map_lookup_elem(
-                    self.inner.stats_fd.as_raw_fd(),
-                    (&raw const k).cast::<u32>().cast(),
-                    vals.as_mut_ptr().cast(),
-                )
-            };
-            if rc < 0 {
-                return Err(io_err("reading stream_rx_stats")(
-                    io::Error::from_raw_os_error(-rc),
-                ));
-            }
-            *o = vals.iter().sum();
+            *o = rampart_dataplane::maps::lookup_percpu_u64_sum(
+                self.inner.stats_fd.as_raw_fd(),
+                k as u32,
+            )?;
         }
         Ok((out[0], out[1]))
     }

@@ -146,17 +146,8 @@ pub fn map_u64(a: &HostAgent, tenant: &str, map: &str, key: u32) -> u64 {
 
 /// Read a u64 at `key` (u32) from any map with 4-byte keys and 8-byte values.
 pub fn fd_u64(fd: &impl AsRawFd, key: u32) -> u64 {
-    let mut v = 0u64;
-    // SAFETY: 4-byte key, 8-byte value.
-    let rc = unsafe {
-        libbpf_sys::bpf_map_lookup_elem(
-            fd.as_raw_fd(),
-            (&raw const key).cast(),
-            (&raw mut v).cast(),
-        )
-    };
-    assert_eq!(rc, 0, "lookup [{key}]");
-    v
+    rampart_dataplane::maps::lookup_u64(fd.as_raw_fd(), key)
+        .unwrap_or_else(|e| panic!("lookup [{key}]: {e}"))
 }
 
 /// A program that counts its packets in `counts[0]` (adding `step`) and returns `verdict`.

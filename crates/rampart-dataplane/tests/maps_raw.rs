@@ -1,0 +1,67 @@
+//! The raw-fd map helpers (`rampart_dataplane::maps`) against real kernel
+//! maps created for the test (freed with their fds).
+
+use std::os::fd::{AsFd, AsRawFd};
+
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+use rampart_dataplane::maps;
+
+fn map(kind: MapType, key_size: u32, value_size: u32, entries: u32) -> MapHandle {
+    assert!(
+        rampart_dataplane::features::is_root(),
+        "map tests need root: run them with ./run test"
+    );
+    let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+        ..Default::default()
+    };
+    MapHandle::create(
+        kind,
+        Some("rampart_t_raw"),
+        key_size,
+        value_size,
+        entries,
+        &opts,
+    )
+    .expect("create map")
+}
+
+#[test]
+fn lookup_u64_reads_an_array_entry_and_refuses_a_missing_key() {
+    let m = map(MapType::Array, 4, 8, 4);
+    let fd = m.as_fd().as_raw_fd();
+    maps::update_raw(fd, &2u32.to_ne_bytes(), &0xdead_beef_u64.to_ne_bytes(), 0).unwrap();
+    assert_eq!(maps::lookup_u64(fd, 2).unwrap(), 0xdead_beef);
+    assert_eq!(maps::lookup_u64(fd, 0).unwrap(), 0);
+    // Beyond an array's end: ENOENT, an error for a counter read.
+    let e = maps::lookup_u64(fd, 4).unwrap_err().to_string();
+    assert!(e.contains("no entry 4"), "{e}");
+}
+
+#[test]
+fn lookup_raw_tells_an_absent_hash_key_from_a_present_one() {
+    let m = map(MapType::Hash, 4, 8, 16);
+    let fd = m.as_fd().as_raw_fd();
+    let mut out = [0u8; 8];
+    assert!(!maps::lookup_raw(fd, &7u32.to_ne_bytes(), &mut out).unwrap());
+    m.update(&7u32.to_ne_bytes(), &42u64.to_ne_bytes(), MapFlags::ANY)
+        .unwrap();
+    assert!(maps::lookup_raw(fd, &7u32.to_ne_bytes(), &mut out).unwrap());
+    assert_eq!(u64::from_ne_bytes(out), 42);
+}
+
+#[test]
+fn lookup_percpu_u64_sum_adds_every_cpus_value() {
+    let m = map(MapType::PercpuArray, 4, 8, 2);
+    let ncpu = maps::possible_cpus();
+    let vals: Vec<Vec<u8>> = (0..ncpu)
+        .map(|c| (10 * (c as u64 + 1)).to_ne_bytes().to_vec())
+        .collect();
+    m.update_percpu(&1u32.to_ne_bytes(), &vals, MapFlags::ANY)
+        .unwrap();
+    let want: u64 = (1..=ncpu as u64).map(|c| 10 * c).sum();
+    let fd = m.as_fd().as_raw_fd();
+    assert_eq!(maps::lookup_percpu_u64_sum(fd, 1).unwrap(), want);
+    assert_eq!(maps::lookup_percpu_u64_sum(fd, 0).unwrap(), 0);
+    assert!(maps::lookup_percpu_u64_sum(fd, 2).is_err());
+}
