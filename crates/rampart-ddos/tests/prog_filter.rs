@@ -690,13 +690,17 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
         ),
         (
             "ipv6 later fragment",
-            v6_chain(c6, &[frag_later.clone()], (6, &[1, 2, 3])),
+            v6_chain(c6, std::slice::from_ref(&frag_later), (6, &[1, 2, 3])),
             XDP_PASS,
             "pass.clean",
         ),
         (
             "ipv6 later fragment, payload looks like a header",
-            v6_chain(c6, &[frag_later_dst.clone()], (60, later6_payload)),
+            v6_chain(
+                c6,
+                std::slice::from_ref(&frag_later_dst),
+                (60, later6_payload),
+            ),
             XDP_PASS,
             "pass.clean",
         ),
@@ -776,19 +780,19 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
         ),
         (
             "ipv6 ext header cut",
-            v6_chain(c6, &[hop.clone()], (17, udp_l4))[..14 + 40 + 1].to_vec(),
+            v6_chain(c6, std::slice::from_ref(&hop), (17, udp_l4))[..14 + 40 + 1].to_vec(),
             XDP_DROP,
             "drop.truncated",
         ),
         (
             "ipv6 ah cut",
-            v6_chain(c6, &[ah.clone()], (17, &[]))[..14 + 40 + 8].to_vec(),
+            v6_chain(c6, std::slice::from_ref(&ah), (17, &[]))[..14 + 40 + 8].to_vec(),
             XDP_DROP,
             "drop.truncated",
         ),
         (
             "ipv6 fragment header cut",
-            v6_chain(c6, &[frag_first.clone()], (17, &[]))[..14 + 40 + 6].to_vec(),
+            v6_chain(c6, std::slice::from_ref(&frag_first), (17, &[]))[..14 + 40 + 6].to_vec(),
             XDP_DROP,
             "drop.truncated",
         ),
@@ -863,7 +867,7 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
         ),
         (
             "bl ipv6 later fragment",
-            v6_chain(b6, &[frag_later.clone()], (6, &[1, 2, 3])),
+            v6_chain(b6, std::slice::from_ref(&frag_later), (6, &[1, 2, 3])),
             XDP_DROP,
             "drop.blacklist",
         ),
