@@ -66,6 +66,50 @@ fn read_u64(fd: &std::os::fd::OwnedFd, key: u32) -> u64 {
     fd_u64(fd, key)
 }
 
+/// Tenant a of a [`tiny_budget_agent`] with fairness on, on this thread's
+/// CPU, and its bucket's two counters (`granted`, `used`) to set by hand.
+struct Bucket {
+    a: HostAgent,
+    ta: u32,
+    grant: std::os::fd::OwnedFd,
+    used: std::os::fd::OwnedFd,
+}
+
+impl Bucket {
+    fn new(flush_us: u32) -> Self {
+        pin_to_one_cpu();
+        let mut a = tiny_budget_agent(flush_us);
+        a.set_fairness(true).unwrap();
+        let ta = a.tenant_id("a").unwrap();
+        let grant = shared_map(&a, "rampart_t_grant");
+        let used = shared_map(&a, "rampart_t_used");
+        Self { a, ta, grant, used }
+    }
+
+    fn granted(&self) -> u64 {
+        read_u64(&self.grant, self.ta)
+    }
+
+    fn used(&self) -> u64 {
+        read_u64(&self.used, self.ta)
+    }
+
+    fn set_used(&self, v: u64) {
+        rampart_dataplane::maps::update_raw(
+            self.used.as_raw_fd(),
+            &self.ta.to_ne_bytes(),
+            &v.to_ne_bytes(),
+            0,
+        )
+        .unwrap();
+    }
+
+    /// Leave `ns` in the bucket (as far as the shared counters go).
+    fn leave(&self, ns: u64) {
+        self.set_used(self.granted() - ns);
+    }
+}
+
 /// (used, pending, charged) of a tenant, read until two reads agree: a
 /// context switch of this thread may close the open slice (and charge its
 /// owner) between two map reads.
@@ -213,45 +257,28 @@ fn near_an_empty_bucket_every_packet_reads_the_clock() {
     // ms): below it, each packet closes the previous one's slice, so the
     // check never lags. (A kernel event closing a slice early only adds
     // charges: this can fail only if a packet went uncharged.)
-    pin_to_one_cpu();
-    let mut a = tiny_budget_agent(0);
-    a.set_fairness(true).unwrap();
-    let ta = a.tenant_id("a").unwrap();
-    let grant = shared_map(&a, "rampart_t_grant");
-    let used = shared_map(&a, "rampart_t_used");
+    let b = Bucket::new(0);
+    let a = &b.a;
     let f = udp4([10, 20, 1, 2], 9);
     // Leave 500 µs in a's bucket: positive, but not far from empty.
-    let granted = read_u64(&grant, ta);
-    rampart_dataplane::maps::update_raw(
-        used.as_raw_fd(),
-        &ta.to_ne_bytes(),
-        &(granted - 500_000).to_ne_bytes(),
-        0,
-    )
-    .unwrap();
-    assert_eq!(run(&a, &f), PASS);
-    let mut last = stats(&a, "a").cpu_ns;
+    b.leave(500_000);
+    assert_eq!(run(a, &f), PASS);
+    let mut last = stats(a, "a").cpu_ns;
     for i in 0..10 {
-        assert_eq!(run(&a, &f), PASS, "packet {i}: the bucket is not empty yet");
-        let now = stats(&a, "a").cpu_ns;
+        assert_eq!(run(a, &f), PASS, "packet {i}: the bucket is not empty yet");
+        let now = stats(a, "a").cpu_ns;
         assert!(now > last, "packet {i} extended a run near an empty bucket");
         last = now;
     }
     // Far from empty (a full bucket of 20 ms), runs extend again: some of
     // ten packets in a row share a clock read.
-    rampart_dataplane::maps::update_raw(
-        used.as_raw_fd(),
-        &ta.to_ne_bytes(),
-        &0u64.to_ne_bytes(),
-        0,
-    )
-    .unwrap();
-    run(&a, &f);
+    b.set_used(0);
+    run(a, &f);
     let mut charges = 0;
-    let mut last = stats(&a, "a").cpu_ns;
+    let mut last = stats(a, "a").cpu_ns;
     for _ in 0..10 {
-        run(&a, &f);
-        let now = stats(&a, "a").cpu_ns;
+        run(a, &f);
+        let now = stats(a, "a").cpu_ns;
         charges += u32::from(now > last);
         last = now;
     }
@@ -268,32 +295,19 @@ fn a_bucket_emptied_inside_a_run_stops_the_tenant_within_32_packets() {
     // is that at most TENANT_RUN_MAX (32) packets of the tenant pass on a
     // CPU after its bucket went empty. Empty it behind a run's back and
     // count the packets that still pass.
-    pin_to_one_cpu();
-    let mut a = tiny_budget_agent(0);
-    a.set_fairness(true).unwrap();
-    let ta = a.tenant_id("a").unwrap();
-    let grant = shared_map(&a, "rampart_t_grant");
-    let used = shared_map(&a, "rampart_t_used");
+    let b = Bucket::new(0);
+    let a = &b.a;
     let f = udp4([10, 20, 1, 2], 9);
-    let set_used = |v: u64| {
-        rampart_dataplane::maps::update_raw(
-            used.as_raw_fd(),
-            &ta.to_ne_bytes(),
-            &v.to_ne_bytes(),
-            0,
-        )
-        .unwrap()
-    };
     // A full bucket: two packets in a row start a run.
-    set_used(0);
-    assert_eq!(run(&a, &f), PASS);
-    assert_eq!(run(&a, &f), PASS);
+    b.set_used(0);
+    assert_eq!(run(a, &f), PASS);
+    assert_eq!(run(a, &f), PASS);
     // Now nothing is left.
-    set_used(read_u64(&grant, ta));
+    b.leave(0);
     let mut passed = 0;
     let mut dropped_at = None;
     for i in 0..40 {
-        if run(&a, &f) == PASS {
+        if run(a, &f) == PASS {
             passed += 1;
         } else {
             dropped_at = Some(i);
@@ -308,63 +322,40 @@ fn a_bucket_emptied_inside_a_run_stops_the_tenant_within_32_packets() {
     assert_eq!(at, passed);
     // Once the run has ended, every packet is checked: all are dropped.
     for i in 0..10 {
-        assert_eq!(run(&a, &f), DROP, "packet {i} after the run passed");
+        assert_eq!(run(a, &f), DROP, "packet {i} after the run passed");
     }
-    assert!(stats(&a, "a").drops["no_tokens"] >= 11);
+    assert!(stats(a, "a").drops["no_tokens"] >= 11);
 }
 
 #[test]
 fn the_bucket_check_counts_this_cpus_unflushed_batch() {
-    pin_to_one_cpu();
-    let mut a = tiny_budget_agent(1_000_000);
-    a.set_fairness(true).unwrap();
-    let ta = a.tenant_id("a").unwrap();
-    let grant = shared_map(&a, "rampart_t_grant");
-    let used = shared_map(&a, "rampart_t_used");
+    let b = Bucket::new(1_000_000);
+    let a = &b.a;
     // A bucket of 900 µs, below TENANT_FAR_NS: no run starts, every packet
     // is checked (inside a run the bucket is not re-read: it was far from
     // empty when the run began).
-    let granted = read_u64(&grant, ta);
-    let base = granted - 900_000;
-    rampart_dataplane::maps::update_raw(
-        used.as_raw_fd(),
-        &ta.to_ne_bytes(),
-        &base.to_ne_bytes(),
-        0,
-    )
-    .unwrap();
+    b.leave(900_000);
+    let base = b.used();
     // Two packets of a: the second closes the first one's slice into a's batch.
-    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
-    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
-    let pend = a.pending_used_ns(ta).unwrap();
+    assert_eq!(run(a, &udp4([10, 20, 1, 2], 9)), PASS);
+    assert_eq!(run(a, &udp4([10, 20, 1, 2], 9)), PASS);
+    let pend = a.pending_used_ns(b.ta).unwrap();
     assert!(pend > 10, "a's batch is empty ({pend} ns)");
-    assert_eq!(read_u64(&used, ta), base);
+    assert_eq!(b.used(), base);
     // Leave a bucket smaller than the batch: granted − used = pend / 2 > 0.
     // Only the batch (which the shared counter does not show yet) empties it.
-    rampart_dataplane::maps::update_raw(
-        used.as_raw_fd(),
-        &ta.to_ne_bytes(),
-        &(granted - pend / 2).to_ne_bytes(),
-        0,
-    )
-    .unwrap();
+    b.leave(pend / 2);
     assert_eq!(
-        run(&a, &udp4([10, 20, 1, 2], 9)),
+        run(a, &udp4([10, 20, 1, 2], 9)),
         DROP,
         "the CPU's own batch must count in the bucket"
     );
-    assert_eq!(stats(&a, "a").drops["no_tokens"], 1);
+    assert_eq!(stats(a, "a").drops["no_tokens"], 1);
     // b has its own bucket and is not affected.
-    assert_eq!(run(&a, &udp4([10, 20, 2, 2], 9)), PASS);
+    assert_eq!(run(a, &udp4([10, 20, 2, 2], 9)), PASS);
     // With a bucket larger than the batch, a passes again.
-    rampart_dataplane::maps::update_raw(
-        used.as_raw_fd(),
-        &ta.to_ne_bytes(),
-        &0u64.to_ne_bytes(),
-        0,
-    )
-    .unwrap();
-    assert_eq!(run(&a, &udp4([10, 20, 1, 2], 9)), PASS);
+    b.set_used(0);
+    assert_eq!(run(a, &udp4([10, 20, 1, 2], 9)), PASS);
 }
 
 #[test]
