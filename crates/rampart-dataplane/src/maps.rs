@@ -77,6 +77,30 @@ pub fn lookup_batch_raw(
 ) -> Result<(Vec<u8>, Vec<u8>, usize)> {
     let mut keys = Vec::new();
     let mut vals = Vec::new();
+    let total = walk_batch(fd, key_size, value_size, chunk, false, |k, v| {
+        keys.extend_from_slice(k);
+        vals.extend_from_slice(v);
+    })?;
+    Ok((keys, vals, total))
+}
+
+/// Walk a whole map with `BPF_MAP_LOOKUP_BATCH` (or, with `delete`,
+/// `BPF_MAP_LOOKUP_AND_DELETE_BATCH`: read and empty a hash map), `chunk`
+/// entries per call, calling `each(key, value)` per entry; returns the
+/// count. `value_size` is what the kernel returns per entry (all CPUs for
+/// per-CPU maps).
+///
+/// # Errors
+/// The kernel's error other than the end-of-map `ENOENT` (entries handed
+/// to `each` before it stay handed).
+pub fn walk_batch(
+    fd: RawFd,
+    key_size: usize,
+    value_size: usize,
+    chunk: u32,
+    delete: bool,
+    mut each: impl FnMut(&[u8], &[u8]),
+) -> Result<usize> {
     let mut total = 0usize;
     let mut in_batch = vec![0u8; key_size.max(8)];
     let mut out_batch = vec![0u8; key_size.max(8)];
@@ -89,45 +113,61 @@ pub fn lookup_batch_raw(
             sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
             ..Default::default()
         };
+        let in_ptr = if first {
+            std::ptr::null_mut()
+        } else {
+            in_batch.as_mut_ptr().cast()
+        };
         // SAFETY: buffers are sized for `count` keys/values and the batch tokens.
         let rc = unsafe {
-            libbpf_sys::bpf_map_lookup_batch(
-                fd,
-                if first {
-                    std::ptr::null_mut()
-                } else {
-                    in_batch.as_mut_ptr().cast()
-                },
-                out_batch.as_mut_ptr().cast(),
-                kbuf.as_mut_ptr().cast(),
-                vbuf.as_mut_ptr().cast(),
-                &mut count,
-                &opts,
-            )
-        };
-        let err = if rc < 0 {
-            Some(io::Error::from_raw_os_error(-rc))
-        } else {
-            None
+            if delete {
+                libbpf_sys::bpf_map_lookup_and_delete_batch(
+                    fd,
+                    in_ptr,
+                    out_batch.as_mut_ptr().cast(),
+                    kbuf.as_mut_ptr().cast(),
+                    vbuf.as_mut_ptr().cast(),
+                    &mut count,
+                    &opts,
+                )
+            } else {
+                libbpf_sys::bpf_map_lookup_batch(
+                    fd,
+                    in_ptr,
+                    out_batch.as_mut_ptr().cast(),
+                    kbuf.as_mut_ptr().cast(),
+                    vbuf.as_mut_ptr().cast(),
+                    &mut count,
+                    &opts,
+                )
+            }
         };
         let n = count as usize;
-        keys.extend_from_slice(&kbuf[..n * key_size]);
-        vals.extend_from_slice(&vbuf[..n * value_size]);
+        for i in 0..n {
+            each(
+                &kbuf[i * key_size..(i + 1) * key_size],
+                &vbuf[i * value_size..(i + 1) * value_size],
+            );
+        }
         total += n;
-        match err {
-            None => {}
-            Some(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
-            Some(e) => {
-                return Err(Error::Io {
-                    context: "BPF_MAP_LOOKUP_BATCH".into(),
-                    source: e,
-                })
+        if rc < 0 {
+            if -rc == libc::ENOENT {
+                break;
             }
+            return Err(Error::Io {
+                context: if delete {
+                    "BPF_MAP_LOOKUP_AND_DELETE_BATCH"
+                } else {
+                    "BPF_MAP_LOOKUP_BATCH"
+                }
+                .into(),
+                source: io::Error::from_raw_os_error(-rc),
+            });
         }
         std::mem::swap(&mut in_batch, &mut out_batch);
         first = false;
     }
-    Ok((keys, vals, total))
+    Ok(total)
 }
 
 /// `bpf_map_lookup_elem` on a raw fd into `out`, which must hold the value

@@ -65,3 +65,41 @@ fn lookup_percpu_u64_sum_adds_every_cpus_value() {
     assert_eq!(maps::lookup_percpu_u64_sum(fd, 0).unwrap(), 0);
     assert!(maps::lookup_percpu_u64_sum(fd, 2).is_err());
 }
+
+#[test]
+fn batch_walks_see_every_entry_and_the_deleting_walk_empties_the_map() {
+    let m = map(MapType::Hash, 4, 8, 256);
+    let fd = m.as_fd().as_raw_fd();
+    for k in 0..100u32 {
+        maps::update_raw(fd, &k.to_ne_bytes(), &u64::from(k * 3).to_ne_bytes(), 0).unwrap();
+    }
+    // Chunks smaller than the map: the walk resumes from the kernel's token.
+    let (keys, vals, n) = maps::lookup_batch_raw(fd, 4, 8, 16).unwrap();
+    assert_eq!(n, 100);
+    let mut seen: Vec<(u32, u64)> = keys
+        .chunks_exact(4)
+        .zip(vals.chunks_exact(8))
+        .map(|(k, v)| {
+            (
+                u32::from_ne_bytes(k.try_into().unwrap()),
+                u64::from_ne_bytes(v.try_into().unwrap()),
+            )
+        })
+        .collect();
+    seen.sort_unstable();
+    assert_eq!(
+        seen,
+        (0..100u32)
+            .map(|k| (k, u64::from(k * 3)))
+            .collect::<Vec<_>>()
+    );
+    // Still all there after a reading walk; gone after a deleting one.
+    let mut sum = 0u64;
+    let n = maps::walk_batch(fd, 4, 8, 7, true, |_, v| {
+        sum += u64::from_ne_bytes(v.try_into().unwrap());
+    })
+    .unwrap();
+    assert_eq!(n, 100);
+    assert_eq!(sum, (0..100u64).map(|k| k * 3).sum::<u64>());
+    assert_eq!(maps::lookup_batch_raw(fd, 4, 8, 16).unwrap().2, 0);
+}

@@ -245,68 +245,6 @@ pub fn update_raw(fd: RawFd, key: &[u8], value: &[u8], flags: u64) -> Result<()>
     rampart_dataplane::maps::update_raw(fd, key, value, flags).map_err(Error::from)
 }
 
-/// Read and delete every entry of a hash map with
-/// `BPF_MAP_LOOKUP_AND_DELETE_BATCH`; `value_size` is what the kernel
-/// returns per entry (all CPUs for per-CPU maps). Calls `each(key, value)`
-/// per entry and returns the count.
-///
-/// # Errors
-/// The kernel's error other than the end-of-map `ENOENT`.
-pub fn drain_batch(
-    fd: RawFd,
-    key_size: usize,
-    value_size: usize,
-    chunk: u32,
-    mut each: impl FnMut(&[u8], &[u8]),
-) -> Result<usize> {
-    let mut total = 0usize;
-    let mut in_batch = [0u8; 8];
-    let mut out_batch = [0u8; 8];
-    let mut kbuf = vec![0u8; key_size * chunk as usize];
-    let mut vbuf = vec![0u8; value_size * chunk as usize];
-    let mut first = true;
-    loop {
-        let mut count = chunk;
-        let opts = libbpf_sys::bpf_map_batch_opts {
-            sz: std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
-            ..Default::default()
-        };
-        // SAFETY: buffers hold `chunk` keys and values and the 8-byte batch tokens (hash maps use a u32 bucket index).
-        let rc = unsafe {
-            libbpf_sys::bpf_map_lookup_and_delete_batch(
-                fd,
-                if first {
-                    std::ptr::null_mut()
-                } else {
-                    in_batch.as_mut_ptr().cast()
-                },
-                out_batch.as_mut_ptr().cast(),
-                kbuf.as_mut_ptr().cast(),
-                vbuf.as_mut_ptr().cast(),
-                &mut count,
-                &opts,
-            )
-        };
-        let n = count as usize;
-        for i in 0..n {
-            each(
-                &kbuf[i * key_size..(i + 1) * key_size],
-                &vbuf[i * value_size..(i + 1) * value_size],
-            );
-        }
-        total += n;
-        if rc < 0 {
-            if -rc == libc::ENOENT {
-                break;
-            }
-            return Err(Error::errno("BPF_MAP_LOOKUP_AND_DELETE_BATCH", rc));
-        }
-        in_batch = out_batch;
-        first = false;
-    }
-    Ok(total)
-}
-
 /// `BPF_MAP_UPDATE_BATCH` of `n` keys and values laid out back to back.
 ///
 /// # Errors
