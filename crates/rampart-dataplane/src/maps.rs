@@ -107,6 +107,12 @@ pub fn walk_batch(
     let mut kbuf = vec![0u8; key_size * chunk as usize];
     let mut vbuf = vec![0u8; value_size * chunk as usize];
     let mut first = true;
+    // The two commands take the same arguments.
+    let call = if delete {
+        libbpf_sys::bpf_map_lookup_and_delete_batch
+    } else {
+        libbpf_sys::bpf_map_lookup_batch
+    };
     loop {
         let mut count = chunk;
         let opts = libbpf_sys::bpf_map_batch_opts {
@@ -120,27 +126,15 @@ pub fn walk_batch(
         };
         // SAFETY: buffers are sized for `count` keys/values and the batch tokens.
         let rc = unsafe {
-            if delete {
-                libbpf_sys::bpf_map_lookup_and_delete_batch(
-                    fd,
-                    in_ptr,
-                    out_batch.as_mut_ptr().cast(),
-                    kbuf.as_mut_ptr().cast(),
-                    vbuf.as_mut_ptr().cast(),
-                    &mut count,
-                    &opts,
-                )
-            } else {
-                libbpf_sys::bpf_map_lookup_batch(
-                    fd,
-                    in_ptr,
-                    out_batch.as_mut_ptr().cast(),
-                    kbuf.as_mut_ptr().cast(),
-                    vbuf.as_mut_ptr().cast(),
-                    &mut count,
-                    &opts,
-                )
-            }
+            call(
+                fd,
+                in_ptr,
+                out_batch.as_mut_ptr().cast(),
+                kbuf.as_mut_ptr().cast(),
+                vbuf.as_mut_ptr().cast(),
+                &mut count,
+                &opts,
+            )
         };
         let n = count as usize;
         for i in 0..n {

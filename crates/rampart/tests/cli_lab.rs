@@ -2,36 +2,25 @@
 //! promise that every bad input gets exactly one clear error line and a
 //! non-zero exit.
 
+mod common;
+
 use std::process::{Command, Output};
 
+use common::rampart;
 use rampart_lab::testing::{require_kernel, TestLab};
 
-fn rampart(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args(args)
-        .output()
-        .expect("run rampart")
-}
-
 fn rampart_env(args: &[&str], env: (&str, &str)) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rampart"))
+    common::cmd()
         .args(args)
         .env(env.0, env.1)
         .output()
         .expect("run rampart")
 }
 
-/// Exactly one non-empty stderr line starting with "error:", containing `needle`.
+/// Exactly one non-empty stderr line starting with "error:", containing `needle`, and exit `code`.
 fn assert_one_error_line(o: &Output, needle: &str, code: i32) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one error line, got: {err:?}");
-    assert!(lines[0].starts_with("error:"), "{err:?}");
-    assert!(
-        lines[0].contains(needle),
-        "{err:?} should mention {needle:?}"
-    );
-    assert_eq!(o.status.code(), Some(code), "exit code for {err:?}");
+    let line = common::one_error_line(o, needle);
+    assert_eq!(o.status.code(), Some(code), "exit code for {line:?}");
 }
 
 #[test]

@@ -2,27 +2,12 @@
 //! lines with the promised fields, IPFIX to a collector, the benchmark's
 //! output objects, and one clear error line for bad input.
 
+mod common;
+
 use std::net::UdpSocket;
-use std::process::{Command, Output};
 use std::time::Duration;
 
-fn rampart(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args(args)
-        .output()
-        .expect("run rampart")
-}
-
-fn one_error_line(o: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one error line, got: {err:?}");
-    assert!(
-        lines[0].contains(needle),
-        "{err:?} should mention {needle:?}"
-    );
-    assert_ne!(o.status.code(), Some(0));
-}
+use common::{one_error_line, rampart};
 
 #[test]
 fn flowmeter_json_lines_and_ipfix() {

@@ -3,27 +3,13 @@
 //! bad input, the benchmark's JSON objects, and its lab removed at the end
 //! and on Ctrl-C.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn rampart(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args(args)
-        .output()
-        .expect("run rampart")
-}
-
-fn one_error_line(o: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one error line, got: {err:?}");
-    assert!(
-        lines[0].contains(needle),
-        "{err:?} should mention {needle:?}"
-    );
-    assert_ne!(o.status.code(), Some(0));
-}
+use common::{one_error_line, rampart};
 
 fn netns() -> BTreeSet<String> {
     let o = Command::new("ip").args(["netns", "list"]).output().unwrap();

@@ -2,6 +2,8 @@
 //! client commands against it, one clear error line for every mistake, and
 //! a clean teardown on SIGTERM.
 
+mod common;
+
 use std::io::Write;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 use rampart_lab::testing::{require_kernel, unique_prefix};
 
 fn rampart(args: &[&str], token: Option<&str>, server: &str) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    let mut c = common::cmd();
     c.args(args)
         .env("RAMPART_TENANT_SERVER", server)
         .env_remove("RAMPART_TENANT_TOKEN");
@@ -20,14 +22,7 @@ fn rampart(args: &[&str], token: Option<&str>, server: &str) -> Output {
 }
 
 fn assert_one_error_line(o: &Output, needle: &str) {
-    let err = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one error line, got: {err:?}");
-    assert!(
-        lines[0].starts_with("error:") && lines[0].contains(needle),
-        "{err:?} should mention {needle:?}"
-    );
-    assert_ne!(o.status.code(), Some(0));
+    common::one_error_line(o, needle);
 }
 
 fn free_port() -> u16 {

@@ -29,42 +29,16 @@ use crate::tuple::StreamTuple;
 pub const RECORD_BYTES: usize = std::mem::size_of::<StreamTuple>();
 
 /// Settings of an [`XdpTupleSource`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct XdpTupleConfig {
-    /// Network namespace of the interface (`None`: the current one).
-    pub netns: Option<String>,
-    /// Interface.
-    pub iface: String,
-    /// RX queues 0..queues that carry traffic.
-    pub queues: u32,
-    /// Stop after this many seconds.
-    pub seconds: Option<f64>,
-    /// Stop after this many records (all replicas).
-    pub packets: Option<u64>,
-    /// UMEM frames per RX queue.
-    pub frames: u32,
-    /// RX ring entries per socket.
-    pub ring: u32,
+    /// Interface, RX queues 0..queues that carry traffic, limits, UMEM
+    /// frames per RX queue and RX ring entries per socket: as for an
+    /// [`AfXdpSource`](super::afxdp::AfXdpSource) (`packets` counts records).
+    pub rx: super::afxdp::AfXdpConfig,
     /// What XDP does; `offload.replicas` is the number of source replicas.
     pub offload: OffloadConfig,
     /// The app operators this configuration runs in XDP (from the plan).
     pub applied: Applied,
-}
-
-impl Default for XdpTupleConfig {
-    fn default() -> Self {
-        Self {
-            netns: None,
-            iface: String::new(),
-            queues: 1,
-            seconds: None,
-            packets: None,
-            frames: 4096,
-            ring: 2048,
-            offload: OffloadConfig::default(),
-            applied: Applied::default(),
-        }
-    }
 }
 
 impl XdpTupleConfig {
@@ -81,13 +55,7 @@ impl XdpTupleConfig {
             )));
         }
         Ok(Self {
-            netns: rx.netns.clone(),
-            iface: rx.iface.clone(),
-            queues: rx.queues,
-            seconds: rx.seconds,
-            packets: rx.packets,
-            frames: rx.frames,
-            ring: rx.ring,
+            rx: rx.clone(),
             offload: plan.config.clone(),
             applied: Applied {
                 app: Some(plan.app.clone()),
@@ -142,22 +110,22 @@ impl XdpTupleSource {
     /// Invalid settings, not root, no such namespace/interface, an XDP
     /// program already attached there, a failing socket step.
     pub fn open(cfg: XdpTupleConfig) -> Result<Self> {
-        if cfg.iface.is_empty() {
+        if cfg.rx.iface.is_empty() {
             return Err(Error::Invalid(
                 "the offloaded source needs an interface: --source afxdp:[NETNS/]IFACE".into(),
             ));
         }
-        let (q, r) = (cfg.queues, cfg.offload.replicas);
+        let (q, r) = (cfg.rx.queues, cfg.offload.replicas);
         cfg.offload.validate(q)?;
-        let ns = cfg.netns.clone();
+        let ns = cfg.rx.netns.clone();
         let (prog, timestamps) = match cfg.offload.timestamps {
             Timestamps::RxMeta => {
-                match OffloadProgram::load(Entry::HostRxMeta, ns.as_deref(), Some(&cfg.iface)) {
+                match OffloadProgram::load(Entry::HostRxMeta, ns.as_deref(), Some(&cfg.rx.iface)) {
                     Ok(p) => (p, Timestamps::RxMeta),
                     Err(e) => {
                         tracing::warn!(
                             "no RX-metadata timestamps on {} ({e}): software time",
-                            cfg.iface
+                            cfg.rx.iface
                         );
                         (
                             OffloadProgram::load(Entry::Host, None, None)?,
@@ -171,9 +139,9 @@ impl XdpTupleSource {
         let mut effective = cfg.offload.clone();
         effective.timestamps = timestamps;
         prog.configure(&effective)?;
-        let ifindex = netns::ifindex(ns.as_deref(), &cfg.iface)?;
+        let ifindex = netns::ifindex(ns.as_deref(), &cfg.rx.iface)?;
         let map = prog.xsks_fd();
-        let (frames, ring) = (cfg.frames, cfg.ring);
+        let (frames, ring) = (cfg.rx.frames, cfg.rx.ring);
         // Sockets before the program: no record finds an empty slot once
         // it runs.
         let per_queue: Vec<Vec<Xsk>> = netns::run_in(ns.as_deref(), move || {
@@ -208,7 +176,12 @@ impl XdpTupleSource {
                 by_replica[rep].push(s);
             }
         }
-        let link = XdpLink::attach(prog.prog_fd(), ns.as_deref(), &cfg.iface, XdpMode::Native)?;
+        let link = XdpLink::attach(
+            prog.prog_fd(),
+            ns.as_deref(),
+            &cfg.rx.iface,
+            XdpMode::Native,
+        )?;
         Ok(Self {
             inner: Arc::new(Inner {
                 cfg,
@@ -315,9 +288,10 @@ impl PacketSource for XdpTupleSource {
         let deadline = self
             .inner
             .cfg
+            .rx
             .seconds
             .map(|s| start + Duration::from_secs_f64(s));
-        let limit = self.inner.cfg.packets.unwrap_or(u64::MAX);
+        let limit = self.inner.cfg.rx.packets.unwrap_or(u64::MAX);
         let stats = Arc::clone(&self.inner.stats);
         let (mut tuples, mut bad, mut last) = (0u64, 0u64, 0u64);
         let mut dropped_before: Vec<u64> = socks.iter().map(Xsk::dropped).collect();
