@@ -171,8 +171,28 @@ pub fn walk_batch(
 /// # Errors
 /// Any error but `ENOENT`.
 pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
-    // SAFETY: buffers sized by the caller for this map; the kernel reads
-    // key_size bytes of `key` and writes the value size into `out`.
+    // The kernel writes the map's whole value into `out`: a buffer that is
+    // too small would be overwritten past its end, so the sizes are checked
+    // against the map first (one more syscall; these are control-plane reads).
+    let info = map_info(fd).ok_or_else(|| Error::Io {
+        context: "BPF_MAP_LOOKUP_ELEM: not a BPF map fd".into(),
+        source: io::Error::from_raw_os_error(libc::EBADF),
+    })?;
+    let value = value_bytes(&info);
+    if key.len() < info.key_size as usize || out.len() < value {
+        return Err(Error::Io {
+            context: format!(
+                "BPF_MAP_LOOKUP_ELEM: buffers of {} / {} bytes for a map with {}-byte keys and {}-byte values",
+                key.len(),
+                out.len(),
+                info.key_size,
+                value
+            ),
+            source: io::Error::from_raw_os_error(libc::EINVAL),
+        });
+    }
+    // SAFETY: sizes checked above: the kernel reads key_size bytes of `key`
+    // and writes `value` bytes into `out`.
     let rc = unsafe {
         libbpf_sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), out.as_mut_ptr().cast())
     };
@@ -220,6 +240,52 @@ pub fn lookup_percpu_u64_sum(fd: RawFd, key: u32) -> Result<u64> {
     Ok(v.chunks_exact(8)
         .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
         .sum())
+}
+
+/// `bpf_map_delete_elem` on a raw fd; `Ok(false)` when the key is absent.
+///
+/// # Errors
+/// Any error but `ENOENT`.
+pub fn delete_raw(fd: RawFd, key: &[u8]) -> Result<bool> {
+    // SAFETY: `key` is valid for the map's key size (checked by the kernel).
+    let rc = unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) };
+    if rc < 0 {
+        if -rc == libc::ENOENT {
+            return Ok(false);
+        }
+        return Err(Error::Io {
+            context: "BPF_MAP_DELETE_ELEM".into(),
+            source: io::Error::from_raw_os_error(-rc),
+        });
+    }
+    Ok(true)
+}
+
+/// Bytes the kernel reads or writes for one value of the map described by
+/// `info`: per-CPU maps give one value, rounded up to 8 bytes, per possible CPU.
+pub fn value_bytes(info: &libbpf_sys::bpf_map_info) -> usize {
+    let percpu = matches!(
+        info.type_,
+        libbpf_sys::BPF_MAP_TYPE_PERCPU_ARRAY
+            | libbpf_sys::BPF_MAP_TYPE_PERCPU_HASH
+            | libbpf_sys::BPF_MAP_TYPE_LRU_PERCPU_HASH
+            | libbpf_sys::BPF_MAP_TYPE_PERCPU_CGROUP_STORAGE
+    );
+    if percpu {
+        (info.value_size as usize).div_ceil(8) * 8 * possible_cpus()
+    } else {
+        info.value_size as usize
+    }
+}
+
+/// The kernel's description of the map behind `fd` (type, key and value
+/// sizes, entries, id, name); `None` when `fd` is not a map.
+pub fn map_info(fd: RawFd) -> Option<libbpf_sys::bpf_map_info> {
+    let mut info = libbpf_sys::bpf_map_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
+    // SAFETY: `info` is valid for `len` bytes.
+    let rc = unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd, &mut info, &mut len) };
+    (rc == 0).then_some(info)
 }
 
 /// `bpf_map_update_elem` on a raw fd — for updates that must happen on a

@@ -103,3 +103,45 @@ fn batch_walks_see_every_entry_and_the_deleting_walk_empties_the_map() {
     assert_eq!(sum, (0..100u64).map(|k| k * 3).sum::<u64>());
     assert_eq!(maps::lookup_batch_raw(fd, 4, 8, 16).unwrap().2, 0);
 }
+
+#[test]
+fn delete_raw_says_whether_there_was_an_entry_and_map_info_describes_the_map() {
+    let m = map(MapType::Hash, 4, 8, 16);
+    let fd = m.as_fd().as_raw_fd();
+    assert!(!maps::delete_raw(fd, &5u32.to_ne_bytes()).unwrap());
+    maps::update_raw(fd, &5u32.to_ne_bytes(), &1u64.to_ne_bytes(), 0).unwrap();
+    assert!(maps::delete_raw(fd, &5u32.to_ne_bytes()).unwrap());
+    let mut out = [0u8; 8];
+    assert!(!maps::lookup_raw(fd, &5u32.to_ne_bytes(), &mut out).unwrap());
+    let info = maps::map_info(fd).expect("a map");
+    assert_eq!(
+        (info.type_, info.key_size, info.value_size, info.max_entries),
+        (libbpf_rs::libbpf_sys::BPF_MAP_TYPE_HASH, 4, 8, 16)
+    );
+    // Not a map: an fd of a plain file.
+    let f = std::fs::File::open("/proc/self/stat").unwrap();
+    assert!(maps::map_info(f.as_raw_fd()).is_none());
+}
+
+#[test]
+fn a_lookup_buffer_smaller_than_the_value_is_refused_before_the_kernel_writes() {
+    let m = map(MapType::Array, 4, 16, 2);
+    let fd = m.as_fd().as_raw_fd();
+    // lookup_u64 on a map of 16-byte values: the kernel would write 16
+    // bytes into 8.
+    let e = maps::lookup_u64(fd, 0).unwrap_err().to_string();
+    assert!(e.contains("16-byte values"), "{e}");
+    let mut short = [0u8; 15];
+    assert!(maps::lookup_raw(fd, &0u32.to_ne_bytes(), &mut short).is_err());
+    let mut key_short = [0u8; 16];
+    assert!(maps::lookup_raw(fd, &[0u8; 2], &mut key_short).is_err());
+    let mut fits = [0u8; 16];
+    assert!(maps::lookup_raw(fd, &0u32.to_ne_bytes(), &mut fits).unwrap());
+    // Per-CPU: one rounded value per possible CPU.
+    let p = map(MapType::PercpuArray, 4, 4, 1);
+    let need = 8 * maps::possible_cpus();
+    let mut small = vec![0u8; need - 1];
+    assert!(maps::lookup_raw(p.as_fd().as_raw_fd(), &0u32.to_ne_bytes(), &mut small).is_err());
+    let mut ok = vec![0u8; need];
+    assert!(maps::lookup_raw(p.as_fd().as_raw_fd(), &0u32.to_ne_bytes(), &mut ok).unwrap());
+}

@@ -221,21 +221,7 @@ impl<T> Drop for ArrayMmap<T> {
 
 pub use rampart_dataplane::maps::lookup_raw;
 
-/// `bpf_map_delete_elem`; `Ok(false)` when absent.
-///
-/// # Errors
-/// Any error but `ENOENT`.
-pub fn delete_raw(fd: RawFd, key: &[u8]) -> Result<bool> {
-    // SAFETY: `key` is valid for the map's key size (checked by the kernel).
-    let rc = unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) };
-    if rc < 0 {
-        if -rc == libc::ENOENT {
-            return Ok(false);
-        }
-        return Err(Error::errno("BPF_MAP_DELETE_ELEM", rc));
-    }
-    Ok(true)
-}
+pub use rampart_dataplane::maps::delete_raw;
 
 /// `bpf_map_update_elem`.
 ///

@@ -287,11 +287,8 @@ struct MapView {
 }
 
 fn map_view(name: String, fd: &OwnedFd) -> Option<MapView> {
-    let mut info = libbpf_sys::bpf_map_info::default();
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
-    // SAFETY: `info` is valid for `len` bytes.
-    let rc = unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
-    (rc == 0).then_some(MapView {
+    let info = rampart_dataplane::maps::map_info(fd.as_raw_fd())?;
+    Some(MapView {
         name,
         kind: info.type_,
         key_size: info.key_size,

@@ -26,6 +26,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, MapCore};
 use rampart_bpf::xdp_tenant_acct::{XdpTenantAcctSkel, XdpTenantAcctSkelBuilder};
 use rampart_bpf::xdp_tenant_dispatch::{XdpTenantDispatchSkel, XdpTenantDispatchSkelBuilder};
+use rampart_dataplane::maps::map_info;
 use rampart_dataplane::xdp::XdpLink;
 use rampart_dataplane::{netns, pin};
 use serde::Serialize;
@@ -218,23 +219,8 @@ fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
 }
 
 fn delete_raw(fd: RawFd, key: &[u8]) -> Result<()> {
-    // SAFETY: key buffer of the map's key size.
-    let rc = unsafe { libbpf_sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) };
-    if rc < 0 && -rc != libc::ENOENT {
-        return Err(Error::io(
-            "deleting a map entry",
-            std::io::Error::from_raw_os_error(-rc),
-        ));
-    }
+    rampart_dataplane::maps::delete_raw(fd, key)?;
     Ok(())
-}
-
-fn map_info(fd: RawFd) -> Option<libbpf_sys::bpf_map_info> {
-    let mut info = libbpf_sys::bpf_map_info::default();
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
-    // SAFETY: `info` is valid for `len` bytes.
-    let rc = unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd, &mut info, &mut len) };
-    (rc == 0).then_some(info)
 }
 
 fn prog_id(fd: RawFd) -> u32 {
