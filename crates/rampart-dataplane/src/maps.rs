@@ -208,6 +208,17 @@ pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
     Ok(true)
 }
 
+/// [`lookup_raw`] of a 4-byte key that must be there (`ENOENT` is an error).
+fn lookup_present(fd: RawFd, key: u32, out: &mut [u8]) -> Result<()> {
+    if lookup_raw(fd, &key.to_ne_bytes(), out)? {
+        return Ok(());
+    }
+    Err(Error::Io {
+        context: format!("BPF_MAP_LOOKUP_ELEM: no entry {key}"),
+        source: io::Error::from_raw_os_error(libc::ENOENT),
+    })
+}
+
 /// The `u64` at `key` of a map with 4-byte keys and 8-byte values (an
 /// array of counters).
 ///
@@ -215,12 +226,7 @@ pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
 /// The kernel's error; an absent key is an error too (`ENOENT`).
 pub fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
     let mut v = [0u8; 8];
-    if !lookup_raw(fd, &key.to_ne_bytes(), &mut v)? {
-        return Err(Error::Io {
-            context: format!("BPF_MAP_LOOKUP_ELEM: no entry {key}"),
-            source: io::Error::from_raw_os_error(libc::ENOENT),
-        });
-    }
+    lookup_present(fd, key, &mut v)?;
     Ok(u64::from_ne_bytes(v))
 }
 
@@ -231,12 +237,7 @@ pub fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
 /// The kernel's error; an absent key is an error too (`ENOENT`).
 pub fn lookup_percpu_u64_sum(fd: RawFd, key: u32) -> Result<u64> {
     let mut v = vec![0u8; 8 * possible_cpus()];
-    if !lookup_raw(fd, &key.to_ne_bytes(), &mut v)? {
-        return Err(Error::Io {
-            context: format!("BPF_MAP_LOOKUP_ELEM: no entry {key}"),
-            source: io::Error::from_raw_os_error(libc::ENOENT),
-        });
-    }
+    lookup_present(fd, key, &mut v)?;
     Ok(v.chunks_exact(8)
         .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
         .sum())
