@@ -1,7 +1,10 @@
-//! Compiles every `bpf/progs/*.bpf.c` with clang and generates one libbpf-rs
-//! skeleton per program. A new program needs no change here: drop the file
-//! in `bpf/progs/` and it appears as `rampart_bpf::<name>` (for
-//! `xdp_foo.bpf.c`, module `xdp_foo`, skeleton `XdpFooSkelBuilder`).
+//! Compiles every `bpf/<dir>/*.bpf.c` (product programs in `common`, `ddos`,
+//! `stream`, `tenant`; lab programs in `lab`; probes in `test`) with clang
+//! and generates one libbpf-rs skeleton per program. A new program needs no
+//! change here: drop the file in one of those directories and it appears as
+//! `rampart_bpf::<name>` (for `xdp_foo.bpf.c`, module `xdp_foo`, skeleton
+//! `XdpFooSkelBuilder`). Subdirectories are not scanned: `bpf/tenant/api/`
+//! is built at run time (tenant programs) and by rampart-tenant.
 
 use std::env;
 use std::ffi::OsStr;
@@ -53,13 +56,32 @@ fn main() {
     println!("cargo:rerun-if-env-changed=RAMPART_CLANG");
 
     let clang = clang();
-    let mut progs: Vec<PathBuf> = fs::read_dir(bpf_dir.join("progs"))
-        .expect("bpf/progs")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().ends_with(".bpf.c"))
-        .collect();
-    progs.sort();
+    let mut progs: Vec<PathBuf> = Vec::new();
+    for dir in fs::read_dir(&bpf_dir).expect("bpf/").flatten() {
+        if dir.path().is_dir() {
+            progs.extend(
+                fs::read_dir(dir.path())
+                    .expect("bpf/<dir>")
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().ends_with(".bpf.c")),
+            );
+        }
+    }
+    progs.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+    // Modules are named by the file alone: two programs may not share one.
+    for w in progs.windows(2) {
+        assert!(
+            w[0].file_name() != w[1].file_name(),
+            "{} and {} would both be rampart_bpf::{}: rename one",
+            w[0].display(),
+            w[1].display(),
+            w[0].file_name()
+                .unwrap()
+                .to_string_lossy()
+                .trim_end_matches(".bpf.c")
+        );
+    }
 
     let mut index = String::new();
     for src in &progs {

@@ -1,6 +1,6 @@
-//! Compiles the per-tenant wrapper (`bpf/tenant/wrapper.bpf.c`) into an
+//! Compiles the per-tenant wrapper (`bpf/tenant/api/wrapper.bpf.c`) into an
 //! object the compiler agent links with each tenant program at run time.
-//! It is not a `bpf/progs` program: `tenant_main` stays an unresolved
+//! It is not a rampart-bpf program: `tenant_main` stays an unresolved
 //! extern until that link, so it has no skeleton.
 
 use std::env;
@@ -26,7 +26,7 @@ fn main() {
         .canonicalize()
         .expect("bpf/ directory");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
-    for d in ["tenant", "lib", "shared"] {
+    for d in ["tenant/api", "tenant", "common"] {
         println!("cargo:rerun-if-changed={}", bpf.join(d).display());
         for e in std::fs::read_dir(bpf.join(d))
             .expect("bpf subdir")
@@ -51,10 +51,13 @@ fn main() {
         .arg("-I")
         .arg(&bpf)
         .arg("-c")
-        .arg(bpf.join("tenant/wrapper.bpf.c"))
+        .arg(bpf.join("tenant/api/wrapper.bpf.c"))
         .arg("-o")
         .arg(&obj)
         .status()
         .expect("running clang");
-    assert!(st.success(), "compiling bpf/tenant/wrapper.bpf.c failed");
+    assert!(
+        st.success(),
+        "compiling bpf/tenant/api/wrapper.bpf.c failed"
+    );
 }

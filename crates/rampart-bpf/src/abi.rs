@@ -1,4 +1,4 @@
-//! Shared ABI types (from `bpf/shared/*.h`, via the skeletons' BTF) with layout checks.
+//! Shared ABI types (from `bpf/<dir>/abi.h`, via the skeletons' BTF) with layout checks.
 //!
 //! A change to a header that alters a size fails the build here, not at run time.
 
@@ -30,7 +30,7 @@ const _: () = assert!(size_of::<NicRuleKey>() == 20);
 const _: () = assert!(size_of::<NicRuleStats>() == 16);
 const _: () = assert!(size_of::<NicState>() == 16);
 
-// --- rampart stream (bpf/shared/stream.h) ---------------------------------
+// --- rampart stream (bpf/stream/abi.h) ---------------------------------
 
 /// The packet tuple of rampart stream (`struct stream_tuple`).
 pub use crate::xdp_stream_probe::types::stream_tuple as StreamTuple;
@@ -55,7 +55,7 @@ pub const ST_FLOWID_SEED: u32 = 0x7261;
 const _: () = assert!(size_of::<StreamTuple>() == 56);
 const _: () = assert!(std::mem::align_of::<StreamTuple>() == 8);
 
-// --- rampart stream offload (bpf/shared/stream_offload.h) -----------------
+// --- rampart stream offload (bpf/stream/abi.h) -----------------
 
 /// Configuration of `xdp_stream` (`struct stream_off_cfg`, map `stream_off_cfg[0]`).
 pub use crate::xdp_stream::types::stream_off_cfg as StreamOffCfg;

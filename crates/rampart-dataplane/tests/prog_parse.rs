@@ -1,4 +1,4 @@
-//! BPF_PROG_TEST_RUN tests of bpf/lib/parse.h through xdp_parse_probe:
+//! BPF_PROG_TEST_RUN tests of bpf/common/parse.h through xdp_parse_probe:
 //! every parse path and every kind of malformed frame, checked in the
 //! kernel's verifier and JIT exactly as the programs use it.
 

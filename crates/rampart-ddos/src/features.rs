@@ -1,6 +1,6 @@
 //! Reading feature intervals: swap the slot, wait for a grace period, read
 //! and clear the idle slot straight from the mmapped arrays, summing the
-//! per-CPU copies by index (layout: `bpf/shared/ddos.h`).
+//! per-CPU copies by index (layout: `bpf/ddos/abi.h`).
 //!
 //! Consistency: `xdp_features` reads `ddos_fctl.slot` once per packet and
 //! writes only that slot. After [`Features::snapshot`] flips the slot, one

@@ -1,4 +1,4 @@
-//! The compact exact-IPv4 table (see `bpf/shared/ddos.h`): built here,
+//! The compact exact-IPv4 table (see `bpf/ddos/abi.h`): built here,
 //! read by `xdp_filter`.
 //!
 //! Open addressing with linear probing over 4-byte slots, 16 slots per
@@ -16,7 +16,7 @@
 //! Tables of 2^21 slots or more are *narrow* in the data path: the hash is
 //! a bijection of the key, so a slot only needs the key's remainder below
 //! its home slot and its distance from home, 16 bits ([`Built::narrow_words`],
-//! `bpf/shared/ddos.h`). That halves the memory a random lookup walks.
+//! `bpf/ddos/abi.h`). That halves the memory a random lookup walks.
 
 use rampart_bpf::abi::ddos::{
     BL4_EMPTY, BL4_MAX_PROBES, BL4_MIX, BL4_NARROW, BL4_NARROW_MAX_SHIFT, BL4_N_EMPTY,

@@ -574,7 +574,7 @@ fn verdict_reason(f: &Installed, prog: &std::os::fd::OwnedFd, pkt: &[u8]) -> (u3
     (v, moved.pop().unwrap())
 }
 
-/// Every parse path of bpf/lib/parse.h and every malformed frame, through
+/// Every parse path of bpf/common/parse.h and every malformed frame, through
 /// the filter: the verdict and the one reason counted. Clean source
 /// 192.0.2.1 / 2001:db8::1, blacklisted 192.0.2.66 / 2001:db8::66.
 #[test]
@@ -897,7 +897,7 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
 }
 
 /// 600,000 exact entries: 2^21 slots, the size from which the data path
-/// stores the table narrow (16-bit slots, see bpf/shared/ddos.h). Members
+/// stores the table narrow (16-bit slots, see bpf/ddos/abi.h). Members
 /// drop and count, their neighbours pass, a TTL retires a narrow slot in
 /// place, an update republishes it.
 #[test]

@@ -2,7 +2,7 @@
 //!
 //! A template is a complete, valid frame for source index 0; the generator
 //! program rewrites the source address and fixes checksums from the
-//! partial sums computed here (see `bpf/shared/lab.h`, `struct gen_config`).
+//! partial sums computed here (see `bpf/lab/abi.h`, `struct gen_config`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

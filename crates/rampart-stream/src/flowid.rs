@@ -1,4 +1,4 @@
-//! FlowID: jhash of a flow key, exactly as `bpf/lib/stream.h`
+//! FlowID: jhash of a flow key, exactly as `bpf/stream/tuple.h`
 //! (`stream_flow_id`) computes it in XDP — checked against the BPF program
 //! by `tests/prog_stream_tuple.rs`.
 

@@ -1,8 +1,8 @@
 //! Frame → [`StreamTuple`] in userspace: the "no offload" path (raw
 //! AF_XDP frames, pcap records).
 //!
-//! A line-by-line mirror of `bpf/lib/parse.h` + `stream_tuple_from_frame`
-//! in `bpf/lib/stream.h` — same limits (2 VLAN tags, 6 IPv6 extension
+//! A line-by-line mirror of `bpf/common/parse.h` + `stream_tuple_from_frame`
+//! in `bpf/stream/tuple.h` — same limits (2 VLAN tags, 6 IPv6 extension
 //! headers), same statuses, same treatment of fragments and truncation —
 //! so a tuple is the same whichever side built it. `tests/prog_stream_tuple.rs`
 //! runs both on the same frames and compares them field by field. Written
@@ -41,9 +41,9 @@ impl ParseStatus {
     }
 }
 
-/// Same limits as bpf/shared/parse.h.
+/// Same limits as bpf/common/abi.h.
 pub const PARSE_MAX_VLANS: usize = 2;
-/// Same limits as bpf/shared/parse.h.
+/// Same limits as bpf/common/abi.h.
 pub const PARSE_MAX_V6_EXT: usize = 6;
 
 const ETH_P_IP: u16 = 0x0800;
@@ -210,7 +210,7 @@ pub fn parse_frame(d: &[u8], ts_ns: u64) -> Result<StreamTuple, ParseStatus> {
                             // A later fragment: what follows is fragment
                             // payload (extension headers of the
                             // fragmentable part included); never walk it
-                            // (as bpf/lib/parse.h).
+                            // (as bpf/common/parse.h).
                             pi.frag = 2;
                             pi.l4_proto = nexthdr;
                             done = true;

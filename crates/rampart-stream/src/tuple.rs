@@ -1,5 +1,5 @@
 //! The packet tuple, [`StreamTuple`] — `struct stream_tuple` of
-//! `bpf/shared/stream.h`, generated from BTF (one definition for Rust and
+//! `bpf/stream/abi.h`, generated from BTF (one definition for Rust and
 //! XDP) — with accessors that turn its raw fields into addresses.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

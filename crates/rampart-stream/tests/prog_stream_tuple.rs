@@ -1,5 +1,5 @@
 //! The userspace parser (`parse_frame`) and FlowID (`set_flow_id`) against
-//! their XDP counterparts (`bpf/lib/stream.h`, run through
+//! their XDP counterparts (`bpf/stream/tuple.h`, run through
 //! `xdp_stream_probe` with BPF_PROG_RUN): same status, same tuple, same
 //! FlowID in every key mode, on well-formed frames, every truncation of
 //! them, and thousands of random mutations. This is what "one definition of

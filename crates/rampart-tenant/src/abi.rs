@@ -1,4 +1,4 @@
-//! The tenant ABI (`bpf/shared/tenant.h`) as Rust sees it: types generated
+//! The tenant ABI (`bpf/tenant/abi.h`) as Rust sees it: types generated
 //! from the programs' BTF, with layout checks, and the `#define`s BTF
 //! cannot carry, repeated next to the asserts that catch a drift.
 

@@ -23,22 +23,24 @@ use crate::confine::{self, CheckReport, Policy};
 use crate::error::{Error, Result};
 
 /// The tenant API header, shipped inside the binary.
-pub const TENANT_HEADER: &str = include_str!("../../../bpf/tenant/rampart_tenant.h");
+pub const TENANT_HEADER: &str = include_str!("../../../bpf/tenant/api/rampart_tenant.h");
 
 /// Headers the tenant API header includes, with their paths relative to the include root.
 const HEADERS: &[(&str, &str)] = &[
     ("rampart_tenant.h", TENANT_HEADER),
-    ("lib/common.h", include_str!("../../../bpf/lib/common.h")),
-    ("lib/parse.h", include_str!("../../../bpf/lib/parse.h")),
-    ("lib/csum.h", include_str!("../../../bpf/lib/csum.h")),
-    ("shared/abi.h", include_str!("../../../bpf/shared/abi.h")),
     (
-        "shared/parse.h",
-        include_str!("../../../bpf/shared/parse.h"),
+        "common/common.h",
+        include_str!("../../../bpf/common/common.h"),
     ),
+    (
+        "common/parse.h",
+        include_str!("../../../bpf/common/parse.h"),
+    ),
+    ("common/csum.h", include_str!("../../../bpf/common/csum.h")),
+    ("common/abi.h", include_str!("../../../bpf/common/abi.h")),
 ];
 
-/// The infrastructure wrapper object (built by build.rs from `bpf/tenant/wrapper.bpf.c`).
+/// The infrastructure wrapper object (built by build.rs from `bpf/tenant/api/wrapper.bpf.c`).
 pub const WRAPPER_OBJ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/wrapper.bpf.o"));
 
 /// Longest a compilation may take.

@@ -2,10 +2,10 @@
 //! a tenant submits like any other program, and the layouts of the maps
 //! through which it configures them.
 //!
-//! - [`DNS_RATELIMIT_C`] (`bpf/tenant/programs/dns_ratelimit.c`): per-source
+//! - [`DNS_RATELIMIT_C`] (`bpf/tenant/api/programs/dns_ratelimit.c`): per-source
 //!   and per-prefix query budgets for a DNS server; over budget, an empty
 //!   TC=1 answer (XDP_TX) or a drop; exempt prefixes.
-//! - [`SYNPROXY_C`] (`bpf/tenant/programs/synproxy.c`): SYN cookies in XDP
+//! - [`SYNPROXY_C`] (`bpf/tenant/api/programs/synproxy.c`): SYN cookies in XDP
 //!   (SYN → SYN-ACK with the kernel's cookie, XDP_TX); an ACK reaches the
 //!   server only with a valid cookie or on an already validated flow.
 //!
@@ -22,9 +22,9 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 
 /// The DNS rate limiter's source.
-pub const DNS_RATELIMIT_C: &str = include_str!("../../../bpf/tenant/programs/dns_ratelimit.c");
+pub const DNS_RATELIMIT_C: &str = include_str!("../../../bpf/tenant/api/programs/dns_ratelimit.c");
 /// The SYN-cookie proxy's source.
-pub const SYNPROXY_C: &str = include_str!("../../../bpf/tenant/programs/synproxy.c");
+pub const SYNPROXY_C: &str = include_str!("../../../bpf/tenant/api/programs/synproxy.c");
 
 /// Limits of the DNS rate limiter (`struct dns_cfg` plus the exempt list).
 #[derive(Debug, Clone, PartialEq, Serialize)]

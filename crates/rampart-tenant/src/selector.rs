@@ -2,7 +2,7 @@
 //!
 //! Written as `prefix:10.20.1.0/24`, `prefix:fd20:0:0:1::/64`, `vlan:100`,
 //! `vni:5001` or `iface:t1`. Each becomes one entry of the demultiplexer's
-//! LPM trie per interface the dispatcher runs on (see `bpf/shared/tenant.h`):
+//! LPM trie per interface the dispatcher runs on (see `bpf/tenant/abi.h`):
 //! `[ifindex:32][kind:8][pad:24][value:128]`, prefix length
 //! `64 + value bits` (interface selectors: 32, the ifindex alone).
 

@@ -8,7 +8,7 @@
 //! discarded). An idle tenant's bucket fills up and its share goes to the
 //! busy ones: the sharing is work-conserving.
 //!
-//! In the data path a bucket is `granted - used` (see `bpf/lib/tenant.h`):
+//! In the data path a bucket is `granted - used` (see `bpf/tenant/infra.h`):
 //! userspace only ever raises `granted`, BPF only ever raises `used`, so
 //! the two never race.
 

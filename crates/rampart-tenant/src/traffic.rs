@@ -3,7 +3,7 @@
 //! with frames (the lab's templates: UDP, SYN, ACK, DNS, ICMP over IPv4)
 //! spread round robin over one destination per tenant, so a single
 //! generator thread floods every tenant with interleaved packets
-//! (`bpf/progs/xdp_tenant_gen.bpf.c`). The lab's own generator sends to
+//! (`bpf/lab/xdp_tenant_gen.bpf.c`). The lab's own generator sends to
 //! one destination; running one per tenant would interleave them only at
 //! scheduler time slices.
 //!

@@ -1,5 +1,5 @@
 //! BPF_PROG_TEST_RUN tests of the DNS rate limiter tenant service
-//! (`bpf/tenant/programs/dns_ratelimit.c`), run through the real
+//! (`bpf/tenant/api/programs/dns_ratelimit.c`), run through the real
 //! infrastructure (dispatcher → wrapper → tenant program) as tenant `a`.
 //! Rates are one query per 100 s, so the clock never refills a bucket
 //! during a test: budgets are exact counts.

@@ -1,5 +1,5 @@
 //! BPF_PROG_TEST_RUN tests of the SYN-cookie proxy tenant service
-//! (`bpf/tenant/programs/synproxy.c`) through the real infrastructure, as
+//! (`bpf/tenant/api/programs/synproxy.c`) through the real infrastructure, as
 //! tenant `a`: SYN-ACK bytes, cookie validation by the kernel's own check,
 //! sequence wrap-around, timestamp-encoded options, malformed options.
 

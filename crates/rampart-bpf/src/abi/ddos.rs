@@ -1,4 +1,4 @@
-//! rampart ddos ABI (`bpf/shared/ddos.h`): types from the skeletons' BTF,
+//! rampart ddos ABI (`bpf/ddos/abi.h`): types from the skeletons' BTF,
 //! the `#define`s BTF cannot carry, and layout checks.
 
 use std::mem::size_of;

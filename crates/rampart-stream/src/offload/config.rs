@@ -1,5 +1,5 @@
 //! What `xdp_stream` is told to do, and how that becomes its map entries
-//! (`bpf/shared/stream_offload.h`). Pure: unit-tested without a kernel.
+//! (`bpf/stream/abi.h`). Pure: unit-tested without a kernel.
 
 use serde::Serialize;
 

@@ -102,7 +102,7 @@ fn dup(fd: BorrowedFd<'_>, what: &str) -> rampart_dataplane::Result<OwnedFd> {
 
 /// The bytes of a map value generated from BTF.
 ///
-/// Only for the `repr(C)` types of `bpf/shared/stream_offload.h`, whose
+/// Only for the `repr(C)` types of `bpf/stream/abi.h`, whose
 /// padding is spelled out as fields (so every byte is initialised).
 fn value_bytes<T: Copy>(v: &T) -> &[u8] {
     // SAFETY: `T` is one of the BTF-generated repr(C) structs with explicit

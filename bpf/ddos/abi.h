@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * rampart ddos data plane ABI: the XDP filter (xdp_filter.bpf.c), the
+ * feature extraction stage (xdp_features.bpf.c) and the Rust side
+ * (crates/rampart-ddos) share these definitions; Rust gets them from BTF.
+ *
+ * Filter lookup order for a packet whose source address is known:
+ *   IPv4: compact exact table (ddos_bl4_keys)  → LPM trie ddos_lpm4 (only if
+ *         ctl.n_prefix4 > 0);
+ *   IPv6: exact hash ddos_bl6 (only if ctl.n_exact6 > 0) → LPM trie
+ *         ddos_lpm6 (only if ctl.n_prefix6 > 0).
+ * The first match wins, so a packet is counted on its most specific entry.
+ */
+#ifndef RAMPART_DDOS_ABI_H
+#define RAMPART_DDOS_ABI_H
+
+#include "common/abi.h"
+
+/*
+ * Why the filter dropped a packet. These names are the metric labels
+ * (lower-cased, without the prefix): blacklist, blacklist_prefix, ...
+ */
+enum ddos_drop_reason {
+	/* Source matched an exact entry (IPv4 /32 or IPv6 /128). */
+	DDOS_DROP_BLACKLIST = 0,
+	/* Source matched a CIDR prefix. */
+	DDOS_DROP_BLACKLIST_PREFIX = 1,
+	/* Malformed: the frame ends inside a header it announces (PARSE_TRUNCATED). */
+	DDOS_DROP_TRUNCATED = 2,
+	/* Malformed: an impossible header field (PARSE_BAD_HEADER). */
+	DDOS_DROP_BAD_HEADER = 3,
+	/* More VLAN tags or IPv6 extension headers than the parser walks (PARSE_TOO_DEEP). */
+	DDOS_DROP_TOO_DEEP = 4,
+	DDOS_DROP_REASON_MAX = 5,
+};
+
+/* Why the filter let a packet through. Same naming rule as the drop reasons. */
+enum ddos_pass_reason {
+	/* Parsed IPv4/IPv6, no blacklist match: handed to the next stage
+	 * (tail call into feature extraction) or XDP_PASS when there is none. */
+	DDOS_PASS_CLEAN = 0,
+	/* Not IPv4/IPv6 (ARP, LLDP, ...): XDP_PASS untouched. */
+	DDOS_PASS_NOT_IP = 1,
+	/* Malformed but the filter was loaded with pass_malformed = 1. */
+	DDOS_PASS_MALFORMED = 2,
+	DDOS_PASS_REASON_MAX = 3,
+};
+
+struct ddos_pkt_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Per-CPU counters of the filter (map ddos_fstats, one element). */
+struct ddos_filter_stats {
+	/* First: what a blacklist drop touches shares one cache line. */
+	/* State of the per-CPU sampling generator (xorshift32; 0 = unseeded). */
+	__u32 rng;
+	__u32 _pad;
+	/* Matches that updated a per-entry counter (1 in 2^sample_shift). */
+	__u64 sampled;
+	struct ddos_pkt_counter drop[DDOS_DROP_REASON_MAX];
+	struct ddos_pkt_counter pass[DDOS_PASS_REASON_MAX];
+	/* Clean packets whose tail call failed (no next stage installed): XDP_PASS. */
+	__u64 no_next_stage;
+	/* Exact IPv4 entries found expired and retired by the data path. */
+	__u64 expired;
+};
+
+/* Load-time configuration of xdp_filter (rodata). */
+struct ddos_filter_config {
+	/* Per-entry counters are updated for 1 in 2^sample_shift matches, by
+	 * 2^sample_shift packets and 2^sample_shift × length bytes (an
+	 * unbiased estimate); 0 counts every packet exactly. At most 15. */
+	__u32 sample_shift;
+	/* 1: malformed frames are passed (DDOS_PASS_MALFORMED) instead of dropped. */
+	__u32 pass_malformed;
+};
+
+/*
+ * The compact exact IPv4 table: open addressing over 4-byte slots holding
+ * the source address as it is on the wire, 16 slots (one cache line) per
+ * array element. Two tables live in one map, each `cap_buckets` elements
+ * long; userspace builds the idle one (Robin Hood insertion, load ≤ 50%,
+ * every key within max_dist of its home slot) and publishes it by flipping
+ * ctl.active. The entry id of slot s is in the same position of
+ * ddos_bl4_ids and is only read when a counter is updated.
+ */
+#define DDOS_BL4_SLOTS_PER_BUCKET 16
+/* An empty slot; 0.0.0.0/32 is therefore kept in the LPM trie. */
+#define DDOS_BL4_EMPTY 0x00000000u
+/* A retired (expired) slot: lookups probe past it. 255.255.255.255/32 goes to the LPM trie. */
+#define DDOS_BL4_TOMBSTONE 0xffffffffu
+/* Most probes a lookup makes: every key sits at most this - 1 slots from home. */
+#define DDOS_BL4_MAX_PROBES 16
+/* Home slot of key k: h = k * mult; h ^= h >> 16; h *= DDOS_BL4_MIX; h >> shift. */
+#define DDOS_BL4_MIX 0x85ebca6bu
+/*
+ * Narrow tables. The home hash is a bijection of the key (two odd
+ * multiplications and a xor-shift), so a key is known from its home slot
+ * (h >> shift) and its remainder (h & (2^shift - 1)). Tables of 2^21 slots
+ * or more (shift <= DDOS_BL4_NARROW_MAX_SHIFT) therefore store 16-bit slots,
+ *   DDOS_BL4_N_USED | distance from home << 11 | remainder,
+ * 32 per array element: half the memory (4 MB instead of 8 MB at 1M
+ * entries), so random lookups miss the caches and the TLB less often. Such
+ * a table has DDOS_BL4_NARROW set in its `shift` field. The ids keep one
+ * 4-byte slot each (ddos_bl4_ids, 16 per element), at the same slot index.
+ */
+#define DDOS_BL4_NARROW 0x100u
+#define DDOS_BL4_NARROW_MAX_SHIFT 11
+#define DDOS_BL4_N_SLOTS_PER_BUCKET 32
+#define DDOS_BL4_N_EMPTY 0x0000u
+#define DDOS_BL4_N_USED 0x8000u
+/* A retired narrow slot: never equal to a lookup's value (no USED bit), not empty. */
+#define DDOS_BL4_N_TOMBSTONE 0x7fffu
+/* Entry ids index ddos_counters and ddos_meta. */
+#define DDOS_ID_NONE 0xffffffffu
+
+struct ddos_bl4_bucket {
+	__u32 slot[DDOS_BL4_SLOTS_PER_BUCKET];
+};
+
+/* Geometry of one of the two exact IPv4 tables. */
+struct ddos_bl4_table {
+	/* Hash parameters (see DDOS_BL4_MIX); mult is odd and chosen per build. */
+	__u32 mult;
+	/* 32 - log2(slots) in the low 5 bits; | DDOS_BL4_NARROW for 16-bit slots. */
+	__u32 shift;
+	/* Slots in use minus one (a power of two minus one). */
+	__u32 mask;
+	/* Largest distance of a key from its home slot (< DDOS_BL4_MAX_PROBES). */
+	__u32 max_dist;
+	/* First element of this table in ddos_bl4_keys / ddos_bl4_ids. */
+	__u32 base;
+	/* Keys stored. */
+	__u32 count;
+};
+
+/* Control block of the filter (map ddos_ctl, one element, mmapable). */
+struct ddos_filter_ctl {
+	/* Table the data path reads (0 or 1). */
+	__u32 active;
+	/* Entries in ddos_bl6 / ddos_lpm4 / ddos_lpm6: 0 skips the lookup. */
+	__u32 n_exact6;
+	__u32 n_prefix4;
+	__u32 n_prefix6;
+	struct ddos_bl4_table tab[2];
+	/* Bumped by userspace on every publish. */
+	__u64 generation;
+	/* Copy of the rodata sample_shift, for readers of the pins. */
+	__u32 sample_shift;
+	/* Capacities chosen at attach (userspace bookkeeping). */
+	__u32 cap_exact4;
+	__u32 cap_other;
+	__u32 cap_ids;
+	/* Elements per table in ddos_bl4_keys. */
+	__u32 cap_buckets;
+	__u32 _pad;
+};
+
+/* Per-entry counters, indexed by entry id (map ddos_counters, mmapable). */
+struct ddos_counter {
+	/* Estimated packets and bytes dropped by this entry (see sample_shift). */
+	__u64 packets;
+	__u64 bytes;
+	/* CLOCK_BOOTTIME nanoseconds after which the entry no longer matches; 0 = never. */
+	__u64 expires_ns;
+	/* CLOCK_REALTIME nanoseconds when the entry was added (userspace only). */
+	__u64 added_ns;
+};
+
+/* Userspace-only description of an entry id (map ddos_meta, mmapable). */
+struct ddos_entry_meta {
+	/* Network byte order; IPv4 in addr[0]. */
+	__u32 addr[4];
+	/* 4 or 6; 0 = free id. */
+	__u8 family;
+	__u8 prefixlen;
+	/* DDOS_META_* */
+	__u16 flags;
+	__u32 _pad;
+};
+
+#define DDOS_META_USED 0x1
+
+struct ddos_lpm4_key {
+	__u32 prefixlen;
+	__u32 addr;
+};
+
+struct ddos_lpm6_key {
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+
+struct ddos_addr6 {
+	__u32 addr[4];
+};
+
+/* ---- feature extraction ---- */
+
+/*
+ * Interval records live in mmapable arrays so userspace reads an interval
+ * straight from memory (a syscall per entry, or even a batched hash-map
+ * read, is far too slow for 300,000 pairs). Per family, per slot (0/1):
+ *
+ *   keys  [slot][cap]        u64 pair key, 0 = free. IPv4: src << 32 | dst
+ *                            (exact). IPv6: 64-bit keyed hash of (src, dst),
+ *                            with the addresses in ddos_faddr6 [slot][cap].
+ *   vals  [slot][cpu][cap]   struct ddos_feat_val, one per CPU: the CPU that
+ *                            runs the program updates its own copy only.
+ *
+ * A pair takes a key slot by compare-and-swap on first sight in the
+ * interval (linear probing, at most DDOS_FEAT_MAX_PROBES), so its index is
+ * the same on every CPU and userspace sums across CPUs by index, without
+ * hashing. cap is a power of two.
+ */
+#define DDOS_FEAT_MAX_PROBES 64
+#define DDOS_FEAT_KEY_FREE 0ull
+
+/* Why the feature stage did not record a packet (it always passes it). */
+enum ddos_feat_skip {
+	DDOS_FEAT_SKIP_NOT_IP = 0,
+	/* Any parse status other than PARSE_OK / PARSE_NOT_IP: fields untrusted.
+	 * Also the IPv4 pair 0.0.0.0 → 0.0.0.0, whose key is the free marker
+	 * (neither address is valid there, RFC 1122). */
+	DDOS_FEAT_SKIP_MALFORMED = 1,
+	/* No free key slot within DDOS_FEAT_MAX_PROBES: the interval is full. */
+	DDOS_FEAT_SKIP_TABLE_FULL = 2,
+	DDOS_FEAT_SKIP_MAX = 3,
+};
+
+/* Addresses of an IPv6 pair (network byte order). */
+struct ddos_feat_addr6 {
+	__u32 src[4];
+	__u32 dst[4];
+};
+
+/* Value of one interval record (per CPU; userspace sums, ORs the sketch). */
+struct ddos_feat_val {
+	__u64 packets;
+	__u64 bytes;
+	/* Packets by L4 protocol (non-first fragments by the IP protocol field). */
+	__u32 tcp;
+	__u32 udp;
+	__u32 icmp;
+	__u32 other;
+	/* TCP SYN without ACK, SYN with ACK, RST. */
+	__u32 syn;
+	__u32 synack;
+	__u32 rst;
+	/* IP fragments (first and later). */
+	__u32 frags;
+	/* Linear-counting bitmap of destination ports (128 bits): bit
+	 * sketch_hash(dport) >> 25 (xdp_features.bpf.c). Distinct ports ≈
+	 * -128 ln(zero bits / 128). */
+	__u64 dport_sketch[2];
+};
+
+#define DDOS_FEAT_SKETCH_BITS 128
+
+/* Load-time configuration of xdp_features (rodata). */
+struct ddos_feat_config {
+	/* Pairs per slot (powers of two). */
+	__u32 cap4;
+	__u32 cap6;
+	/* Possible CPUs: the per-CPU dimension of the value arrays. */
+	__u32 ncpu;
+	/* Key of the IPv6 pair hash, random per load. */
+	__u32 seed;
+};
+
+/* Feature stage control (map ddos_fctl, one element, mmapable). */
+struct ddos_feat_ctl {
+	/* Slot being filled (0 or 1). */
+	__u32 slot;
+	__u32 _pad;
+	/* Bumped by userspace on every swap. */
+	__u64 interval;
+};
+
+/* Per-CPU counters of the feature stage (map ddos_featst). */
+struct ddos_feat_stats {
+	/* Packets recorded into slot 0 / slot 1. */
+	__u64 recorded[2];
+	__u64 skipped[DDOS_FEAT_SKIP_MAX];
+};
+
+/*
+ * Holds one of each enum so they reach BTF (and the Rust skeleton types)
+ * even though programs only use their constants; xdp_filter defines one.
+ */
+struct ddos_abi_enums {
+	enum ddos_drop_reason drop;
+	enum ddos_pass_reason pass;
+	enum ddos_feat_skip skip;
+};
+
+#endif /* RAMPART_DDOS_ABI_H */

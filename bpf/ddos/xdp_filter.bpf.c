@@ -1,0 +1,420 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * rampart ddos, first XDP stage: the source blacklist.
+ *
+ * Every packet is parsed with common/parse.h. When its source address is
+ * known (IPv4/IPv6 header parsed) it is looked up in the blacklist (order
+ * in ddos/abi.h); a match is dropped (DDOS_DROP_BLACKLIST or
+ * DDOS_DROP_BLACKLIST_PREFIX) and, for 1 in 2^sample_shift matches, the
+ * entry's counter is advanced by 2^sample_shift packets and as many times
+ * the frame length in bytes. Then, per parse status:
+ *
+ *   PARSE_OK          → DDOS_PASS_CLEAN, tail call into ddos_next[0]
+ *                       (feature extraction), XDP_PASS if it is empty;
+ *   PARSE_NOT_IP      → DDOS_PASS_NOT_IP, XDP_PASS (ARP, LLDP, ... must flow);
+ *   PARSE_TRUNCATED   → DDOS_DROP_TRUNCATED     } XDP_DROP, or XDP_PASS with
+ *   PARSE_BAD_HEADER  → DDOS_DROP_BAD_HEADER    } DDOS_PASS_MALFORMED when
+ *   PARSE_TOO_DEEP    → DDOS_DROP_TOO_DEEP      } loaded with pass_malformed.
+ *
+ * Malformed frames are dropped by default: the stack would discard the
+ * truncated and impossible ones anyway, and frames hiding their L4 header
+ * behind more tags or extension headers than we walk are a classic way
+ * around filters. A blacklisted source is dropped as blacklisted even when
+ * the rest of its frame is malformed.
+ */
+#include "common/parse.h"
+#include "ddos/abi.h"
+
+const volatile struct ddos_filter_config ddos_filter_cfg = {};
+/* Never read: makes the ABI enums part of the object's BTF (see ddos.h). */
+const volatile struct ddos_abi_enums ddos_abi = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ddos_filter_ctl);
+} ddos_ctl SEC(".maps");
+
+/* Both exact IPv4 tables; max_entries (2 × cap_buckets) is set at load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ddos_bl4_bucket);
+} ddos_bl4_keys SEC(".maps");
+
+/* Entry id of each slot of ddos_bl4_keys, same layout. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ddos_bl4_bucket);
+} ddos_bl4_ids SEC(".maps");
+
+/* Per-entry counters and expiry, by entry id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ddos_counter);
+} ddos_counters SEC(".maps");
+
+/* What each entry id stands for; read and written by userspace only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ddos_entry_meta);
+} ddos_meta SEC(".maps");
+
+/* Exact IPv6 sources → entry id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, struct ddos_addr6);
+	__type(value, __u32);
+} ddos_bl6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ddos_lpm4_key);
+	__type(value, __u32);
+} ddos_lpm4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct ddos_lpm6_key);
+	__type(value, __u32);
+} ddos_lpm6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ddos_filter_stats);
+} ddos_fstats SEC(".maps");
+
+/* The next stage (feature extraction) at index 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} ddos_next SEC(".maps");
+
+enum match_kind {
+	MATCH_NONE = 0,
+	MATCH_EXACT = 1,
+	MATCH_PREFIX = 2,
+};
+
+/* 1 in 2^sample_shift: should this match update its entry's counter? */
+static __always_inline int sample(struct ddos_filter_stats *st)
+{
+	__u32 x = st->rng;
+
+	if (!ddos_filter_cfg.sample_shift)
+		return 1;
+	if (unlikely(!x))
+		x = 0x9e3779b9u ^ bpf_get_smp_processor_id();
+	x ^= x << 13;
+	x ^= x >> 17;
+	x ^= x << 5;
+	st->rng = x;
+	return (x & ((1u << ddos_filter_cfg.sample_shift) - 1)) == 0;
+}
+
+static __always_inline void count_entry(struct ddos_counter *c, __u64 len)
+{
+	__u32 k = ddos_filter_cfg.sample_shift;
+
+	__sync_fetch_and_add(&c->packets, 1ull << k);
+	__sync_fetch_and_add(&c->bytes, len << k);
+}
+
+static __always_inline int expired(const struct ddos_counter *c)
+{
+	__u64 exp = c->expires_ns;
+
+	return exp && bpf_ktime_get_boot_ns() >= exp;
+}
+
+/* Where a key sits: slot index and the table's first element. */
+struct bl4_pos {
+	__u32 slot;
+	__u32 base;
+	__u32 narrow;
+};
+
+/* Exact IPv4 lookup in the active compact table (wide or narrow, see ddos.h). */
+static __always_inline int bl4_find(const struct ddos_filter_ctl *ctl, __u32 key, struct bl4_pos *p)
+{
+	const struct ddos_bl4_table *t = &ctl->tab[ctl->active & 1];
+	__u32 mask = t->mask, max_dist = t->max_dist, base = t->base, shift = t->shift;
+	__u32 h = key * t->mult, home;
+	int i;
+
+	if (!t->count)
+		return 0;
+	h ^= h >> 16;
+	h *= DDOS_BL4_MIX;
+	home = h >> (shift & 31);
+	p->base = base;
+	if (shift & DDOS_BL4_NARROW) {
+		__u32 want = DDOS_BL4_N_USED | (h & ((1u << (shift & 31)) - 1));
+
+		p->narrow = 1;
+#pragma unroll
+		for (i = 0; i < DDOS_BL4_MAX_PROBES; i++) {
+			__u32 s = (home + i) & mask;
+			__u32 e = base + s / DDOS_BL4_N_SLOTS_PER_BUCKET;
+			struct ddos_bl4_bucket *b;
+			__u16 v;
+
+			if (i > max_dist)
+				return 0;
+			b = bpf_map_lookup_elem(&ddos_bl4_keys, &e);
+			if (!b)
+				return 0;
+			v = ((__u16 *)b->slot)[s & (DDOS_BL4_N_SLOTS_PER_BUCKET - 1)];
+			if (v == (want | ((__u32)i << 11))) {
+				p->slot = s;
+				return 1;
+			}
+			if (v == DDOS_BL4_N_EMPTY)
+				return 0;
+		}
+		return 0;
+	}
+	p->narrow = 0;
+#pragma unroll
+	for (i = 0; i < DDOS_BL4_MAX_PROBES; i++) {
+		__u32 s = (home + i) & mask;
+		__u32 e = base + (s / DDOS_BL4_SLOTS_PER_BUCKET);
+		struct ddos_bl4_bucket *b;
+		__u32 k;
+
+		if (i > max_dist)
+			return 0;
+		b = bpf_map_lookup_elem(&ddos_bl4_keys, &e);
+		if (!b)
+			return 0;
+		k = b->slot[s & (DDOS_BL4_SLOTS_PER_BUCKET - 1)];
+		if (k == key) {
+			p->slot = s;
+			return 1;
+		}
+		if (k == DDOS_BL4_EMPTY)
+			return 0;
+	}
+	return 0;
+}
+
+/* Retire the slot at p in place: later packets from its source miss it. */
+static __always_inline void bl4_retire(const struct bl4_pos *p)
+{
+	struct ddos_bl4_bucket *keys;
+	__u32 e;
+
+	if (p->narrow) {
+		e = p->base + p->slot / DDOS_BL4_N_SLOTS_PER_BUCKET;
+		keys = bpf_map_lookup_elem(&ddos_bl4_keys, &e);
+		if (keys)
+			((__u16 *)keys->slot)[p->slot & (DDOS_BL4_N_SLOTS_PER_BUCKET - 1)] = DDOS_BL4_N_TOMBSTONE;
+		return;
+	}
+	e = p->base + p->slot / DDOS_BL4_SLOTS_PER_BUCKET;
+	keys = bpf_map_lookup_elem(&ddos_bl4_keys, &e);
+	if (keys)
+		keys->slot[p->slot & (DDOS_BL4_SLOTS_PER_BUCKET - 1)] = DDOS_BL4_TOMBSTONE;
+}
+
+static __always_inline int match_v4(const struct ddos_filter_ctl *ctl, struct ddos_filter_stats *st, __u32 saddr,
+				    __u64 len)
+{
+	struct bl4_pos p;
+	__u32 *id;
+
+	if (saddr != DDOS_BL4_EMPTY && saddr != DDOS_BL4_TOMBSTONE && bl4_find(ctl, saddr, &p)) {
+		struct ddos_bl4_bucket *ids;
+		struct ddos_counter *c;
+		__u32 elem;
+
+		if (!sample(st))
+			return MATCH_EXACT;
+		st->sampled++;
+		elem = p.base + p.slot / DDOS_BL4_SLOTS_PER_BUCKET;
+		ids = bpf_map_lookup_elem(&ddos_bl4_ids, &elem);
+		if (!ids)
+			return MATCH_EXACT;
+		c = bpf_map_lookup_elem(&ddos_counters, &ids->slot[p.slot & (DDOS_BL4_SLOTS_PER_BUCKET - 1)]);
+		if (!c)
+			return MATCH_EXACT;
+		if (!expired(c)) {
+			count_entry(c, len);
+			return MATCH_EXACT;
+		}
+		bl4_retire(&p);
+		st->expired++;
+	}
+	if (ctl->n_prefix4) {
+		struct ddos_lpm4_key k = { .prefixlen = 32, .addr = saddr };
+		struct ddos_counter *c;
+
+		id = bpf_map_lookup_elem(&ddos_lpm4, &k);
+		if (id) {
+			c = bpf_map_lookup_elem(&ddos_counters, id);
+			/* Prefix entries are checked for expiry on every match (no in-place retirement). */
+			if (c && !expired(c)) {
+				if (sample(st)) {
+					st->sampled++;
+					count_entry(c, len);
+				}
+				return MATCH_PREFIX;
+			}
+		}
+	}
+	return MATCH_NONE;
+}
+
+static __always_inline int match_id(__u32 *id, struct ddos_filter_stats *st, __u64 len)
+{
+	struct ddos_counter *c;
+
+	if (!id)
+		return 0;
+	c = bpf_map_lookup_elem(&ddos_counters, id);
+	if (!c || expired(c))
+		return 0;
+	if (sample(st)) {
+		st->sampled++;
+		count_entry(c, len);
+	}
+	return 1;
+}
+
+static __always_inline int match_v6(const struct ddos_filter_ctl *ctl, struct ddos_filter_stats *st,
+				    const __u32 *saddr, __u64 len)
+{
+	if (ctl->n_exact6) {
+		struct ddos_addr6 a;
+
+		__builtin_memcpy(a.addr, saddr, 16);
+		if (match_id(bpf_map_lookup_elem(&ddos_bl6, &a), st, len))
+			return MATCH_EXACT;
+	}
+	if (ctl->n_prefix6) {
+		struct ddos_lpm6_key k = { .prefixlen = 128 };
+
+		__builtin_memcpy(k.addr, saddr, 16);
+		if (match_id(bpf_map_lookup_elem(&ddos_lpm6, &k), st, len))
+			return MATCH_PREFIX;
+	}
+	return MATCH_NONE;
+}
+
+/*
+ * The flood fast path: an untagged IPv4 frame whose header passes the same
+ * checks parse_ipv4() makes before it trusts the source (version 4, IHL ≥ 5,
+ * the whole header inside the frame, total length ≥ header length). Such a
+ * frame's source is looked up before the full parse, so a blacklisted
+ * source costs no L4 parsing. Everything else takes the full parse first.
+ */
+static __always_inline int quick_src4(void *data, void *data_end, __u32 *saddr)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *iph = (void *)(eth + 1);
+	__u32 hlen;
+
+	if ((void *)(iph + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP))
+		return 0;
+	if (iph->version != 4 || iph->ihl < 5)
+		return 0;
+	hlen = iph->ihl * 4;
+	if ((void *)iph + hlen > data_end || bpf_ntohs(iph->tot_len) < hlen)
+		return 0;
+	*saddr = iph->saddr;
+	return 1;
+}
+
+static __always_inline void bump(struct ddos_pkt_counter *c, __u64 len)
+{
+	c->packets++;
+	c->bytes += len;
+}
+
+SEC("xdp")
+int xdp_filter(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 len = data_end - data;
+	struct ddos_filter_stats *st;
+	struct ddos_filter_ctl *ctl;
+	struct pkt_info pi;
+	__u32 zero = 0, saddr;
+	int status, m = MATCH_NONE, checked4 = 0;
+
+	st = bpf_map_lookup_elem(&ddos_fstats, &zero);
+	ctl = bpf_map_lookup_elem(&ddos_ctl, &zero);
+	if (!st || !ctl)
+		return XDP_ABORTED;
+
+	if (quick_src4(data, data_end, &saddr)) {
+		m = match_v4(ctl, st, saddr, len);
+		checked4 = 1;
+		if (m != MATCH_NONE)
+			goto drop;
+	}
+	status = parse_packet(data, data_end, &pi);
+	if (pi.family == 4 && !checked4)
+		m = match_v4(ctl, st, pi.saddr[0], len);
+	else if (pi.family == 6)
+		m = match_v6(ctl, st, pi.saddr, len);
+drop:
+	if (m == MATCH_EXACT) {
+		bump(&st->drop[DDOS_DROP_BLACKLIST], len);
+		return XDP_DROP;
+	}
+	if (m == MATCH_PREFIX) {
+		bump(&st->drop[DDOS_DROP_BLACKLIST_PREFIX], len);
+		return XDP_DROP;
+	}
+
+	switch (status) {
+	case PARSE_OK:
+		break;
+	case PARSE_NOT_IP:
+		bump(&st->pass[DDOS_PASS_NOT_IP], len);
+		return XDP_PASS;
+	default:
+		if (ddos_filter_cfg.pass_malformed) {
+			bump(&st->pass[DDOS_PASS_MALFORMED], len);
+			return XDP_PASS;
+		}
+		if (status == PARSE_TRUNCATED)
+			bump(&st->drop[DDOS_DROP_TRUNCATED], len);
+		else if (status == PARSE_BAD_HEADER)
+			bump(&st->drop[DDOS_DROP_BAD_HEADER], len);
+		else
+			bump(&st->drop[DDOS_DROP_TOO_DEEP], len);
+		return XDP_DROP;
+	}
+
+	bump(&st->pass[DDOS_PASS_CLEAN], len);
+	bpf_tail_call(ctx, &ddos_next, 0);
+	st->no_next_stage++;
+	return XDP_PASS;
+}
+
+RAMPART_LICENSE;

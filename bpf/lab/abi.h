@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Lab ABI: traffic generators, counting sink, the EMULATED NIC forwarder.
+ * Lab and benchmark programs only; nothing of the product includes it.
+ */
+#ifndef RAMPART_LAB_ABI_H
+#define RAMPART_LAB_ABI_H
+
+#include "common/abi.h"
+
+/*
+ * The generator walks a schedule of source indices. Each array element
+ * packs GEN_SLOTS_PER_ELEM indices so the table costs 4 bytes a slot
+ * (an ARRAY map rounds values up to 8 bytes).
+ */
+#define GEN_SLOTS_PER_ELEM 16
+#define GEN_SLOTS_MAX (1u << 22)
+#define GEN_ELEMS_MAX (GEN_SLOTS_MAX / GEN_SLOTS_PER_ELEM)
+#define GEN_MAX_CPUS 64
+
+struct gen_slots {
+	__u32 idx[GEN_SLOTS_PER_ELEM];
+};
+
+enum gen_family {
+	GEN_FAMILY_V4 = 4,
+	GEN_FAMILY_V6 = 6,
+};
+
+/*
+ * Read-only configuration of xdp_trafficgen, set through the skeleton's
+ * rodata before load. The frame itself is a template built in userspace
+ * with correct lengths and checksums for source index 0; per packet the
+ * program writes the source address and both checksums from the partial
+ * sums below, so no state is carried in the frame between repetitions.
+ */
+struct gen_config {
+	/* Number of schedule slots minus one; slots are a power of two. */
+	__u32 slot_mask;
+	/* GEN_FAMILY_V4 or GEN_FAMILY_V6. */
+	__u32 family;
+	/* Offset of the L4 checksum field from the start of the frame, 0 for none. */
+	__u32 l4_csum_off;
+	/* Unfolded one's-complement sum of the IPv4 header without saddr and check. */
+	__u32 ip_sum_nosrc;
+	/* Unfolded sum of pseudo-header + L4 header + payload without the source address. */
+	__u32 l4_sum_nosrc;
+	/* IPv4: first source address (host byte order). */
+	__u32 src4_base;
+	/* IPv6: first source address; the low 32 bits are src6_lo_base + index. */
+	__u32 src6_hi[3];
+	__u32 src6_lo_base;
+	/* 1 if the L4 checksum is the UDP one (0 means "none" and must become 0xffff). */
+	__u32 l4_is_udp;
+	__u32 _pad;
+};
+
+struct gen_cpu_state {
+	__u64 pos;
+	__u64 sent;
+};
+
+struct sink_counters {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* Value of the sink's optional per-source histogram (keyed by IPv4 or IPv6 source). */
+struct sink_src_key {
+	__u8 addr[16];
+	__u32 family;
+};
+
+/* ---- EMULATED NIC ---- */
+
+/*
+ * EMULATED SmartNIC hardware table: an exact-match table of source
+ * addresses with per-rule counters, like TC flower skip_sw rules on a
+ * ConnectX/E810/Agilio card. Capacity K is the map's max_entries.
+ */
+#define NIC_DEFAULT_CAPACITY 512
+
+struct nic_rule_key {
+	/* IPv4 in addr[0] (network order), rest zero; IPv6 all 16 bytes. */
+	__u32 addr[4];
+	/* 4 or 6. */
+	__u32 family;
+};
+
+/* Per-rule hardware counters. */
+struct nic_rule_stats {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* nic_state[0]: number of rules installed (0 = skip the lookup entirely). */
+struct nic_state {
+	__u32 rules;
+	__u32 _pad;
+	/* Frames from wan the NIC could not parse: never matched, forwarded to the host. */
+	__u64 unparsed;
+};
+
+/* ---- tenant traffic ---- */
+
+/*
+ * Tenant traffic generator (xdp_tenant_gen): IPv4 frames (any protocol of
+ * the lab's templates) spread round robin over up to TGEN_MAX_DST
+ * destinations, one per tenant, so every tenant's packets arrive
+ * interleaved from one generator thread. The frames for the destinations
+ * differ only in the destination address and the two checksums, all
+ * precomputed in userspace.
+ */
+#define TGEN_MAX_DST 8
+
+struct tgen_config {
+	__u32 n_dst;
+	/* Offset of the L4 checksum from the frame start (0: none to fix). */
+	__u32 l4_csum_off;
+	/* Destination addresses (network order) and the template's checksums with each. */
+	__u32 daddr[TGEN_MAX_DST];
+	__u16 ip_check[TGEN_MAX_DST];
+	__u16 l4_check[TGEN_MAX_DST];
+};
+
+struct tgen_cpu_state {
+	__u64 pos;
+	__u64 sent[TGEN_MAX_DST];
+};
+
+/*
+ * Mixed tenant traffic (xdp_tenant_mix): up to TMIX_MAX_SLOT whole frames
+ * of `len` bytes (a multiple of 8, at most TMIX_MAX_LEN), sent round robin.
+ */
+#define TMIX_MAX_SLOT 16
+#define TMIX_MAX_LEN 128
+
+struct tmix_config {
+	__u32 n_slot;
+	__u32 len;
+	__u64 tpl[TMIX_MAX_SLOT][TMIX_MAX_LEN / 8];
+};
+
+struct tmix_cpu_state {
+	__u64 pos;
+	__u64 sent[TMIX_MAX_SLOT];
+};
+
+#endif /* RAMPART_LAB_ABI_H */

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * rampart stream offload: an app's leading stateless
+ * operators in XDP. Per frame:
+ *
+ *   parse → struct stream_tuple (stream/tuple.h, the parser the
+ *   userspace one is tested against) → Filter (protocol, TCP flag clauses,
+ *   port ranges, address prefixes) → FlowID (enum stream_key_mode) →
+ *   timestamp → the frame becomes the 56-byte tuple record (written in
+ *   the headroom, packet cut off: bpf_xdp_adjust_head/tail) → delivered to the replica that owns the key:
+ *   owner = flow_id * replicas >> 32.
+ *
+ * One pipeline, configured only through maps (stream/abi.h):
+ * a new query changes map entries, never the program. It is compiled into
+ * three entry points that differ only in how the record leaves and where
+ * the time comes from:
+ *
+ *  - xdp_stream: host XDP. The record goes through the XSKMAP to the
+ *    AF_XDP socket of the owner on this RX queue (slot queue * replicas +
+ *    owner; the sockets of one queue share its UMEM). Software time.
+ *  - xdp_stream_rxmeta: the same, loaded device-bound so that it can ask
+ *    the driver for the frame's RX timestamp (a metadata kfunc); frames
+ *    without one (ENODATA on veth) get software time.
+ *  - xdp_stream_nfp: the nfp profile: no XSKMAP, no clock
+ *    helper, no per-CPU map. It selects the owner's RX queue by writing
+ *    ctx->rx_queue_index (nfp "queue select") and passes the record up,
+ *    where xdp_stream_rx hands each queue to its socket; ts_ns stays 0 and
+ *    the host stamps the record. It cannot be loaded on this machine (the
+ *    kernel allows that store only to offloaded programs); the planner
+ *    checks its instructions, maps and helpers in the built object.
+ *
+ * Frames that are not IP go to the stack; malformed IP frames and frames
+ * the Filter rejects are dropped or passed as configured; every outcome is
+ * counted (enum stream_off_counter).
+ */
+#include "stream/tuple.h"
+#include "stream/abi.h"
+
+extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, __u64 *timestamp) __ksym;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stream_off_cfg);
+} stream_off_cfg SEC(".maps");
+
+/* Index = IP protocol; non-zero = accepted (ST_FLT_PROTO). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 256);
+	__type(key, __u32);
+	__type(value, __u32);
+} stream_off_protos SEC(".maps");
+
+/* [0, ST_OFF_RANGES): source port ranges; [ST_OFF_RANGES, 2 * ST_OFF_RANGES): destination. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * ST_OFF_RANGES);
+	__type(key, __u32);
+	__type(value, struct stream_off_port_range);
+} stream_off_ports SEC(".maps");
+
+/* [0, ST_OFF_RANGES): source prefixes; [ST_OFF_RANGES, 2 * ST_OFF_RANGES): destination. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * ST_OFF_RANGES);
+	__type(key, __u32);
+	__type(value, struct stream_off_prefix);
+} stream_off_prefixes SEC(".maps");
+
+/* Host entry points: slot rx_queue * replicas + owner → AF_XDP socket. */
+struct {
+	__uint(type, BPF_MAP_TYPE_XSKMAP);
+	__uint(max_entries, ST_OFF_XSKS);
+	__type(key, __u32);
+	__type(value, __u32);
+} stream_off_xsks SEC(".maps");
+
+/* Host entry points: per-CPU counters. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ST_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stream_off_stats SEC(".maps");
+
+/* nfp entry point: the same counters, shared, atomic adds (no per-CPU maps there). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ST_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stream_off_stats_nfp SEC(".maps");
+
+enum target {
+	T_HOST = 0,
+	T_HOST_RXMETA = 1,
+	T_NFP = 2,
+};
+
+/* Sentinel of stream_offload(): the record is ready, deliver it. */
+#define ST_DELIVER (-1)
+
+static __always_inline void count(int target, __u32 idx)
+{
+	__u64 *c;
+
+	if (target == T_NFP) {
+		c = bpf_map_lookup_elem(&stream_off_stats_nfp, &idx);
+		if (c)
+			__sync_fetch_and_add(c, 1);
+	} else {
+		c = bpf_map_lookup_elem(&stream_off_stats, &idx);
+		if (c)
+			*c += 1;
+	}
+}
+
+static __always_inline int port_in(__u32 base, __u8 n, __u16 port)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < ST_OFF_RANGES; i++) {
+		__u32 key = base + i;
+		struct stream_off_port_range *r;
+
+		if (i >= n)
+			break;
+		r = bpf_map_lookup_elem(&stream_off_ports, &key);
+		if (r && port >= r->lo && port <= r->hi)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline int prefix_in(__u32 base, __u8 n, const __u32 *a, __u32 v6)
+{
+	int i;
+
+#pragma unroll
+	for (i = 0; i < ST_OFF_RANGES; i++) {
+		__u32 key = base + i;
+		struct stream_off_prefix *p;
+
+		if (i >= n)
+			break;
+		p = bpf_map_lookup_elem(&stream_off_prefixes, &key);
+		if (p && p->v6 == v6 && (a[0] & p->mask[0]) == p->addr[0] &&
+		    (a[1] & p->mask[1]) == p->addr[1] && (a[2] & p->mask[2]) == p->addr[2] &&
+		    (a[3] & p->mask[3]) == p->addr[3])
+			return 1;
+	}
+	return 0;
+}
+
+/* The offloaded Filter: every active predicate must hold. */
+static __always_inline int stream_off_match(const struct stream_off_cfg *c, const struct stream_tuple *t)
+{
+	__u32 f = c->filters, v6 = t->flags & ST_F_IPV6 ? 1 : 0;
+	int i;
+
+	if (f & ST_FLT_PROTO) {
+		__u32 key = t->proto;
+		__u32 *ok = bpf_map_lookup_elem(&stream_off_protos, &key);
+
+		if (!ok || !*ok)
+			return 0;
+	}
+	if (f & ST_FLT_TCP_FLAGS) {
+		int any = 0;
+
+#pragma unroll
+		for (i = 0; i < ST_OFF_CLAUSES; i++) {
+			if (i >= c->n_clauses)
+				break;
+			if ((t->tcp_flags & c->clause_mask[i]) == c->clause_value[i]) {
+				any = 1;
+				break;
+			}
+		}
+		if (!any)
+			return 0;
+	}
+	if ((f & ST_FLT_SPORT) && !port_in(0, c->n_sport, t->sport))
+		return 0;
+	if ((f & ST_FLT_DPORT) && !port_in(ST_OFF_RANGES, c->n_dport, t->dport))
+		return 0;
+	if ((f & ST_FLT_SRC) && !prefix_in(0, c->n_src, t->saddr, v6))
+		return 0;
+	if ((f & ST_FLT_DST) && !prefix_in(ST_OFF_RANGES, c->n_dst, t->daddr, v6))
+		return 0;
+	return 1;
+}
+
+/*
+ * Everything but the delivery. Returns an XDP action for frames that end
+ * here, or ST_DELIVER with the record written at the start of the frame
+ * and *owner set.
+ */
+static __always_inline int stream_offload(struct xdp_md *ctx, int target, __u32 *owner,
+					  __u32 *replicas)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct stream_off_cfg *cfg;
+	struct stream_tuple t;
+	__u32 zero = 0;
+	int st, delta;
+
+	cfg = bpf_map_lookup_elem(&stream_off_cfg, &zero);
+	if (!cfg)
+		return XDP_PASS;
+	st = stream_tuple_from_frame(data, data_end, 0, &t);
+	if (st == PARSE_NOT_IP) {
+		count(target, ST_CNT_NOT_IP);
+		return XDP_PASS;
+	}
+	if (st != PARSE_OK) {
+		count(target, ST_CNT_NOT_IP + st - PARSE_NOT_IP);
+		return cfg->on_malformed == ST_OFF_PASS ? XDP_PASS : XDP_DROP;
+	}
+	if (cfg->filters && !stream_off_match(cfg, &t)) {
+		count(target, ST_CNT_FILTERED);
+		return cfg->on_filtered == ST_OFF_PASS ? XDP_PASS : XDP_DROP;
+	}
+	if (cfg->key_mode != ST_KEY_NONE)
+		stream_flow_id(&t, cfg->key_mode);
+
+	if (target == T_HOST_RXMETA && cfg->ts_source == ST_TS_RX_META) {
+		__u64 hw = 0;
+
+		/* veth answers 0 with a zero stamp for skb frames: not a stamp either. */
+		if (bpf_xdp_metadata_rx_timestamp(ctx, &hw) == 0 && hw != 0) {
+			t.ts_ns = hw;
+			t.flags |= ST_F_TS_HW;
+			count(target, ST_CNT_TS_HW);
+		}
+	}
+	if (target != T_NFP && !(t.flags & ST_F_TS_HW) && cfg->ts_source != ST_TS_NONE)
+		t.ts_ns = bpf_ktime_get_ns() + cfg->clock_offset_ns;
+
+	/*
+	 * The frame becomes the record, exactly sizeof(t) bytes. The record is
+	 * written into the headroom in front of the packet and the packet is cut
+	 * off behind it, so the packet bytes themselves are never written: a
+	 * page that goes back to its owner unchanged (the lab generator's live
+	 * frames are recycled without being re-initialised). A driver without
+	 * that much headroom gets the record written over the packet instead.
+	 */
+	if (bpf_xdp_adjust_head(ctx, -(int)sizeof(t)) == 0) {
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + sizeof(t) > data_end) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+		__builtin_memcpy(data, &t, sizeof(t));
+		if (bpf_xdp_adjust_tail(ctx, (int)sizeof(t) - (int)(data_end - data))) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+	} else {
+		delta = (int)sizeof(t) - (int)(data_end - data);
+		if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta)) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + sizeof(t) > data_end) {
+			count(target, ST_CNT_REWRITE_FAILED);
+			return XDP_DROP;
+		}
+		__builtin_memcpy(data, &t, sizeof(t));
+	}
+	*replicas = cfg->replicas;
+	/* Without a FlowID (ST_KEY_NONE) flow_id is 0: replica 0. */
+	*owner = (__u32)(((__u64)t.flow_id * cfg->replicas) >> 32);
+	return ST_DELIVER;
+}
+
+static __always_inline int deliver_xsk(struct xdp_md *ctx, int target, __u32 owner, __u32 replicas)
+{
+	__u32 slot = ctx->rx_queue_index * replicas + owner;
+	long act;
+
+	if (slot >= ST_OFF_XSKS) {
+		count(target, ST_CNT_NO_SOCKET);
+		return XDP_DROP;
+	}
+	act = bpf_redirect_map(&stream_off_xsks, slot, 0);
+	if (act != XDP_REDIRECT) {
+		count(target, ST_CNT_NO_SOCKET);
+		return XDP_DROP;
+	}
+	count(target, ST_CNT_RECORDS);
+	return XDP_REDIRECT;
+}
+
+SEC("xdp")
+int xdp_stream(struct xdp_md *ctx)
+{
+	__u32 owner = 0, replicas = 1;
+	int act = stream_offload(ctx, T_HOST, &owner, &replicas);
+
+	return act == ST_DELIVER ? deliver_xsk(ctx, T_HOST, owner, replicas) : act;
+}
+
+SEC("xdp")
+int xdp_stream_rxmeta(struct xdp_md *ctx)
+{
+	__u32 owner = 0, replicas = 1;
+	int act = stream_offload(ctx, T_HOST_RXMETA, &owner, &replicas);
+
+	return act == ST_DELIVER ? deliver_xsk(ctx, T_HOST_RXMETA, owner, replicas) : act;
+}
+
+SEC("xdp")
+int xdp_stream_nfp(struct xdp_md *ctx)
+{
+	__u32 owner = 0, replicas = 1;
+	int act = stream_offload(ctx, T_NFP, &owner, &replicas);
+
+	if (act != ST_DELIVER)
+		return act;
+	/* nfp queue select: the owner's RX queue, whose socket xdp_stream_rx feeds. */
+	ctx->rx_queue_index = owner;
+	count(T_NFP, ST_CNT_RECORDS);
+	return XDP_PASS;
+}
+
+RAMPART_LICENSE;
