@@ -9,9 +9,6 @@ pub enum Error {
     /// From the data-plane toolkit (BPF, netns, pins, features).
     #[error(transparent)]
     Dataplane(#[from] rampart_dataplane::Error),
-    /// From the lab (benchmarks).
-    #[error(transparent)]
-    Lab(#[from] rampart_lab::Error),
     /// A prefix that cannot be parsed or is refused.
     #[error("bad prefix {input:?}{}: {reason}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
     BadPrefix {
@@ -97,17 +94,6 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// An external command failed (benchmark peers).
-    #[error("`{cmd}` failed: {stderr}")]
-    Command {
-        /// The command line.
-        cmd: String,
-        /// Its standard error, trimmed.
-        stderr: String,
-    },
-    /// The operation was interrupted (Ctrl-C).
-    #[error("interrupted")]
-    Interrupted,
 }
 
 impl Error {

@@ -1,13 +1,11 @@
 //! rampart ddos, data plane (DESIGN §3): the XDP source blacklist with
 //! per-entry counters ([`filter`]), the per-(source, destination) feature
-//! stage with atomic interval snapshots ([`features`]), and the benchmarks
-//! that compare them with their peers ([`bench`]).
+//! stage with atomic interval snapshots ([`features`]).
 //!
 //! The control plane (detectors, rate monitor, offload planner, daemon)
 //! builds on [`filter::Filter`] (block/unblock/replace/entries/stats) and
 //! [`features::Features`] (interval snapshots).
 
-pub mod bench;
 pub mod clock;
 pub mod error;
 pub mod features;

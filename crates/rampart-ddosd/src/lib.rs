@@ -7,7 +7,6 @@
 
 pub mod alerts;
 pub mod api;
-pub mod bench;
 pub mod config;
 pub mod daemon;
 pub mod error;

@@ -19,5 +19,21 @@ pub enum Error {
     InvalidSpec(String),
 }
 
+impl Error {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Dataplane(rampart_dataplane::Error::Io {
+            context: context.into(),
+            source,
+        })
+    }
+
+    pub(crate) fn bpf(context: impl Into<String>, source: libbpf_rs::Error) -> Self {
+        Error::Dataplane(rampart_dataplane::Error::Bpf {
+            context: context.into(),
+            source,
+        })
+    }
+}
+
 /// Result alias.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

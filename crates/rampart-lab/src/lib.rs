@@ -4,18 +4,25 @@
 //!   with tenant namespaces behind `host`;
 //! - [`gen`]: the line-rate traffic generator (XDP live frames from `wan`);
 //! - [`sink`]: the counting XDP_DROP sink on `host`;
-//! - [`packet`] and [`dist`]: frame templates and per-source distributions.
+//! - [`packet`] and [`dist`]: frame templates and per-source distributions;
+//! - [`traffic`]: the tenant experiments' generator (one destination per
+//!   tenant, interleaved);
+//! - [`hostcpu`]: the host's receive processing on a CPU of its own, and
+//!   its CPU time;
+//! - [`nic`]: the EMULATED SmartNIC's table;
+//! - [`web`]: nginx and wrk.
 
 pub mod cmd;
 pub mod dist;
 pub mod error;
 pub mod gen;
+pub mod hostcpu;
 pub mod nic;
 pub mod packet;
-pub mod report;
 pub mod sink;
 pub mod testing;
 pub mod topology;
+pub mod traffic;
 pub mod web;
 
 pub use error::{Error, Result};

@@ -5,7 +5,6 @@
 //! standard outputs ([`export`]).
 
 pub mod apps;
-pub mod bench;
 pub mod engine;
 pub mod error;
 pub mod export;

@@ -35,9 +35,6 @@ pub enum Error {
     /// Data-plane failure (load, attach, map access).
     #[error(transparent)]
     Dataplane(#[from] rampart_dataplane::Error),
-    /// Lab failure (services, generator).
-    #[error(transparent)]
-    Lab(#[from] rampart_lab::Error),
     /// I/O failure with context.
     #[error("{context}: {source}")]
     Io {

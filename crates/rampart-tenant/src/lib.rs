@@ -7,29 +7,23 @@
 //!   generations swapped atomically with `bpf_link_update`, accounting;
 //! - [`tokens`]: Algorithm 1, the work-conserving weighted token generator;
 //! - [`api`]: the HTTP API with tenant-token authentication and `/metrics`;
-//! - [`services`]: the lab's tenant services (UDP sink, nginx, dnsmasq);
-//! - [`bench`]: `rampart bench tenant-fairness`.
+//! - [`services`]: the lab's tenant services (UDP sink, nginx, dnsmasq).
 
 pub mod abi;
 pub mod agent;
 pub mod api;
-pub mod bench;
-pub mod bench_figures;
-pub mod bench_services;
 pub mod client;
 pub mod compiler;
 pub mod config;
 pub mod confine;
 pub mod error;
 pub mod host;
-pub mod hostcpu;
 pub mod metrics;
 pub mod programs;
 pub mod selector;
 pub mod serve;
 pub mod services;
 pub mod tokens;
-pub mod traffic;
 pub mod userspace;
 
 pub use error::{Error, Result};

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use common::*;
 use rampart_lab::testing::TestLab;
+use rampart_lab::traffic::{Limit, TenantTraffic};
 use rampart_lab::Lab;
 use rampart_tenant::services;
-use rampart_tenant::traffic::{Limit, TenantTraffic};
 
 fn tenant_addr(i: u32) -> Ipv4Addr {
     Ipv4Addr::from(Lab::tenant_v4(i))

@@ -56,7 +56,9 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
     matches!(
         e.downcast_ref::<rampart_lab::Error>(),
         Some(rampart_lab::Error::InvalidSpec(_))
-    )
+    ) || e
+        .downcast_ref::<rampart_bench::Error>()
+        .is_some_and(rampart_bench::Error::is_usage)
 }
 
 fn main() -> ExitCode {

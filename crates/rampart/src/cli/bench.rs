@@ -1,16 +1,24 @@
 //! `rampart bench <name>`: every application's benchmarks in one group.
-//! The ddos ones run in a lab of their own (unique prefix, removed at the
-//! end, also on error and Ctrl-C); rampart stream's come from cli/stream.rs.
+//! Each parses its flags into a spec and calls one function of
+//! rampart-bench, which runs it in a lab of its own (unique prefix, removed
+//! at the end, also on error and Ctrl-C) and prints the results.
 
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use rampart_ddos::bench::features::{self as fbench, FeaturesReadSpec};
-use rampart_ddos::bench::filter::{self as filt, FilterBenchSpec, Peer};
+use rampart_bench::ddos::experiments::DdosBenchSpec;
+use rampart_bench::ddos::features::FeaturesReadSpec;
+use rampart_bench::ddos::filter::{FilterBenchSpec, Peer};
+use rampart_bench::ddos::update::UpdateSpec;
+use rampart_bench::stream::engine::EngineSpec;
+use rampart_bench::stream::offload::OffloadSpec;
+use rampart_bench::tenant::fairness::FairnessOpts;
+use rampart_bench::tenant::services::TenantBenchOpts;
 use rampart_lab::dist::Dist;
 
-use super::util::print_json;
+use super::stream::{App, OnOff, TsArg};
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
@@ -24,12 +32,16 @@ pub enum BenchCmd {
     /// mode and peer, CPU per mode, requests/s under attack, hybrid offload
     /// quality) as CSV, JSON and PNG in --out.
     Ddos(DdosArgs),
-    /// rampart stream's benchmarks (cli/stream.rs).
-    #[command(flatten)]
-    Stream(super::stream::BenchCmd),
-    /// rampart tenant's benchmarks (cli/tenant.rs).
-    #[command(flatten)]
-    Tenant(super::tenant::TenantBench),
+    /// The stream engine benchmark: full and empty pipelines.
+    StreamEngine(StreamEngineArgs),
+    /// The stream offload benchmark: an app fed by the lab
+    /// generator with the XDP offload on and off, and the raw AF_XDP
+    /// receive ceiling, in a lab of its own.
+    Stream(StreamArgs),
+    /// Three tenants, equal shares, flooded; fairness on vs off; accounting coverage.
+    TenantFairness(FairnessArgs),
+    /// The tenant services' evaluation: accounting overhead, offload gain (data, plots, summary.json).
+    Tenant(ServicesBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -114,8 +126,126 @@ pub struct FeaturesReadArgs {
     pub json: bool,
 }
 
-fn opt(x: Option<f64>) -> String {
-    x.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into())
+#[derive(Debug, Args)]
+pub struct StreamEngineArgs {
+    /// One JSON object per configuration (medians, raw runs included).
+    #[arg(long)]
+    pub json: bool,
+    /// Flow counts to measure (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "65536")]
+    pub flows: Vec<u32>,
+    /// Seconds each run's source generates.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Repetitions (configurations alternate within each repetition).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Output batch size when batching is on.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    /// Tuple: 32 (the 32-byte packet tuple) or 56 (the shared
+    /// `struct stream_tuple` the apps use).
+    #[arg(long, default_value_t = 32, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["32", "56"]), |s: String| s.parse::<usize>().unwrap_or(32)))]
+    pub tuple_bytes: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct StreamArgs {
+    /// The app.
+    #[arg(long, value_enum, default_value = "flowmeter")]
+    pub app: App,
+    /// Offload modes to measure (comma-separated; alternated in each repetition).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "on,off")]
+    pub offload: Vec<OnOff>,
+    /// Source replicas to measure (comma-separated, 1..=8).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub sources: Vec<u32>,
+    /// Output batching to measure (comma-separated): on = --batch, off = 1.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
+    pub batching: Vec<OnOff>,
+    /// Output batch size when batching is on.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Seconds of traffic per run.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Repetitions.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Distinct flows (generator source addresses).
+    #[arg(long, default_value_t = 4096)]
+    pub flows: u32,
+    /// Generator rate, packets per second (default: as fast as it goes).
+    #[arg(long)]
+    pub pps: Option<f64>,
+    /// Offload record timestamps: the driver's RX metadata when it has
+    /// them (device-bound program), or software time only.
+    #[arg(long, value_enum, default_value = "rx-meta")]
+    pub timestamps: TsArg,
+    /// One JSON object per run, then one per configuration (medians).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write runs.csv, summary.csv and PNG plots into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServicesBenchArgs {
+    /// Directory for summary.json, CSV data and PNG plots (created).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Shorter run (3 repetitions of 1.5 s per mode instead of 5 of 4 s; 1, 2, 4, 8 competitors).
+    #[arg(long)]
+    pub quick: bool,
+    /// Parts to run, comma-separated (default: all of overhead, shares, scaling, offload).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Lab prefix of the benchmark's own lab (removed at the end).
+    #[arg(long, default_value = "tbench")]
+    pub prefix: String,
+    /// CPU of the host's receive processing (the core the services share).
+    #[arg(long, default_value_t = 1)]
+    pub host_cpu: usize,
+    /// CPU of the traffic generator.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// Offload part: leave the EMULATED NIC's way back (answers crossing nic-host → nic-wan → wan0)
+    /// on the host core, where a veth puts it, and charge it to both modes (the method before
+    /// 2026-11-23; default: it runs on the generator's CPU, like the way in).
+    #[arg(long)]
+    pub wire_on_host_core: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FairnessArgs {
+    /// Lab prefix of the benchmark's own lab (removed at the end).
+    #[arg(long, default_value = "tfair")]
+    pub prefix: String,
+    /// Hash rounds of the three tenants' programs (their cost), comma-separated.
+    #[arg(long, default_value = "1500,5000,20000", value_delimiter = ',')]
+    pub rounds: Vec<u32>,
+    /// Measured seconds per phase.
+    #[arg(long, default_value_t = 4.0)]
+    pub seconds: f64,
+    /// Repetitions of the (fair, unfair) pair, alternated.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// CPU budget of the token generator, in cores.
+    #[arg(long, default_value_t = 0.8)]
+    pub budget_cores: f64,
+    /// CPU that runs the host's receive processing (the shared core).
+    #[arg(long, default_value_t = 1)]
+    pub host_cpu: usize,
+    /// CPU of the traffic generator.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// Offered load over all tenants, frames/s (0: as fast as the generator goes).
+    #[arg(long, default_value_t = 600_000.0)]
+    pub pps: f64,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
@@ -147,63 +277,19 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
                 iptables_rules: a.iptables_rules,
                 size: 64,
             };
-            spec.validate()?;
-            if !a.json {
-                println!(
-                    "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>7} {:>7} {:>7} {:>7}",
-                    "sources",
-                    "rampart",
-                    "xdp_drop",
-                    "nft_set",
-                    "iptables",
-                    "xdp-filt",
-                    "/drop",
-                    "/nft",
-                    "/ipt",
-                    "/xdpf"
-                );
-            }
-            let json = a.json;
-            filt::run(&spec, cancel, |p| {
-                if json {
-                    let _ = print_json(p);
-                } else {
-                    println!(
-                        "{:>9} {:>9.3} {:>9.3} {:>9} {:>9} {:>9}   {:>7.2} {:>7} {:>7} {:>7}   (Mpps, medians of {})",
-                        p.sources,
-                        p.drop_mpps,
-                        p.xdp_drop_mpps,
-                        opt(p.nft_set_mpps),
-                        opt(p.iptables_mpps),
-                        opt(p.xdp_filter_mpps),
-                        p.ratio_xdp_drop,
-                        p.ratio_nft_set.map(|r| format!("{r:.1}")).unwrap_or_else(|| "-".into()),
-                        p.ratio_iptables.map(|r| format!("{r:.1}")).unwrap_or_else(|| "-".into()),
-                        p.ratio_xdp_filter.map(|r| format!("{r:.2}")).unwrap_or_else(|| "-".into()),
-                        p.reps
-                    );
-                }
-            })?;
-            Ok(())
+            Ok(rampart_bench::ddos::filter::run_and_print(
+                &spec, a.json, cancel,
+            )?)
         }
-        BenchCmd::Ddos(a) => run_ddos(a, cancel),
-        BenchCmd::Stream(c) => super::stream::run_bench(c, cancel),
-        BenchCmd::Tenant(b) => super::tenant::run_bench(b, cancel),
         BenchCmd::FilterUpdate(a) => {
-            let spec = rampart_ddos::bench::update::UpdateSpec {
+            let spec = UpdateSpec {
                 entries: a.entries,
                 change: a.change,
                 reps: a.reps,
             };
-            let r = rampart_ddos::bench::update::run(&spec, cancel)?;
-            if a.json {
-                return print_json(&r);
-            }
-            println!(
-                "{} entries loaded in {:.2} s; replace ±{} around them: {:.2} s median ({:?}); {} flood packets dropped meanwhile, {} leaked; counters monotonic: {}",
-                r.entries, r.load_seconds, r.change, r.update_seconds, r.update_seconds_raw, r.dropped_during, r.leaked, r.counters_monotonic
-            );
-            Ok(())
+            Ok(rampart_bench::ddos::update::run_and_print(
+                &spec, a.json, cancel,
+            )?)
         }
         BenchCmd::FeaturesRead(a) => {
             let spec = FeaturesReadSpec {
@@ -211,65 +297,101 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
                 reps: a.reps,
                 threads: a.threads,
             };
-            let r = fbench::run(&spec, cancel)?;
-            if a.json {
-                return print_json(&r);
+            Ok(rampart_bench::ddos::features::run_and_print(
+                &spec, a.json, cancel,
+            )?)
+        }
+        BenchCmd::Ddos(a) => {
+            if a.smoke && !a.quick {
+                anyhow::bail!("--smoke is a variant of --quick: pass --quick --smoke");
             }
-            println!(
-                "{} pairs on {} CPUs: read+aggregate+clear {:.2} ms median (kept vector), {:.2} ms (callback), {:.2} ms cold (fresh vector); swap wait {:.2} ms",
-                r.entries, r.cpus, r.read_ms, r.callback_read_ms, r.cold_read_ms, r.swap_wait_ms
-            );
-            println!("records per read: {:?}", r.records);
-            Ok(())
+            let mut spec = if a.smoke {
+                DdosBenchSpec::smoke()
+            } else if a.quick {
+                DdosBenchSpec::quick()
+            } else {
+                DdosBenchSpec::full()
+            };
+            if let Some(k) = a.nic_capacity {
+                spec.nic_capacity = k;
+            }
+            Ok(rampart_bench::ddos::experiments::run_and_print(
+                &spec, &a.out, a.json, cancel,
+            )?)
+        }
+        BenchCmd::StreamEngine(a) => {
+            let spec = EngineSpec {
+                flows: a.flows,
+                seconds: a.seconds,
+                repeat: a.repeat,
+                batch: a.batch,
+                tuple_bytes: a.tuple_bytes,
+                json: a.json,
+            };
+            Ok(rampart_bench::stream::engine::run_and_print(&spec)?)
+        }
+        BenchCmd::Stream(a) => {
+            use rampart_bench::stream::offload::App as BenchApp;
+            let spec = OffloadSpec {
+                app: match a.app {
+                    App::Flowmeter => BenchApp::Flowmeter,
+                    App::Portscan => BenchApp::Portscan,
+                    App::Synflood => BenchApp::Synflood,
+                },
+                offload: a.offload.iter().map(|&o| o == OnOff::On).collect(),
+                sources: a.sources,
+                batching: a.batching.iter().map(|&b| b == OnOff::On).collect(),
+                batch: a.batch,
+                seconds: a.seconds,
+                repeat: a.repeat,
+                flows: a.flows,
+                pps: a.pps,
+                json: a.json,
+                out: a.out,
+            };
+            Ok(rampart_bench::stream::offload::run(&spec, cancel)?)
+        }
+        BenchCmd::Tenant(a) => {
+            let opts = TenantBenchOpts {
+                prefix: a.prefix,
+                host_cpu: a.host_cpu,
+                gen_cpu: a.gen_cpu,
+                wire_on_host_core: a.wire_on_host_core,
+                ..TenantBenchOpts::new(a.quick)
+            };
+            let opts = if a.only.is_empty() {
+                opts
+            } else {
+                TenantBenchOpts {
+                    parts: a.only.clone(),
+                    ..opts
+                }
+            };
+            Ok(rampart_bench::tenant::services::run_and_print(
+                &opts, &a.out, cancel,
+            )?)
+        }
+        BenchCmd::TenantFairness(a) => {
+            let rounds: [u32; 3] = a.rounds.clone().try_into().map_err(|_| {
+                anyhow::anyhow!("--rounds needs exactly three numbers, e.g. 30,300,1000")
+            })?;
+            if !(a.seconds > 0.0 && a.seconds <= 600.0) || a.reps == 0 {
+                anyhow::bail!("--seconds must be within (0, 600] and --reps ≥ 1");
+            }
+            let opts = FairnessOpts {
+                prefix: a.prefix,
+                rounds,
+                seconds: a.seconds,
+                reps: a.reps,
+                budget_cores: a.budget_cores,
+                host_cpu: a.host_cpu,
+                gen_cpu: a.gen_cpu,
+                pps: (a.pps > 0.0).then_some(a.pps),
+                ..FairnessOpts::default()
+            };
+            Ok(rampart_bench::tenant::fairness::run_and_print(
+                &opts, a.json, cancel,
+            )?)
         }
     }
-}
-
-fn run_ddos(a: DdosArgs, cancel: &AtomicBool) -> Result<()> {
-    use rampart_ddosd::bench::{self as dbench, DdosBenchSpec};
-    if a.smoke && !a.quick {
-        anyhow::bail!("--smoke is a variant of --quick: pass --quick --smoke");
-    }
-    let mut spec = if a.smoke {
-        DdosBenchSpec::smoke()
-    } else if a.quick {
-        DdosBenchSpec::quick()
-    } else {
-        DdosBenchSpec::full()
-    };
-    if let Some(k) = a.nic_capacity {
-        spec.nic_capacity = k;
-    }
-    let json = a.json;
-    let log = move |s: String| {
-        if json {
-            eprintln!("{s}");
-        } else {
-            println!("{s}");
-        }
-    };
-    let r = dbench::run(&spec, &a.out, cancel, &log)?;
-    if json {
-        return print_json(&r);
-    }
-    let b = &r.bar;
-    let o = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
-    println!(
-        "bar at {} sources: xdp-host/nft {} (≥ 2.5), xdp-host/iptables-{} {} (≥ 10); legit at the highest attack in xdp-host {} of baseline (≥ 0.80): {}",
-        b.sources,
-        o(b.xdp_host_over_nft),
-        r.spec.iptables_rules,
-        o(b.xdp_host_over_iptables),
-        o(b.legit_ratio_xdp_host),
-        if b.met { "met" } else { "NOT met" }
-    );
-    for n in &r.notes {
-        println!("note: {n}");
-    }
-    println!(
-        "{:.0} s; data and plots in {} (summary.json, *.csv, *.png)",
-        r.seconds,
-        a.out.display()
-    );
-    Ok(())
 }

@@ -6,6 +6,5 @@ pub mod ddosd;
 pub mod demo;
 pub mod lab;
 pub mod stream;
-pub mod stream_bench;
 pub mod tenant;
 pub mod util;

@@ -1,6 +1,4 @@
-//! `rampart stream run APP --source ...` and the engine benchmark
-//! (`rampart bench stream-engine`, wired through [`BenchCmd`] here until
-//! the `bench` group is unified).
+//! `rampart stream run APP --source ...` and `rampart stream plan`.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -11,7 +9,6 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rampart_stream::apps::{flowmeter, portscan, synflood, EngineOpts};
-use rampart_stream::bench::{self, BenchResult};
 use rampart_stream::engine::{Pipeline, RunStats};
 use rampart_stream::export::ipfix::Exporter;
 use rampart_stream::offload::{self, AppGraph, Target};
@@ -520,139 +517,5 @@ fn report(
         st.seconds,
         si(st.source_tuples as f64 / st.seconds)
     );
-    Ok(())
-}
-
-// ------------------------------------------------------------------ bench
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCmd {
-    /// The stream engine benchmark (issue #9 item 5): full and empty pipelines.
-    StreamEngine(BenchArgs),
-    /// The stream offload benchmark (issue #5): an app fed by the lab
-    /// generator with the XDP offload on and off, and the raw AF_XDP
-    /// receive ceiling, in a lab of its own.
-    Stream(super::stream_bench::StreamBenchArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// One JSON object per configuration (medians, raw runs included).
-    #[arg(long)]
-    pub json: bool,
-    /// Flow counts to measure (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "65536")]
-    pub flows: Vec<u32>,
-    /// Seconds each run's source generates.
-    #[arg(long, default_value_t = 2.0)]
-    pub seconds: f64,
-    /// Repetitions (configurations alternate within each repetition).
-    #[arg(long, default_value_t = 3)]
-    pub repeat: usize,
-    /// Output batch size when batching is on.
-    #[arg(long, default_value_t = 256)]
-    pub batch: usize,
-    /// Tuple: 32 (the issue's 32-byte packet tuple) or 56 (the shared
-    /// `struct stream_tuple` the apps use).
-    #[arg(long, default_value_t = 32, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["32", "56"]), |s: String| s.parse::<usize>().unwrap_or(32)))]
-    pub tuple_bytes: usize,
-}
-
-pub fn run_bench(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
-    match cmd {
-        BenchCmd::StreamEngine(a) => bench_stream_engine(&a),
-        BenchCmd::Stream(a) => super::stream_bench::run(&a, cancel),
-    }
-}
-
-/// `rampart bench stream-engine`.
-pub fn bench_stream_engine(a: &BenchArgs) -> Result<()> {
-    if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 600.0) {
-        bail!("--seconds {}: use 0 < seconds <= 600", a.seconds);
-    }
-    if a.repeat == 0 || a.repeat > 100 {
-        bail!("--repeat {}: use 1..=100", a.repeat);
-    }
-    if a.flows.iter().any(|f| *f == 0 || *f > 1 << 24) {
-        bail!("--flows: each flow count must be in 1..=16777216");
-    }
-    let mut configs = Vec::new();
-    for &f in &a.flows {
-        configs.extend(bench::standard_configs(
-            f,
-            a.batch,
-            a.seconds,
-            a.tuple_bytes,
-        ));
-    }
-    let mut runs: Vec<Vec<BenchResult>> = vec![Vec::new(); configs.len()];
-    for rep in 0..a.repeat {
-        for (i, c) in configs.iter().enumerate() {
-            let r = bench::run(c)?;
-            if !a.json {
-                eprintln!(
-                    "rep {rep} {:<5} flows {:>7} par {:<9} batching {:<5} chaining {:<5} {:>10}tuples/s",
-                    format!("{:?}", r.pipeline).to_lowercase(),
-                    r.flows,
-                    r.parallelism,
-                    r.batching,
-                    r.chaining,
-                    si(r.tuples_per_s)
-                );
-            }
-            runs[i].push(r);
-        }
-    }
-    #[derive(serde::Serialize)]
-    struct Row {
-        #[serde(flatten)]
-        median: BenchResult,
-        repeat: usize,
-        runs_tuples_per_s: Vec<f64>,
-        runs_tuples_per_cpu_s: Vec<f64>,
-        median_tuples_per_cpu_s: f64,
-        cpus: usize,
-    }
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    for rs in runs {
-        let mut v: Vec<f64> = rs.iter().map(|r| r.tuples_per_s).collect();
-        let raw = v.clone();
-        let mut c: Vec<f64> = rs.iter().map(|r| r.tuples_per_cpu_s).collect();
-        let raw_cpu = c.clone();
-        c.sort_by(f64::total_cmp);
-        let med_cpu = c[c.len() / 2];
-        v.sort_by(f64::total_cmp);
-        let med = v[v.len() / 2];
-        let mut m = rs
-            .iter()
-            .find(|r| r.tuples_per_s == med)
-            .cloned()
-            .unwrap_or_else(|| rs[0].clone());
-        m.tuples_per_s = med;
-        if a.json {
-            print_json(&Row {
-                median: m,
-                repeat: rs.len(),
-                runs_tuples_per_s: raw,
-                runs_tuples_per_cpu_s: raw_cpu,
-                median_tuples_per_cpu_s: med_cpu,
-                cpus,
-            })?;
-        } else {
-            println!(
-                "{:<5} flows {:>7} parallelism {:<9} batching {:<5} chaining {:<5} median {:>10}tuples/s, {:>10}tuples per CPU-s ({} threads)",
-                format!("{:?}", m.pipeline).to_lowercase(),
-                m.flows,
-                m.parallelism,
-                m.batching,
-                m.chaining,
-                si(m.tuples_per_s),
-                si(med_cpu),
-                m.threads
-            );
-        }
-    }
     Ok(())
 }

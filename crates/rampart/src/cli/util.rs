@@ -1,20 +1,8 @@
-//! Small helpers shared by subcommands.
+//! Small helpers shared by subcommands (the benchmarks' own output helpers).
+
+pub use rampart_bench::out::si;
 
 /// Print a value as one line of JSON on stdout.
 pub fn print_json<T: serde::Serialize>(v: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string(v)?);
-    Ok(())
-}
-
-/// `12345678` → `"12.35 M"`, for human output.
-pub fn si(x: f64) -> String {
-    if x >= 1e9 {
-        format!("{:.2} G", x / 1e9)
-    } else if x >= 1e6 {
-        format!("{:.2} M", x / 1e6)
-    } else if x >= 1e3 {
-        format!("{:.2} k", x / 1e3)
-    } else {
-        format!("{x:.0} ")
-    }
+    Ok(rampart_bench::out::print_json(v)?)
 }

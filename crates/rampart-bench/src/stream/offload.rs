@@ -18,11 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use clap::Args;
 use rampart_lab::gen::{GenSpec, Generator, Limit};
 use rampart_lab::packet::Proto;
-use rampart_lab::report::{self, BarChart, Machine};
 use rampart_lab::topology::{self, UpOptions};
 use rampart_lab::Lab;
 use rampart_stream::apps::{flowmeter, portscan, synflood, EngineOpts};
@@ -33,47 +30,45 @@ use rampart_stream::source::xdp_tuple::{XdpTupleConfig, XdpTupleSource};
 use rampart_stream::source::{AnySource, PacketSource};
 use serde::Serialize;
 
-use super::stream::{App, OnOff, TsArg};
-use super::util::{print_json, si};
+use crate::error::{Error, Result};
+use crate::out::{print_json, si};
+use crate::report::{self, BarChart, Machine};
 
-#[derive(Debug, Args)]
-pub struct StreamBenchArgs {
+/// The app under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum App {
+    /// Flow records.
+    Flowmeter,
+    /// Threshold Random Walk scanner detection.
+    Portscan,
+    /// Incomplete TCP handshakes per destination per window.
+    Synflood,
+}
+
+/// What `rampart bench stream` measures.
+#[derive(Debug, Clone)]
+pub struct OffloadSpec {
     /// The app.
-    #[arg(long, value_enum, default_value = "flowmeter")]
     pub app: App,
-    /// Offload modes to measure (comma-separated; alternated in each repetition).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "on,off")]
-    pub offload: Vec<OnOff>,
-    /// Source replicas to measure (comma-separated, 1..=8).
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    /// Offload modes to measure (true = on; alternated in each repetition).
+    pub offload: Vec<bool>,
+    /// Source replicas to measure (1..=8 each).
     pub sources: Vec<u32>,
-    /// Output batching to measure (comma-separated): on = --batch, off = 1.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "on")]
-    pub batching: Vec<OnOff>,
+    /// Output batching to measure: true = `batch`, false = 1.
+    pub batching: Vec<bool>,
     /// Output batch size when batching is on.
-    #[arg(long, default_value_t = 64)]
     pub batch: usize,
     /// Seconds of traffic per run.
-    #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
     /// Repetitions.
-    #[arg(long, default_value_t = 1)]
     pub repeat: usize,
     /// Distinct flows (generator source addresses).
-    #[arg(long, default_value_t = 4096)]
     pub flows: u32,
-    /// Generator rate, packets per second (default: as fast as it goes).
-    #[arg(long)]
+    /// Generator rate, packets per second (None: as fast as it goes).
     pub pps: Option<f64>,
-    /// Offload record timestamps: the driver's RX metadata when it has
-    /// them (device-bound program), or software time only.
-    #[arg(long, value_enum, default_value = "rx-meta")]
-    pub timestamps: TsArg,
     /// One JSON object per run, then one per configuration (medians).
-    #[arg(long)]
     pub json: bool,
     /// Also write runs.csv, summary.csv and PNG plots into this directory.
-    #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
@@ -192,7 +187,7 @@ fn median(v: &[f64]) -> Option<f64> {
 }
 
 struct Ctx<'a> {
-    a: &'a StreamBenchArgs,
+    a: &'a OffloadSpec,
     lab: &'a Lab,
     gen: &'a Generator,
     cancel: &'a AtomicBool,
@@ -221,7 +216,7 @@ fn ceiling(c: &Ctx<'_>) -> Result<f64> {
         stop.store(true, Ordering::Relaxed);
         (h.join(), r)
     });
-    let n = n.map_err(|_| anyhow::anyhow!("receive thread panicked"))??;
+    let n = n.map_err(|_| Error::Failed("receive thread panicked".into()))??;
     let r = r?;
     Ok(n as f64 / r.seconds)
 }
@@ -329,8 +324,8 @@ fn one(
     stop.store(true, Ordering::Relaxed);
     let st = h
         .join()
-        .map_err(|_| anyhow::anyhow!("pipeline thread panicked"))?
-        .context("stream engine")?;
+        .map_err(|_| Error::Failed("pipeline thread panicked".into()))?
+        .map_err(|e| Error::Failed(format!("stream engine: {e}")))?;
     let g = g?;
     let s = stats.snapshot();
     let xdp = match &tuple_src {
@@ -375,28 +370,40 @@ fn one(
     })
 }
 
-pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
+/// Run `rampart bench stream` and print its runs and summaries.
+///
+/// # Errors
+/// Settings out of range ([`Error::Invalid`]), lab, source or engine failures.
+pub fn run(a: &OffloadSpec, cancel: &AtomicBool) -> Result<()> {
     if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 600.0) {
-        bail!("--seconds {}: use 0 < seconds <= 600", a.seconds);
+        return Err(Error::Invalid(format!(
+            "--seconds {}: use 0 < seconds <= 600",
+            a.seconds
+        )));
     }
     if a.repeat == 0 || a.repeat > 100 {
-        bail!("--repeat {}: use 1..=100", a.repeat);
+        return Err(Error::Invalid(format!(
+            "--repeat {}: use 1..=100",
+            a.repeat
+        )));
     }
     if a.sources.is_empty() || a.sources.iter().any(|s| !(1..=8).contains(s)) {
-        bail!("--sources: each must be in 1..=8");
+        return Err(Error::Invalid("--sources: each must be in 1..=8".into()));
     }
     if a.flows == 0 || a.flows > rampart_lab::gen::MAX_SOURCES {
-        bail!(
+        return Err(Error::Invalid(format!(
             "--flows {}: use 1..={}",
             a.flows,
             rampart_lab::gen::MAX_SOURCES
-        );
+        )));
     }
     if a.batch == 0 || a.batch > 4096 {
-        bail!("--batch {}: use 1..=4096", a.batch);
+        return Err(Error::Invalid(format!("--batch {}: use 1..=4096", a.batch)));
     }
     if a.offload.is_empty() || a.batching.is_empty() {
-        bail!("--offload and --batching need at least one value each (on, off)");
+        return Err(Error::Invalid(
+            "--offload and --batching need at least one value each (on, off)".into(),
+        ));
     }
     let ncpu = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -431,7 +438,7 @@ pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
     for &s in &a.sources {
         for &b in &a.batching {
             for &o in &a.offload {
-                configs.push((o == OnOff::On, s, b == OnOff::On));
+                configs.push((o, s, b));
             }
         }
     }
@@ -447,7 +454,7 @@ pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
             }
             for &(o, s, b) in &configs {
                 if cancel.load(Ordering::Relaxed) {
-                    bail!("interrupted");
+                    return Err(Error::Interrupted);
                 }
                 let r = one(&c, o, s, b, rep, ceil);
                 unpin(ncpu);
@@ -467,7 +474,7 @@ pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
                 runs.push(r);
             }
             if cancel.load(Ordering::Relaxed) {
-                bail!("interrupted");
+                return Err(Error::Interrupted);
             }
         }
         Ok(())
@@ -480,7 +487,6 @@ pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
     let mut summaries = Vec::new();
     for &s in &a.sources {
         for &b in &a.batching {
-            let b = b == OnOff::On;
             let pick = |on: bool| -> Vec<&Run> {
                 runs.iter()
                     .filter(|r| r.sources == s && r.batching == b && (r.offload == "on") == on)
@@ -553,12 +559,13 @@ pub fn run(a: &StreamBenchArgs, cancel: &AtomicBool) -> Result<()> {
 
 fn write_out(
     dir: &std::path::Path,
-    a: &StreamBenchArgs,
+    a: &OffloadSpec,
     runs: &[Run],
     sums: &[Summary],
     machine: &Machine,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let app = app_name(a.app);
     let rows: Vec<Vec<String>> = runs
         .iter()

@@ -24,8 +24,8 @@ use super::peers::{
 };
 use super::{check, median, BenchLab};
 use crate::error::{Error, Result};
-use crate::filter::{BlockEntry, Filter, FilterConfig, Scope, TableInfo};
-use crate::prefix::Prefix;
+use rampart_ddos::filter::{BlockEntry, Filter, FilterConfig, Scope, TableInfo};
+use rampart_ddos::Prefix;
 
 /// Peers to run besides rampart and bare XDP_DROP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -399,4 +399,52 @@ fn point(
     // Peers are torn down here (variants drop); the lab goes with `bl`.
     drop(variants);
     Ok(point)
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into())
+}
+
+/// Run `rampart bench filter` and print one line (or JSON object) per point.
+///
+/// # Errors
+/// As [`FilterBenchSpec::validate`] and [`run`].
+pub fn run_and_print(spec: &FilterBenchSpec, json: bool, cancel: &AtomicBool) -> Result<()> {
+    spec.validate()?;
+    if !json {
+        println!(
+            "{:>9} {:>9} {:>9} {:>9} {:>9} {:>9}   {:>7} {:>7} {:>7} {:>7}",
+            "sources",
+            "rampart",
+            "xdp_drop",
+            "nft_set",
+            "iptables",
+            "xdp-filt",
+            "/drop",
+            "/nft",
+            "/ipt",
+            "/xdpf"
+        );
+    }
+    run(spec, cancel, |p| {
+        if json {
+            let _ = crate::out::print_json(p);
+        } else {
+            println!(
+                "{:>9} {:>9.3} {:>9.3} {:>9} {:>9} {:>9}   {:>7.2} {:>7} {:>7} {:>7}   (Mpps, medians of {})",
+                p.sources,
+                p.drop_mpps,
+                p.xdp_drop_mpps,
+                opt(p.nft_set_mpps),
+                opt(p.iptables_mpps),
+                opt(p.xdp_filter_mpps),
+                p.ratio_xdp_drop,
+                p.ratio_nft_set.map(|r| format!("{r:.1}")).unwrap_or_else(|| "-".into()),
+                p.ratio_iptables.map(|r| format!("{r:.1}")).unwrap_or_else(|| "-".into()),
+                p.ratio_xdp_filter.map(|r| format!("{r:.2}")).unwrap_or_else(|| "-".into()),
+                p.reps
+            );
+        }
+    })?;
+    Ok(())
 }

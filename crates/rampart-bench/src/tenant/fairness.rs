@@ -19,12 +19,12 @@ use rampart_lab::topology::{UpOptions, HOST_IF};
 use rampart_lab::Lab;
 use serde::Serialize;
 
-use crate::compiler::{Compiler, Submission};
-use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::host::{HostAgent, TenantStats};
-use crate::hostcpu;
-use crate::traffic::{Limit, TenantTraffic};
+use rampart_lab::hostcpu;
+use rampart_lab::traffic::{Limit, TenantTraffic};
+use rampart_tenant::compiler::{Compiler, Submission};
+use rampart_tenant::config::Config;
+use rampart_tenant::host::{HostAgent, TenantStats};
 
 /// Options of the benchmark.
 #[derive(Debug, Clone, Serialize)]
@@ -163,7 +163,7 @@ pub struct FairnessReport {
     /// Options used.
     pub opts: FairnessOpts,
     /// Where and when it ran.
-    pub machine: rampart_lab::report::Machine,
+    pub machine: crate::report::Machine,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -214,11 +214,11 @@ pub(crate) fn lab_config(lab: &Lab, name: &str, budget: f64, n: u32) -> Result<C
             lab.tenant_ns(i)
         ));
     }
-    Config::parse(&format!(
+    Ok(Config::parse(&format!(
         "[infra]\nname = \"{name}\"\nnetns = \"{}\"\ninterfaces = [\"{HOST_IF}\"]\n\
          [fairness]\nenabled = true\nbudget_cores = {budget}\nperiod_ms = 10\nbucket_ms = 5\n{t}",
         lab.host_ns()
-    ))
+    ))?)
 }
 
 #[derive(Debug, Clone)]
@@ -390,9 +390,9 @@ pub fn fairness(opts: &FairnessOpts, cancel: &AtomicBool) -> Result<FairnessRepo
 
 fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<FairnessReport> {
     let name = format!("bench-{}", opts.prefix);
-    let _ = crate::host::cleanup(&name);
+    let _ = rampart_tenant::host::cleanup(&name);
     let mut agent = HostAgent::start(lab_config(lab, &name, opts.budget_cores, 3)?)?;
-    let compiler = Compiler::new(crate::confine::Policy::default())?;
+    let compiler = Compiler::new(rampart_tenant::confine::Policy::default())?;
     let mut program_ns = [0.0; 3];
     for (i, rounds) in opts.rounds.iter().enumerate() {
         let tid = agent
@@ -441,18 +441,24 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
     agent.set_fairness(false)?;
     let sinks = (1..=3u32)
         .map(|i| {
-            crate::services::UdpSink::start(
+            rampart_tenant::services::UdpSink::start(
                 &lab.tenant_ns(i),
                 std::net::SocketAddrV4::new(dsts[i as usize - 1], 9),
             )
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<rampart_tenant::Result<Vec<_>>>()?;
     let mut pass = Vec::new();
     let mut delivered = Vec::new();
     for _ in 0..opts.reps {
-        let before: u64 = sinks.iter().map(crate::services::UdpSink::packets).sum();
+        let before: u64 = sinks
+            .iter()
+            .map(rampart_tenant::services::UdpSink::packets)
+            .sum();
         let rep = measure(&agent, &traffic, &threads, ksoft, opts, cancel)?;
-        let after: u64 = sinks.iter().map(crate::services::UdpSink::packets).sum();
+        let after: u64 = sinks
+            .iter()
+            .map(rampart_tenant::services::UdpSink::packets)
+            .sum();
         // The sinks also count the warm-up; rate over the whole run.
         delivered.push((after - before) as f64 / (rep.seconds + opts.warmup));
         pass.push(rep);
@@ -480,7 +486,7 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
         program_ns,
         program_cost_ratio: if lo > 0.0 { hi / lo } else { 0.0 },
         opts: opts.clone(),
-        machine: rampart_lab::report::Machine::collect(),
+        machine: crate::report::Machine::collect(),
     })
 }
 
@@ -508,4 +514,52 @@ pub fn prog_cost_ns(fd: i32, frame: &[u8]) -> Result<f64> {
         ));
     }
     Ok(f64::from(opts.duration))
+}
+
+/// Run `rampart bench tenant-fairness` and print each phase and the
+/// programs' costs (or one JSON object).
+///
+/// # Errors
+/// As [`fairness`].
+pub fn run_and_print(opts: &FairnessOpts, json: bool, cancel: &AtomicBool) -> Result<()> {
+    let r = fairness(opts, cancel)?;
+    if json {
+        return crate::out::print_json(&r);
+    }
+    for (label, p) in [
+        ("fairness on", &r.fair),
+        ("fairness off", &r.unfair),
+        ("no programs, XDP_PASS to UDP sinks", &r.pass),
+    ] {
+        println!(
+            "{label}: host core busy {:.1}%, offered {:.2} Mpps, accounted {:.1}%",
+            p.host_busy_pct,
+            p.offered_pps / 1e6,
+            p.accounted_pct
+        );
+        for t in &p.tenants {
+            println!(
+                "  {:<4} cpu share {:5.1}%  {:7.0} kpps in, {:7.0} kpps processed, {:7.0} kpps rejected, {:6.0} ns/packet",
+                t.name,
+                t.cpu_share_pct,
+                t.packets_per_s / 1e3,
+                t.processed_per_s / 1e3,
+                t.rejected_per_s / 1e3,
+                t.ns_per_packet
+            );
+        }
+    }
+    println!(
+        "programs: {:.0} / {:.0} / {:.0} ns per packet ({:.1}x); UDP sinks received {:.0} kpps in the pass phase",
+        r.program_ns[0],
+        r.program_ns[1],
+        r.program_ns[2],
+        r.program_cost_ratio,
+        r.pass_delivered_per_s / 1e3
+    );
+    println!(
+        "accounted: {:.1}% of the host core's receive time (median of all phases)",
+        r.accounted_pct
+    );
+    Ok(())
 }

@@ -60,7 +60,7 @@ fn napi_thread_pids(dev: &str) -> BTreeSet<i32> {
 /// When the switch fails or no new NAPI thread appears.
 pub fn threaded_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
     let before = napi_thread_pids(dev);
-    rampart_lab::cmd::in_ns(
+    crate::cmd::in_ns(
         ns,
         "sh",
         &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
@@ -74,14 +74,14 @@ pub fn threaded_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     if pids.is_empty() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::InvalidSpec(format!(
             "no NAPI thread appeared for {dev} in {ns} after enabling threaded NAPI (is an XDP program attached?)"
         )));
     }
     for &p in &pids {
         let mut set = nix::sched::CpuSet::new();
         set.set(cpu)
-            .map_err(|e| Error::Invalid(format!("CPU {cpu}: {e}")))?;
+            .map_err(|e| Error::InvalidSpec(format!("CPU {cpu}: {e}")))?;
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(p), &set)
             .map_err(|e| Error::io(format!("pinning NAPI thread {p} to CPU {cpu}"), e.into()))?;
         let param = libc::sched_param { sched_priority: 50 };
@@ -112,7 +112,7 @@ pub fn rethread_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
 /// # Errors
 /// When the switch fails.
 pub fn unthreaded_napi(ns: &str, dev: &str) -> Result<()> {
-    rampart_lab::cmd::in_ns(
+    crate::cmd::in_ns(
         ns,
         "sh",
         &["-c", &format!("echo 0 > /sys/class/net/{dev}/threaded")],
@@ -143,16 +143,16 @@ impl WireOnCpu {
     ///
     /// # Errors
     /// As [`threaded_napi`].
-    pub fn new(lab: &rampart_lab::Lab, cpu: usize) -> Result<WireOnCpu> {
+    pub fn new(lab: &crate::Lab, cpu: usize) -> Result<WireOnCpu> {
         let ns = lab.nic_ns();
-        let threads = rethread_napi(&ns, rampart_lab::topology::NIC_HOST_IF, cpu)?;
+        let threads = rethread_napi(&ns, crate::topology::NIC_HOST_IF, cpu)?;
         Ok(WireOnCpu { ns, threads })
     }
 }
 
 impl Drop for WireOnCpu {
     fn drop(&mut self) {
-        let _ = unthreaded_napi(&self.ns, rampart_lab::topology::NIC_HOST_IF);
+        let _ = unthreaded_napi(&self.ns, crate::topology::NIC_HOST_IF);
     }
 }
 
@@ -179,7 +179,7 @@ impl ReaderAboveNapi {
             .map_err(|e| Error::io("reading this thread's CPUs", e.into()))?;
         let mut set = nix::sched::CpuSet::new();
         set.set(cpu)
-            .map_err(|e| Error::Invalid(format!("CPU {cpu}: {e}")))?;
+            .map_err(|e| Error::InvalidSpec(format!("CPU {cpu}: {e}")))?;
         nix::sched::sched_setaffinity(me, &set)
             .map_err(|e| Error::io(format!("pinning the reader to CPU {cpu}"), e.into()))?;
         let param = libc::sched_param { sched_priority: 60 };

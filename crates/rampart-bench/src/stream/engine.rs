@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::engine::{
+use rampart_stream::engine::{
     agg, Filter, GraphConfig, KeyedWindow, Map, PipeGraph, Result, Sink, Source, WindowSpec,
 };
-use crate::flowid::jhash2;
+use rampart_stream::flowid::jhash2;
 
 /// The benchmark's 32-byte packet tuple (IPv4, as in the WindFlow anchor).
 #[repr(C)]
@@ -43,7 +43,7 @@ const _: () = assert!(std::mem::size_of::<BenchTuple>() == 32);
 
 /// A tuple type the benchmark can run on: the 32-byte [`BenchTuple`] (the
 /// issue's and the WindFlow anchor's) or the 56-byte shared
-/// [`crate::tuple::StreamTuple`] the apps use.
+/// [`rampart_stream::tuple::StreamTuple`] the apps use.
 pub trait BenchItem: Copy + Send + Sync + 'static {
     /// From a flow of the table.
     fn from_flow(b: &BenchTuple) -> Self;
@@ -91,9 +91,9 @@ impl BenchItem for BenchTuple {
     }
 }
 
-impl BenchItem for crate::tuple::StreamTuple {
+impl BenchItem for rampart_stream::tuple::StreamTuple {
     fn from_flow(b: &BenchTuple) -> Self {
-        use crate::tuple::TupleExt;
+        use rampart_stream::tuple::TupleExt;
         let ip = |a: u32| std::net::IpAddr::V4(std::net::Ipv4Addr::from(a));
         Self::new_l4(
             0,
@@ -112,7 +112,7 @@ impl BenchItem for crate::tuple::StreamTuple {
     }
     #[inline]
     fn compute_flow_id(&mut self) {
-        crate::flowid::set_flow_id(self, crate::flowid::KeyMode::FiveTuple);
+        rampart_stream::flowid::set_flow_id(self, rampart_stream::flowid::KeyMode::FiveTuple);
     }
     #[inline]
     fn proto(&self) -> u8 {
@@ -153,7 +153,7 @@ pub struct BenchConfig {
     pub chaining: bool,
     /// How long the source runs.
     pub seconds: f64,
-    /// 32 ([`BenchTuple`]) or 56 ([`crate::tuple::StreamTuple`]).
+    /// 32 ([`BenchTuple`]) or 56 ([`rampart_stream::tuple::StreamTuple`]).
     pub tuple_bytes: usize,
 }
 
@@ -236,7 +236,7 @@ fn flow(i: u32) -> BenchTuple {
 fn source<T: BenchItem>(
     flows: u32,
     seconds: f64,
-) -> impl FnMut(&mut crate::engine::SourceCtx<'_, T>) -> std::result::Result<(), String>
+) -> impl FnMut(&mut rampart_stream::engine::SourceCtx<'_, T>) -> std::result::Result<(), String>
        + Clone
        + Send
        + 'static {
@@ -271,7 +271,7 @@ fn source<T: BenchItem>(
 /// Invalid settings (parallelism, batch) or a failing run.
 pub fn run(cfg: &BenchConfig) -> Result<BenchResult> {
     match cfg.tuple_bytes {
-        56 => run_t::<crate::tuple::StreamTuple>(cfg),
+        56 => run_t::<rampart_stream::tuple::StreamTuple>(cfg),
         _ => run_t::<BenchTuple>(cfg),
     }
 }
@@ -328,7 +328,7 @@ fn run_t<T: BenchItem + Clone>(cfg: &BenchConfig) -> Result<BenchResult> {
                             a.0 += 1;
                             a.1 += t.bytes() as u32;
                         },
-                        |k: &u32, a: (u32, u32), _: &crate::engine::WindowInfo| {
+                        |k: &u32, a: (u32, u32), _: &rampart_stream::engine::WindowInfo| {
                             (*k, u64::from(a.0), u64::from(a.1))
                         },
                     ),
@@ -424,6 +424,125 @@ pub fn standard_configs(
         }
     }
     v
+}
+
+/// What `rampart bench stream-engine` measures: [`standard_configs`] for
+/// every flow count, each repeated, configurations alternating.
+#[derive(Debug, Clone)]
+pub struct EngineSpec {
+    /// Flow counts to measure (1..=2^24 each).
+    pub flows: Vec<u32>,
+    /// Seconds each run's source generates.
+    pub seconds: f64,
+    /// Repetitions.
+    pub repeat: usize,
+    /// Output batch size when batching is on.
+    pub batch: usize,
+    /// Tuple size: 32 ([`BenchTuple`]) or 56 (the apps' `StreamTuple`).
+    pub tuple_bytes: usize,
+    /// One JSON object per configuration (medians, raw runs included).
+    pub json: bool,
+}
+
+/// Run `rampart bench stream-engine` and print one line (or JSON object)
+/// per configuration: the median run, with every run's rate.
+///
+/// # Errors
+/// Settings out of range ([`crate::Error::Invalid`]) or an engine failure.
+pub fn run_and_print(a: &EngineSpec) -> crate::Result<()> {
+    use crate::out::{print_json, si};
+    use crate::Error;
+    if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 600.0) {
+        return Err(Error::Invalid(format!(
+            "--seconds {}: use 0 < seconds <= 600",
+            a.seconds
+        )));
+    }
+    if a.repeat == 0 || a.repeat > 100 {
+        return Err(Error::Invalid(format!(
+            "--repeat {}: use 1..=100",
+            a.repeat
+        )));
+    }
+    if a.flows.iter().any(|f| *f == 0 || *f > 1 << 24) {
+        return Err(Error::Invalid(
+            "--flows: each flow count must be in 1..=16777216".into(),
+        ));
+    }
+    let mut configs = Vec::new();
+    for &f in &a.flows {
+        configs.extend(standard_configs(f, a.batch, a.seconds, a.tuple_bytes));
+    }
+    let mut runs: Vec<Vec<BenchResult>> = vec![Vec::new(); configs.len()];
+    for rep in 0..a.repeat {
+        for (i, c) in configs.iter().enumerate() {
+            let r = run(c).map_err(rampart_stream::Error::from)?;
+            if !a.json {
+                eprintln!(
+                    "rep {rep} {:<5} flows {:>7} par {:<9} batching {:<5} chaining {:<5} {:>10}tuples/s",
+                    format!("{:?}", r.pipeline).to_lowercase(),
+                    r.flows,
+                    r.parallelism,
+                    r.batching,
+                    r.chaining,
+                    si(r.tuples_per_s)
+                );
+            }
+            runs[i].push(r);
+        }
+    }
+    #[derive(serde::Serialize)]
+    struct Row {
+        #[serde(flatten)]
+        median: BenchResult,
+        repeat: usize,
+        runs_tuples_per_s: Vec<f64>,
+        runs_tuples_per_cpu_s: Vec<f64>,
+        median_tuples_per_cpu_s: f64,
+        cpus: usize,
+    }
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    for rs in runs {
+        let mut v: Vec<f64> = rs.iter().map(|r| r.tuples_per_s).collect();
+        let raw = v.clone();
+        let mut c: Vec<f64> = rs.iter().map(|r| r.tuples_per_cpu_s).collect();
+        let raw_cpu = c.clone();
+        c.sort_by(f64::total_cmp);
+        let med_cpu = c[c.len() / 2];
+        v.sort_by(f64::total_cmp);
+        let med = v[v.len() / 2];
+        let mut m = rs
+            .iter()
+            .find(|r| r.tuples_per_s == med)
+            .cloned()
+            .unwrap_or_else(|| rs[0].clone());
+        m.tuples_per_s = med;
+        if a.json {
+            print_json(&Row {
+                median: m,
+                repeat: rs.len(),
+                runs_tuples_per_s: raw,
+                runs_tuples_per_cpu_s: raw_cpu,
+                median_tuples_per_cpu_s: med_cpu,
+                cpus,
+            })?;
+        } else {
+            println!(
+                "{:<5} flows {:>7} parallelism {:<9} batching {:<5} chaining {:<5} median {:>10}tuples/s, {:>10}tuples per CPU-s ({} threads)",
+                format!("{:?}", m.pipeline).to_lowercase(),
+                m.flows,
+                m.parallelism,
+                m.batching,
+                m.chaining,
+                si(m.tuples_per_s),
+                si(med_cpu),
+                m.threads
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

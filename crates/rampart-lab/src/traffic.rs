@@ -15,14 +15,14 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::packet::{self, FrameSpec, Proto};
+use crate::{topology, Lab};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::xdp_tenant_gen::{XdpTenantGenSkel, XdpTenantGenSkelBuilder};
 use rampart_bpf::xdp_tenant_mix::{XdpTenantMixSkel, XdpTenantMixSkelBuilder};
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_dataplane::{netns, testrun};
-use rampart_lab::packet::{self, FrameSpec, Proto};
-use rampart_lab::{topology, Lab};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -50,8 +50,9 @@ pub struct TrafficReport {
     pub pps: f64,
 }
 
-/// Called on the caller's thread while [`TenantTraffic::run_with`] sends.
-pub type During<'a> = &'a mut dyn FnMut(&AtomicBool) -> Result<bool>;
+/// Called on the caller's thread while [`TenantTraffic::run_with`] sends;
+/// its error type is the caller's.
+pub type During<'a, E = Error> = &'a mut dyn FnMut(&AtomicBool) -> std::result::Result<bool, E>;
 
 /// Most slots of a mixed generator ([`TenantTraffic::mixed`]).
 pub const MAX_SLOTS: usize = 16;
@@ -107,7 +108,7 @@ impl TenantTraffic {
     ) -> Result<Self> {
         lab.require_up()?;
         if dsts.is_empty() || dsts.len() > MAX_DST {
-            return Err(Error::Invalid(format!(
+            return Err(Error::InvalidSpec(format!(
                 "1..={MAX_DST} destinations, not {}",
                 dsts.len()
             )));
@@ -115,7 +116,7 @@ impl TenantTraffic {
         let spec = |dst: Ipv4Addr| FrameSpec {
             proto,
             size,
-            src: rampart_lab::gen::SRC_V4_BASE.into(),
+            src: crate::gen::SRC_V4_BASE.into(),
             dst: dst.into(),
             sport: 40000,
             dport,
@@ -137,7 +138,7 @@ impl TenantTraffic {
             .maps
             .rodata_data
             .as_deref_mut()
-            .ok_or_else(|| Error::Invalid("xdp_tenant_gen has no rodata".into()))?;
+            .ok_or_else(|| Error::InvalidSpec("xdp_tenant_gen has no rodata".into()))?;
         ro.tgen_cfg.n_dst = dsts.len() as u32;
         ro.tgen_cfg.l4_csum_off = l4_off as u32;
         for (i, (d, t)) in dsts.iter().zip(&tpls).enumerate() {
@@ -179,7 +180,7 @@ impl TenantTraffic {
     pub fn mixed(lab: &Lab, slots: &[(Proto, Ipv4Addr, u16)]) -> Result<Self> {
         lab.require_up()?;
         if slots.is_empty() || slots.len() > MAX_SLOTS {
-            return Err(Error::Invalid(format!(
+            return Err(Error::InvalidSpec(format!(
                 "1..={MAX_SLOTS} slots, not {}",
                 slots.len()
             )));
@@ -191,7 +192,7 @@ impl TenantTraffic {
             .maps
             .rodata_data
             .as_deref_mut()
-            .ok_or_else(|| Error::Invalid("xdp_tenant_mix has no rodata".into()))?;
+            .ok_or_else(|| Error::InvalidSpec("xdp_tenant_mix has no rodata".into()))?;
         ro.tmix_cfg.n_slot = slots.len() as u32;
         ro.tmix_cfg.len = MIX_LEN as u32;
         let mut first = Vec::new();
@@ -199,7 +200,7 @@ impl TenantTraffic {
             let t = packet::build(&FrameSpec {
                 proto,
                 size: MIX_LEN,
-                src: rampart_lab::gen::SRC_V4_BASE.into(),
+                src: crate::gen::SRC_V4_BASE.into(),
                 dst: dst.into(),
                 sport: 40000 + i as u16,
                 dport,
@@ -288,7 +289,7 @@ impl TenantTraffic {
         realtime: bool,
         cancel: &AtomicBool,
     ) -> Result<TrafficReport> {
-        self.run_with(limit, pps, cpu, realtime, cancel, None)
+        self.run_with::<Error>(limit, pps, cpu, realtime, cancel, None)
     }
 
     /// As [`TenantTraffic::run`], calling `during` (which should sleep or
@@ -298,15 +299,15 @@ impl TenantTraffic {
     ///
     /// # Errors
     /// A failing BPF_PROG_RUN, or `during`'s error.
-    pub fn run_with(
+    pub fn run_with<E: From<Error>>(
         &self,
         limit: Limit,
         pps: Option<f64>,
         cpu: usize,
         realtime: bool,
         cancel: &AtomicBool,
-        mut during: Option<During<'_>>,
-    ) -> Result<TrafficReport> {
+        mut during: Option<During<'_, E>>,
+    ) -> std::result::Result<TrafficReport, E> {
         let before = self.sent()?;
         let fd = self.prog_fd();
         let start = Instant::now();

@@ -1,13 +1,15 @@
-//! Benchmarks of the ddos data plane, each in a lab of its own (unique
-//! prefix, removed at the end — also on error and on Ctrl-C, which the
-//! binary turns into the `cancel` flag every loop checks).
+//! Benchmarks of rampart ddos, each in a lab of its own.
 //!
 //! - [`filter`]: drop rate of the blacklist against bare XDP_DROP and the
 //!   peers (nftables set, iptables rules, xdp-filter), alternated
 //!   repetitions, medians;
 //! - [`features`]: time to read one feature interval;
-//! - [`update`]: blacklist updates of up to 1M entries under a flood.
+//! - [`update`]: blacklist updates of up to 1M entries under a flood;
+//! - [`experiments`]: the four figures of the placement modes (drop rate,
+//!   CPU, requests/s under attack, hybrid offload quality);
+//! - [`peers`]: the peers the blacklist is measured against.
 
+pub mod experiments;
 pub mod features;
 pub mod filter;
 pub mod peers;

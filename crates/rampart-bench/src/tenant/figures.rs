@@ -1,5 +1,5 @@
 //! The remaining figures of `rampart bench tenant` (issue #7 item 4),
-//! run by [`crate::bench_services::run`] in its lab:
+//! run by [`super::services::run`] in its lab:
 //!
 //! - **Per-tenant CPU share with and without fairness** ([`shares`]): one
 //!   generator thread interleaves a SYN flood at tenant 1 (the XDP
@@ -25,13 +25,13 @@ use rampart_lab::packet::Proto;
 use rampart_lab::Lab;
 use serde::Serialize;
 
-use crate::bench::{self, FairnessOpts, Phase};
-use crate::compiler::{Compiler, Submission};
+use super::fairness::{self, FairnessOpts, Phase};
 use crate::error::{Error, Result};
-use crate::host::HostAgent;
-use crate::hostcpu;
-use crate::programs::{DnsLimits, SynProxyConfig, DNS_RATELIMIT_C, SYNPROXY_C};
-use crate::traffic::{Limit, TenantTraffic};
+use rampart_lab::hostcpu;
+use rampart_lab::traffic::{Limit, TenantTraffic};
+use rampart_tenant::compiler::{Compiler, Submission};
+use rampart_tenant::host::HostAgent;
+use rampart_tenant::programs::{DnsLimits, SynProxyConfig, DNS_RATELIMIT_C, SYNPROXY_C};
 
 /// Per-tenant CPU shares under the three services' floods.
 #[derive(Debug, Clone, Serialize)]
@@ -95,7 +95,7 @@ pub fn max_dev(shares: &[f64]) -> f64 {
 }
 
 fn median(v: Vec<f64>) -> f64 {
-    rampart_lab::report::median(&v).unwrap_or(0.0)
+    crate::report::median(&v).unwrap_or(0.0)
 }
 
 fn shares_of(v: &[u64]) -> Vec<f64> {
@@ -150,9 +150,9 @@ pub const SHARES_BUDGET_CORES: f64 = 0.5;
 /// Agent, compile, load or measurement failures.
 pub fn shares(lab: &Lab, o: &FigureOpts, cancel: &AtomicBool) -> Result<SharesFigure> {
     let name = format!("{}-sh", o.name);
-    let _ = crate::host::cleanup(&name);
-    let mut agent = HostAgent::start(bench::lab_config(lab, &name, SHARES_BUDGET_CORES, 3)?)?;
-    let compiler = Compiler::new(crate::confine::Policy::default())?;
+    let _ = rampart_tenant::host::cleanup(&name);
+    let mut agent = HostAgent::start(fairness::lab_config(lab, &name, SHARES_BUDGET_CORES, 3)?)?;
+    let compiler = Compiler::new(rampart_tenant::confine::Policy::default())?;
     let (t1, t2) = (tid(&agent, "t1")?, tid(&agent, "t2")?);
     agent.install(t1, &compiler.build(Submission::C(SYNPROXY_C))?)?;
     SynProxyConfig::default().apply(
@@ -169,8 +169,10 @@ pub fn shares(lab: &Lab, o: &FigureOpts, cancel: &AtomicBool) -> Result<SharesFi
     agent.watch_napi_threads(&threads.pids)?;
     let ksoft = hostcpu::ksoftirqd(o.host_cpu);
     let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
-    let _sink3 =
-        crate::services::UdpSink::start(&lab.tenant_ns(3), std::net::SocketAddrV4::new(t(3), 9))?;
+    let _sink3 = rampart_tenant::services::UdpSink::start(
+        &lab.tenant_ns(3),
+        std::net::SocketAddrV4::new(t(3), 9),
+    )?;
     let mut slots = Vec::new();
     for mixed in [(Proto::Udp, 9), (Proto::Ack, 80), (Proto::Icmp, 0)] {
         slots.push((Proto::Syn, t(1), 80));
@@ -199,7 +201,7 @@ pub fn shares(lab: &Lab, o: &FigureOpts, cancel: &AtomicBool) -> Result<SharesFi
         };
         for on in order {
             agent.set_fairness(on)?;
-            let rep = bench::measure(&agent, &traffic, &threads, ksoft, &fo, cancel)?;
+            let rep = fairness::measure(&agent, &traffic, &threads, ksoft, &fo, cancel)?;
             if on {
                 fair.push(rep);
             } else {
@@ -214,8 +216,8 @@ pub fn shares(lab: &Lab, o: &FigureOpts, cancel: &AtomicBool) -> Result<SharesFi
             "t2: DNS flood → XDP DNS rate limiter",
             "t3: UDP/ACK/ICMP mix → no program (its stack)",
         ],
-        fair: bench::phase(fair),
-        unfair: bench::phase(unfair),
+        fair: fairness::phase(fair),
+        unfair: fairness::phase(unfair),
     })
 }
 
@@ -227,12 +229,12 @@ fn bucket_reps(
     lab: &Lab,
     o: &FigureOpts,
     n: usize,
-    programs: &[crate::compiler::Built],
+    programs: &[rampart_tenant::compiler::Built],
     cancel: &AtomicBool,
 ) -> Result<Vec<Vec<f64>>> {
     let name = format!("{}-s{n}", o.name);
-    let _ = crate::host::cleanup(&name);
-    let mut agent = HostAgent::start(bench::lab_config(lab, &name, 0.8, n as u32)?)?;
+    let _ = rampart_tenant::host::cleanup(&name);
+    let mut agent = HostAgent::start(fairness::lab_config(lab, &name, 0.8, n as u32)?)?;
     let mut tids = Vec::new();
     for i in 0..n {
         let id = tid(&agent, &format!("t{}", i + 1))?;
@@ -435,14 +437,14 @@ pub fn scaling(
         reps: o.reps.min(3),
         ..o.clone()
     };
-    let compiler = Compiler::new(crate::confine::Policy::default())?;
+    let compiler = Compiler::new(rampart_tenant::confine::Policy::default())?;
     let programs = SCALING_ROUNDS
         .iter()
-        .map(|&r| compiler.build(Submission::C(&bench::cost_program(r))))
-        .collect::<Result<Vec<_>>>()?;
+        .map(|&r| compiler.build(Submission::C(&fairness::cost_program(r))))
+        .collect::<rampart_tenant::Result<Vec<_>>>()?;
     let mut points = Vec::new();
     for (k, &n) in ns.iter().enumerate() {
-        if n == 0 || n > crate::traffic::MAX_DST {
+        if n == 0 || n > rampart_lab::traffic::MAX_DST {
             return Err(Error::Invalid(format!("1..=8 competitors, not {n}")));
         }
         let (b, c) = if k % 2 == 0 {

@@ -10,7 +10,7 @@
 //!    rampart's modes are placed *as the daemon places rules*: the whole
 //!    attacker set goes through the mode's own tiers (the daemon's
 //!    [`XdpTier`] on host0 or chained on the lab's nic hop with
-//!    [`crate::daemon::chain_nic`], the [`EmulatedNic`] tier), the hardware
+//!    [`rampart_ddosd::daemon::chain_nic`], the [`EmulatedNic`] tier), the hardware
 //!    tier holding the planner's top-K ([`Planner::top_k`] of the per-source
 //!    rates the distribution gives); in `hw+xdp-nic` the nic-hop filter
 //!    holds the rest only (exclusive tiers, as the daemon does). Mode drops
@@ -47,29 +47,29 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rampart_dataplane::xdp::{XdpLink, XdpMode};
-use rampart_ddos::bench::peers::{
+use super::peers::{
     BareDrop, IpsetRule, Iptables as IptablesPeer, NftSet, Variant, XdpFilter, XDP_FILTER_MAX,
 };
-use rampart_ddos::bench::{check, median, veth_xdp_drops, BenchLab};
+use super::{check, median, veth_xdp_drops, BenchLab};
+use crate::report::{self, BarChart, LineChart, Machine, Series};
+use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_ddos::filter::{Filter, FilterConfig, Scope};
 use rampart_ddos::Prefix;
 use rampart_ddos_control::{Planner, PlannerConfig};
 use rampart_lab::dist::Dist;
 use rampart_lab::gen::{GenSpec, Generator, Limit, SRC_V4_BASE};
 use rampart_lab::packet::Proto;
-use rampart_lab::report::{self, BarChart, LineChart, Machine, Series};
 use rampart_lab::topology::{UpOptions, HOST_IF, NIC_WAN_IF};
 use rampart_lab::web::{self, Nginx, Wrk};
 use rampart_lab::Lab;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::mode::Mode;
-use crate::tier::emulated::EmulatedNic;
-use crate::tier::xdp::XdpTier;
-use crate::tier::Tier;
-use crate::{Config, Handle};
+use rampart_ddosd::mode::Mode;
+use rampart_ddosd::tier::emulated::EmulatedNic;
+use rampart_ddosd::tier::xdp::XdpTier;
+use rampart_ddosd::tier::Tier;
+use rampart_ddosd::{Config, Handle};
 
 const URL: &str = "http://10.10.0.2/";
 
@@ -201,7 +201,7 @@ impl DdosBenchSpec {
     /// # Errors
     /// [`rampart_ddos::Error::Invalid`] naming the setting.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Ddos(rampart_ddos::Error::Invalid(m)));
+        let bad = |m: String| Err(Error::Invalid(m));
         if self.sources.is_empty() || self.dist_sources.is_empty() {
             return bad("drop-rate source counts: give at least one".into());
         }
@@ -393,7 +393,7 @@ pub fn preflight() -> Result<()> {
         ],
     )?;
     match missing_tools(web::have) {
-        Some(m) => Err(Error::Command(m)),
+        Some(m) => Err(Error::Failed(m)),
         None => Ok(()),
     }
 }
@@ -424,7 +424,7 @@ struct Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(bl) = &self.bl {
-            let _ = crate::daemon::unchain_nic_link(&bl.lab);
+            let _ = rampart_ddosd::daemon::unchain_nic_link(&bl.lab);
         }
         for s in &self.scopes {
             let _ = Filter::detach(s);
@@ -566,21 +566,14 @@ impl Variant for NoFilter {
     fn name(&self) -> &'static str {
         "none"
     }
-    fn enable(&mut self) -> rampart_ddos::Result<()> {
+    fn enable(&mut self) -> Result<()> {
         Ok(())
     }
-    fn disable(&mut self) -> rampart_ddos::Result<()> {
+    fn disable(&mut self) -> Result<()> {
         Ok(())
     }
-    fn dropped(&self) -> rampart_ddos::Result<u64> {
+    fn dropped(&self) -> Result<u64> {
         Ok(0)
-    }
-}
-
-fn dd(e: Error) -> rampart_ddos::Error {
-    match e {
-        Error::Ddos(e) => e,
-        o => rampart_ddos::Error::Invalid(o.to_string()),
     }
 }
 
@@ -643,7 +636,7 @@ impl ModeVariant {
                 self.moved = true;
             }
             let f = Filter::open(&self.nic_name)?;
-            crate::daemon::chain_nic(&self.lab, &f)?;
+            rampart_ddosd::daemon::chain_nic(&self.lab, &f)?;
             self.chained = true;
         } else {
             let f = Filter::open(&self.host_name)?;
@@ -655,7 +648,7 @@ impl ModeVariant {
     fn disable_inner(&mut self) -> Result<()> {
         self.link = None;
         if self.chained {
-            crate::daemon::unchain_nic_link(&self.lab)?;
+            rampart_ddosd::daemon::unchain_nic_link(&self.lab)?;
             self.chained = false;
         }
         if self.moved {
@@ -674,13 +667,13 @@ impl Variant for ModeVariant {
     fn name(&self) -> &'static str {
         self.mode.name()
     }
-    fn enable(&mut self) -> rampart_ddos::Result<()> {
-        self.enable_inner().map_err(dd)
+    fn enable(&mut self) -> Result<()> {
+        self.enable_inner()
     }
-    fn disable(&mut self) -> rampart_ddos::Result<()> {
-        self.disable_inner().map_err(dd)
+    fn disable(&mut self) -> Result<()> {
+        self.disable_inner()
     }
-    fn dropped(&self) -> rampart_ddos::Result<u64> {
+    fn dropped(&self) -> Result<u64> {
         Ok(veth_xdp_drops(&self.lab.nic_ns(), NIC_WAN_IF)?
             + veth_xdp_drops(&self.lab.host_ns(), HOST_IF)?)
     }
@@ -1112,7 +1105,7 @@ fn fig_legit(
                     let g = match h {
                         Some(h) => Some(
                             h.join()
-                                .map_err(|_| Error::Command("generator panicked".into()))??,
+                                .map_err(|_| Error::Failed("generator panicked".into()))??,
                         ),
                         None => None,
                     };
@@ -1161,7 +1154,7 @@ fn fig_legit(
 fn offload_config(lab: &Lab, dir: &Path, k: u32, hold: f64) -> Result<Config> {
     // The demo's daemon (signature detectors; the attack is a UDP flood of
     // 512-byte frames caught by the amplification signature).
-    Config::lab_demo(lab, 0.2, hold, k, dir)
+    Ok(Config::lab_demo(lab, 0.2, hold, k, dir)?)
 }
 
 fn fig_offload(
@@ -1414,8 +1407,8 @@ fn opt(x: Option<f64>) -> String {
     x.map(f).unwrap_or_default()
 }
 
-fn lab_err(what: &str) -> impl Fn(rampart_lab::Error) -> Error + '_ {
-    move |e| Error::Command(format!("{what}: {e}"))
+fn out_err(what: &str) -> impl Fn(Error) -> Error + '_ {
+    move |e| Error::Failed(format!("{what}: {e}"))
 }
 
 /// Write CSV, JSON and PNGs of `r` into `out`.
@@ -1425,7 +1418,7 @@ fn lab_err(what: &str) -> impl Fn(rampart_lab::Error) -> Error + '_ {
 pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
     let p = |f: &str| -> PathBuf { out.join(f) };
     let json = serde_json::to_string_pretty(r)
-        .map_err(|e| Error::Command(format!("serializing the report: {e}")))?;
+        .map_err(|e| Error::Failed(format!("serializing the report: {e}")))?;
     std::fs::write(p("summary.json"), json + "\n")
         .map_err(|e| Error::io("writing summary.json", e))?;
     let m = &r.machine;
@@ -1465,7 +1458,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         ],
         &rows,
     )
-    .map_err(lab_err("drop_rate.csv"))?;
+    .map_err(out_err("drop_rate.csv"))?;
     let dists: Vec<String> = {
         let mut v: Vec<String> = r.drop_rate.iter().map(|d| d.dist.clone()).collect();
         v.dedup();
@@ -1510,7 +1503,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
             },
             m,
         )
-        .map_err(lab_err("drop_rate png"))?;
+        .map_err(out_err("drop_rate png"))?;
     }
 
     // Figure 2.
@@ -1548,7 +1541,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         ],
         &rows,
     )
-    .map_err(lab_err("cpu.csv"))?;
+    .map_err(out_err("cpu.csv"))?;
     let cats: Vec<String> = r.cpu.iter().map(|c| c.variant.clone()).collect();
     let title = format!(
         "CPU (system + softirq, all CPUs) at a {:.0} kpps attack, generator included",
@@ -1573,7 +1566,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         },
         m,
     )
-    .map_err(lab_err("cpu.png"))?;
+    .map_err(out_err("cpu.png"))?;
     let xdp_rows: Vec<&CpuPoint> = r
         .cpu
         .iter()
@@ -1605,7 +1598,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         },
         m,
     )
-    .map_err(lab_err("cpu_ns.png"))?;
+    .map_err(out_err("cpu_ns.png"))?;
 
     // Figure 3.
     let rows: Vec<Vec<String>> = r
@@ -1634,7 +1627,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         ],
         &rows,
     )
-    .map_err(lab_err("legit.csv"))?;
+    .map_err(out_err("legit.csv"))?;
     let mut names: Vec<String> = r.legit.iter().map(|l| l.variant.clone()).collect();
     names.sort();
     names.dedup();
@@ -1669,7 +1662,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         },
         m,
     )
-    .map_err(lab_err("legit.png"))?;
+    .map_err(out_err("legit.png"))?;
 
     // Figure 4.
     let rows: Vec<Vec<String>> = r
@@ -1708,7 +1701,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         ],
         &rows,
     )
-    .map_err(lab_err("offload.csv"))?;
+    .map_err(out_err("offload.csv"))?;
     let cats: Vec<String> = r
         .offload
         .iter()
@@ -1733,7 +1726,7 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         },
         m,
     )
-    .map_err(lab_err("offload_share.png"))?;
+    .map_err(out_err("offload_share.png"))?;
     report::bar_chart(
         &p("offload_updates.png"),
         &BarChart {
@@ -1747,7 +1740,51 @@ pub fn write_outputs(r: &DdosBenchReport, out: &Path) -> Result<()> {
         },
         m,
     )
-    .map_err(lab_err("offload_updates.png"))?;
+    .map_err(out_err("offload_updates.png"))?;
+    Ok(())
+}
+
+/// Run `rampart bench ddos` into `out` and print the bar, the notes and
+/// where the files are (or summary.json with `json`, progress then on stderr).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_and_print(
+    spec: &DdosBenchSpec,
+    out: &Path,
+    json: bool,
+    cancel: &AtomicBool,
+) -> Result<()> {
+    let log = move |s: String| {
+        if json {
+            eprintln!("{s}");
+        } else {
+            println!("{s}");
+        }
+    };
+    let r = run(spec, out, cancel, &log)?;
+    if json {
+        return crate::out::print_json(&r);
+    }
+    let b = &r.bar;
+    let o = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+    println!(
+        "bar at {} sources: xdp-host/nft {} (≥ 2.5), xdp-host/iptables-{} {} (≥ 10); legit at the highest attack in xdp-host {} of baseline (≥ 0.80): {}",
+        b.sources,
+        o(b.xdp_host_over_nft),
+        r.spec.iptables_rules,
+        o(b.xdp_host_over_iptables),
+        o(b.legit_ratio_xdp_host),
+        if b.met { "met" } else { "NOT met" }
+    );
+    for n in &r.notes {
+        println!("note: {n}");
+    }
+    println!(
+        "{:.0} s; data and plots in {} (summary.json, *.csv, *.png)",
+        r.seconds,
+        out.display()
+    );
     Ok(())
 }
 

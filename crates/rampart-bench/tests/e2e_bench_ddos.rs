@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rampart_ddosd::bench::{self, DdosBenchSpec};
+use rampart_bench::ddos::experiments::{self as bench, DdosBenchSpec};
 
 // xdp-filter pins globally: one run at a time.
 static ONE: Mutex<()> = Mutex::new(());

@@ -128,8 +128,7 @@ pub fn write_csv(path: &Path, header: &[&str], rows: &[Vec<String>]) -> Result<(
             r.iter().map(|v| q(v)).collect::<Vec<_>>().join(",")
         );
     }
-    std::fs::write(path, out)
-        .map_err(|e| Error::InvalidSpec(format!("writing {}: {e}", path.display())))
+    std::fs::write(path, out).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
 /// One line of a chart.
@@ -166,11 +165,11 @@ fn register_font() -> Result<()> {
             .map_err(|_| format!("{FONT}: not a usable font"))
     })
     .clone()
-    .map_err(Error::InvalidSpec)
+    .map_err(Error::Failed)
 }
 
 fn plot_err<E: std::fmt::Debug>(e: E) -> Error {
-    Error::InvalidSpec(format!("drawing plot: {e:?}"))
+    Error::Failed(format!("drawing plot: {e:?}"))
 }
 
 /// Draw `chart` to a PNG at `path`, with the machine in the caption.

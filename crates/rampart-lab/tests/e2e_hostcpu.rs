@@ -2,12 +2,13 @@
 //! the EMULATED NIC's way back moved to a CPU of its own (and back), and a
 //! measuring thread placed above the NAPI thread's priority (and back).
 
-mod common;
-
-use common::in_ns;
+use rampart_lab::hostcpu::{self, ReaderAboveNapi, WireOnCpu};
 use rampart_lab::testing::TestLab;
 use rampart_lab::topology::NIC_HOST_IF;
-use rampart_tenant::hostcpu::{self, ReaderAboveNapi, WireOnCpu};
+
+fn in_ns(ns: &str, prog: &str, args: &[&str]) -> String {
+    rampart_lab::cmd::in_ns(ns, prog, args).unwrap()
+}
 
 fn allowed_cpus(pid: i32) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");

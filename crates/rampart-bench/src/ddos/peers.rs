@@ -23,8 +23,8 @@ use rampart_lab::topology::HOST_IF;
 
 use super::{run_cmd, veth_xdp_drops};
 use crate::error::{Error, Result};
-use crate::filter::{Filter, Scope};
-use crate::maps;
+use rampart_ddos::filter::{Filter, Scope};
+use rampart_ddos::maps;
 
 /// One thing that drops the benchmark's traffic.
 pub trait Variant {

@@ -1,7 +1,7 @@
 //! What one detection interval costs the daemon's loop: `Detection::observe`
 //! (every detector enabled, defaults) over N (source, destination) records.
 //!
-//! `cargo run --release -p rampart-ddos-control --example detect_cost -- [PAIRS...]`
+//! `cargo run --release -p rampart-bench --example detect_cost -- [PAIRS...]`
 //! (default 10000 100000 300000). Per size: 10 warm-up intervals of normal
 //! traffic (N clients at ordinary rates, so every detector has learned),
 //! then 7 measured intervals alternating normal and attack (N/2 clients +
@@ -11,7 +11,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
-use rampart_ddos::FeatureRecord;
+use rampart_ddos_control::FeatureRecord;
 use rampart_ddos_control::{DetectConfig, Detection, Interval};
 
 fn rec(src: IpAddr, dst: IpAddr, pk: u64, size: u64, kind: u8) -> FeatureRecord {

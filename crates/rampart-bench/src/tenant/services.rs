@@ -29,22 +29,24 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use crate::report::{self, BarChart, Machine};
 use rampart_lab::gen::{GenSpec, Generator};
 use rampart_lab::packet::Proto;
-use rampart_lab::report::{self, BarChart, Machine};
 use rampart_lab::topology::{UpOptions, HOST_IF};
 use rampart_lab::Lab;
 use serde::Serialize;
 
-use crate::bench_figures::{self, FigureOpts, ScalingFigure, SharesFigure};
-use crate::compiler::{Compiler, Submission};
-use crate::config::Config;
+use super::figures::{self, FigureOpts, ScalingFigure, SharesFigure};
 use crate::error::{Error, Result};
-use crate::host::HostAgent;
-use crate::hostcpu;
-use crate::programs::{DnsLimits, DnsStats, SynProxyConfig, SynStats, DNS_RATELIMIT_C, SYNPROXY_C};
-use crate::traffic::{Limit, TenantTraffic};
-use crate::userspace::{DnsForwarder, TcpProxy};
+use rampart_lab::hostcpu;
+use rampart_lab::traffic::{Limit, TenantTraffic};
+use rampart_tenant::compiler::{Compiler, Submission};
+use rampart_tenant::config::Config;
+use rampart_tenant::host::HostAgent;
+use rampart_tenant::programs::{
+    DnsLimits, DnsStats, SynProxyConfig, SynStats, DNS_RATELIMIT_C, SYNPROXY_C,
+};
+use rampart_tenant::userspace::{DnsForwarder, TcpProxy};
 
 /// Options.
 #[derive(Debug, Clone, Serialize)]
@@ -248,21 +250,22 @@ fn config(lab: &Lab, name: &str) -> Result<Config> {
     // A budget of a core per tenant and buckets of a second: nothing is
     // rejected even when this busy machine delays the token thread (the
     // overhead measured is the machinery's, not the policy's; checked).
-    Config::parse(&format!(
+    Ok(Config::parse(&format!(
         "[infra]\nname = \"{name}\"\nnetns = \"{}\"\ninterfaces = [\"{HOST_IF}\"]\n\
          [fairness]\nenabled = false\nbudget_cores = 3.0\nperiod_ms = 10\nbucket_ms = 1000\n{t}",
         lab.host_ns()
-    ))
+    ))?)
 }
 
 fn set_mode(agent: &mut HostAgent, on: bool) -> Result<()> {
     if on {
         agent.set_accounting(true)?;
-        agent.set_fairness(true)
+        agent.set_fairness(true)?;
     } else {
         agent.set_fairness(false)?;
-        agent.set_accounting(false)
+        agent.set_accounting(false)?;
     }
+    Ok(())
 }
 
 fn napi_runtime(threads: &hostcpu::NapiThreads) -> u64 {
@@ -490,10 +493,11 @@ struct Measured {
 
 fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<Measured> {
     let name = format!("bench-{}", opts.prefix);
-    let compiler = Compiler::new(crate::confine::Policy::default())?;
+    let compiler = Compiler::new(rampart_tenant::confine::Policy::default())?;
     let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
-    let _dns = crate::services::dnsmasq(&lab.tenant_ns(2), t(2), Ipv4Addr::new(192, 0, 2, 53))?;
-    let _web = crate::services::nginx(&lab.tenant_ns(3), t(3))?;
+    let _dns =
+        rampart_tenant::services::dnsmasq(&lab.tenant_ns(2), t(2), Ipv4Addr::new(192, 0, 2, 53))?;
+    let _web = rampart_tenant::services::nginx(&lab.tenant_ns(3), t(3))?;
     let mut m = Measured::default();
     if opts.has("overhead") {
         let (rows, prog_run) = overhead(lab, opts, &name, &compiler, cancel)?;
@@ -508,10 +512,10 @@ fn run_in_lab(lab: &Lab, opts: &TenantBenchOpts, cancel: &AtomicBool) -> Result<
         gen_cpu: opts.gen_cpu,
     };
     if opts.has("shares") {
-        m.shares = Some(bench_figures::shares(lab, &fo, cancel)?);
+        m.shares = Some(figures::shares(lab, &fo, cancel)?);
     }
     if opts.has("scaling") {
-        m.scaling = Some(bench_figures::scaling(lab, &fo, &opts.scaling_n, cancel)?);
+        m.scaling = Some(figures::scaling(lab, &fo, &opts.scaling_n, cancel)?);
     }
     if opts.has("offload") {
         m.offload = offload(lab, opts, &name, &compiler, cancel)?;
@@ -536,7 +540,7 @@ fn overhead(
     cancel: &AtomicBool,
 ) -> Result<(Vec<OverheadRow>, [f64; 2])> {
     let name = format!("{name}-oh");
-    let _ = crate::host::cleanup(&name);
+    let _ = rampart_tenant::host::cleanup(&name);
     let mut agent = HostAgent::start(config(lab, &name)?)?;
     let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
     let (t1, t2, t3) = tenant_ids(&agent)?;
@@ -549,7 +553,10 @@ fn overhead(
     for k in 0..14 {
         let on = k % 2 == 1;
         set_mode(&mut agent, on)?;
-        samples[usize::from(on)].push(crate::bench::prog_cost_ns(agent.dispatcher_fd(), &frame)?);
+        samples[usize::from(on)].push(super::fairness::prog_cost_ns(
+            agent.dispatcher_fd(),
+            &frame,
+        )?);
     }
     let prog_run = [median(samples[0].clone()), median(samples[1].clone())];
     let threads = hostcpu::rethread_napi(&lab.host_ns(), HOST_IF, opts.host_cpu)?;
@@ -583,7 +590,7 @@ fn overhead(
                     } else {
                         Some(300_000.0)
                     };
-                    tr.run_with(
+                    tr.run_with::<Error>(
                         Limit::Duration(secs),
                         pps,
                         opts.gen_cpu,
@@ -710,7 +717,7 @@ fn offload(
     cancel: &AtomicBool,
 ) -> Result<Vec<OffloadRow>> {
     let name = format!("{name}-off");
-    let _ = crate::host::cleanup(&name);
+    let _ = rampart_tenant::host::cleanup(&name);
     let mut agent = HostAgent::start(config(lab, &name)?)?;
     agent.set_accounting(true)?;
     let t = |i: u32| Ipv4Addr::from(Lab::tenant_v4(i));
@@ -797,10 +804,11 @@ fn offload(
             limits.apply(
                 a.tenant_map(t2, "dns_cfg")?.as_raw_fd(),
                 a.tenant_map(t2, "dns_exempt")?.as_raw_fd(),
-            )
+            )?;
         } else {
-            a.remove_program(t2).map(|_| ())
+            a.remove_program(t2)?;
         }
+        Ok(())
     };
     let handled = |a: &HostAgent, xdp: bool| -> Result<u64> {
         if xdp {
@@ -854,10 +862,11 @@ fn offload(
             syn_cfg.apply(
                 a.tenant_map(t1, "syn_cfg")?.as_raw_fd(),
                 a.tenant_map(t1, "syn_ports")?.as_raw_fd(),
-            )
+            )?;
         } else {
-            a.remove_program(t1).map(|_| ())
+            a.remove_program(t1)?;
         }
+        Ok(())
     };
     let handled = |_: &HostAgent, _: bool| -> Result<u64> {
         far_end
@@ -1051,7 +1060,7 @@ fn write_shares(sh: &SharesFigure, out: &Path, machine: &Machine) -> Result<()> 
     )
     .map_err(|e| Error::Invalid(format!("shares.csv: {e}")))?;
     let cats: Vec<String> = sh.workloads.iter().map(|w| (*w).to_string()).collect();
-    let col = |p: &crate::bench::Phase| p.tenants.iter().map(|t| t.cpu_share_pct).collect();
+    let col = |p: &super::fairness::Phase| p.tenants.iter().map(|t| t.cpu_share_pct).collect();
     report::bar_chart(
         &out.join("shares.png"),
         &BarChart {
@@ -1080,8 +1089,8 @@ fn write_scaling(sc: &ScalingFigure, out: &Path, machine: &Machine) -> Result<()
                     p.n.to_string(),
                     method.to_string(),
                     k.to_string(),
-                    format!("{:.3}", bench_figures::max_dev(shares)),
-                    format!("{:.5}", bench_figures::jain(shares)),
+                    format!("{:.3}", figures::max_dev(shares)),
+                    format!("{:.5}", figures::jain(shares)),
                     shares
                         .iter()
                         .map(|s| format!("{s:.2}"))
@@ -1097,7 +1106,7 @@ fn write_scaling(sc: &ScalingFigure, out: &Path, machine: &Machine) -> Result<()
         &rows,
     )
     .map_err(|e| Error::Invalid(format!("scaling.csv: {e}")))?;
-    let line = |name: &str, f: &dyn Fn(&bench_figures::ScalingPoint) -> f64| report::Series {
+    let line = |name: &str, f: &dyn Fn(&figures::ScalingPoint) -> f64| report::Series {
         name: name.into(),
         points: sc.points.iter().map(|p| (p.n as f64, f(p))).collect(),
     };
@@ -1131,4 +1140,70 @@ fn write_scaling(sc: &ScalingFigure, out: &Path, machine: &Machine) -> Result<()
         machine,
     )
     .map_err(|e| Error::Invalid(format!("scaling_jain.png: {e}")))
+}
+
+/// Run `rampart bench tenant` into `out` and print one line per
+/// measurement and the headline numbers.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_and_print(opts: &TenantBenchOpts, out: &Path, cancel: &AtomicBool) -> Result<()> {
+    let r = run(opts, out, cancel)?;
+    for o in &r.overhead {
+        println!(
+            "{:<11} accounting off {:6.1} ns/packet ({:6.0} kpps), on {:6.1} ns/packet ({:6.0} kpps): overhead {:+.1}%",
+            o.workload,
+            o.off_ns_per_packet,
+            o.off_pps / 1e3,
+            o.on_ns_per_packet,
+            o.on_pps / 1e3,
+            o.overhead_pct
+        );
+    }
+    for o in &r.offload {
+        println!(
+            "{:<13} per CPU-second of the host core: offloaded {:7.0} k, userspace {:7.0} k: gain {:.1}x; \
+             per wall second: {:.0} k vs {:.0} k ({:.1}x; offered {:.0} kpps)",
+            o.service,
+            o.offloaded_pps / 1e3,
+            o.userspace_pps / 1e3,
+            o.gain,
+            o.offloaded_wall_pps / 1e3,
+            o.userspace_wall_pps / 1e3,
+            o.wall_gain,
+            o.offered_pps / 1e3
+        );
+    }
+    if let Some([off, on]) = r.dispatcher_prog_run_ns {
+        println!(
+            "dispatcher alone (BPF_PROG_RUN, drop-only packet): off {off:.1} ns, on {on:.1} ns"
+        );
+    }
+    if let Some(sh) = &r.shares {
+        for (phase, p) in [("fair", &sh.fair), ("unfair", &sh.unfair)] {
+            let v: Vec<String> = p
+                .tenants
+                .iter()
+                .map(|t| format!("{} {:.1}%", t.name, t.cpu_share_pct))
+                .collect();
+            println!("shares {phase:<6} {}", v.join(", "));
+        }
+    }
+    if let Some(sc) = &r.scaling {
+        for p in &sc.points {
+            println!(
+                "N={} token buckets: max dev {:.1} pt, Jain {:.4}; cgroups: max dev {:.1} pt, Jain {:.4}",
+                p.n, p.buckets_max_dev_pts, p.buckets_jain, p.cgroups_max_dev_pts, p.cgroups_jain
+            );
+        }
+    }
+    let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |x| format!("{x:.1}"));
+    println!(
+        "fairness_overhead_pct {}, dns_offload_gain {}, syn_offload_gain {} (written to {})",
+        f(r.fairness_overhead_pct),
+        f(r.dns_offload_gain),
+        f(r.syn_offload_gain),
+        out.join("summary.json").display()
+    );
+    Ok(())
 }

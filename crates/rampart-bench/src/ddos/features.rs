@@ -21,9 +21,9 @@ use serde::Serialize;
 
 use super::{check, median, BenchLab};
 use crate::error::{Error, Result};
-use crate::features::Features;
-use crate::filter::{Filter, FilterConfig, Scope};
-use crate::maps;
+use rampart_ddos::features::Features;
+use rampart_ddos::filter::{Filter, FilterConfig, Scope};
+use rampart_ddos::maps;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -195,4 +195,21 @@ pub fn run(spec: &FeaturesReadSpec, cancel: &AtomicBool) -> Result<FeaturesReadR
         recorded_per_cpu: feats.recorded_per_cpu()?,
         capacity: feats.capacity().0,
     })
+}
+
+/// Run `rampart bench features-read` and print its report (two lines, or JSON).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_and_print(spec: &FeaturesReadSpec, json: bool, cancel: &AtomicBool) -> Result<()> {
+    let r = run(spec, cancel)?;
+    if json {
+        return crate::out::print_json(&r);
+    }
+    println!(
+        "{} pairs on {} CPUs: read+aggregate+clear {:.2} ms median (kept vector), {:.2} ms (callback), {:.2} ms cold (fresh vector); swap wait {:.2} ms",
+        r.entries, r.cpus, r.read_ms, r.callback_read_ms, r.cold_read_ms, r.swap_wait_ms
+    );
+    println!("records per read: {:?}", r.records);
+    Ok(())
 }

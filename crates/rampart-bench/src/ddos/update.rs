@@ -21,9 +21,9 @@ use serde::Serialize;
 
 use super::{check, median, BenchLab};
 use crate::error::{Error, Result};
-use crate::features::Features;
-use crate::filter::{BlockEntry, Filter, FilterConfig, Scope};
-use crate::prefix::Prefix;
+use rampart_ddos::features::Features;
+use rampart_ddos::filter::{BlockEntry, Filter, FilterConfig, Scope};
+use rampart_ddos::Prefix;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -191,4 +191,20 @@ pub fn run(spec: &UpdateSpec, cancel: &AtomicBool) -> Result<UpdateReport> {
         counters_monotonic: monotonic,
         sample_shift: filter.sample_shift(),
     })
+}
+
+/// Run `rampart bench filter-update` and print its report (one line, or JSON).
+///
+/// # Errors
+/// As [`run`].
+pub fn run_and_print(spec: &UpdateSpec, json: bool, cancel: &AtomicBool) -> Result<()> {
+    let r = run(spec, cancel)?;
+    if json {
+        return crate::out::print_json(&r);
+    }
+    println!(
+        "{} entries loaded in {:.2} s; replace ±{} around them: {:.2} s median ({:?}); {} flood packets dropped meanwhile, {} leaked; counters monotonic: {}",
+        r.entries, r.load_seconds, r.change, r.update_seconds, r.update_seconds_raw, r.dropped_during, r.leaked, r.counters_monotonic
+    );
+    Ok(())
 }

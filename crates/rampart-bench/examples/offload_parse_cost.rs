@@ -6,7 +6,7 @@
 //! as the RX ring hands them out), so each one is a cache miss as it is
 //! when the kernel has just written it on another CPU.
 //!
-//! `cargo run --release -p rampart-stream --example offload_parse_cost`
+//! `cargo run --release -p rampart-bench --example offload_parse_cost`
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -10,7 +10,7 @@
 //! redirects: `xdp_stream` does all of its work and then drops (counted as
 //! `no_socket`), `xdp_stream_rx` passes.
 //!
-//! `cargo run --release -p rampart-stream --example offload_xdp_cost` (root)
+//! `cargo run --release -p rampart-bench --example offload_xdp_cost` (root)
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
