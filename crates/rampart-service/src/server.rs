@@ -1,0 +1,670 @@
+//! The HTTP server every daemon runs: axum on a tokio runtime of its own,
+//! the daemon's documented routes plus the shell's (`/healthz`,
+//! `/metrics`, `/v1/openapi.json`), token auth, JSON errors for unknown
+//! routes and methods, and a graceful shutdown.
+//!
+//! Routes are added only through [`Routes::routes`] with handlers
+//! annotated `#[utoipa::path]` (utoipa-axum's `routes!`): a route cannot be
+//! served without being in the OpenAPI document.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::{header, Method};
+use axum::response::{IntoResponse, Response};
+use axum::{middleware, Extension, Router};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{OpenApi, PathItem};
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
+use utoipa_axum::routes;
+
+use crate::auth::{require_token, AuthState, Tokens};
+use crate::config::{ConfigError, ServerConfig};
+use crate::error::{ApiError, ErrorKind};
+use crate::metrics::Metrics;
+
+/// A daemon's documented routes.
+pub struct Routes<S = ()>(OpenApiRouter<S>);
+
+impl<S> std::fmt::Debug for Routes<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Routes")
+    }
+}
+
+impl<S: Send + Sync + Clone + 'static> Default for Routes<S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<S: Send + Sync + Clone + 'static> Routes<S> {
+    /// No routes yet.
+    pub fn new() -> Self {
+        Self(OpenApiRouter::new())
+    }
+
+    /// Add the handlers of one path (`utoipa_axum::routes!(get_x, post_x)`).
+    #[must_use]
+    pub fn routes(self, r: UtoipaMethodRouter<S>) -> Self {
+        Self(self.0.routes(r))
+    }
+
+    /// Give the handlers their state.
+    pub fn with_state(self, state: S) -> Routes<()> {
+        Routes(self.0.with_state(state))
+    }
+}
+
+/// What a daemon serves.
+#[derive(Debug)]
+pub struct Service {
+    /// Name of the threads (`rampart-ddos` → `rampart-ddos-api`).
+    pub name: &'static str,
+    /// Title of the OpenAPI document.
+    pub title: &'static str,
+    /// Version of the API (the daemon crate's version).
+    pub version: &'static str,
+    /// One paragraph on what the API is for.
+    pub description: &'static str,
+    /// The daemon's routes.
+    pub routes: Routes,
+    /// The daemon's registry.
+    pub metrics: Metrics,
+    /// Accepted tokens ([`Tokens::from_file`] of `server.token_file`).
+    pub tokens: Tokens,
+}
+
+/// Why a server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// Bad `[server]` settings.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// An address that cannot be bound.
+    #[error("binding {addr} ({key}): {source}")]
+    Bind {
+        /// `server.listen` or `server.metrics_listen`.
+        key: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The async runtime could not start.
+    #[error("starting the API runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "service",
+    responses((status = 200, description = "The daemon is up: `ok`", content_type = "text/plain", body = String)))]
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses((status = 200, description = "Prometheus text format, read from the daemon's state now",
+        content_type = "text/plain; version=0.0.4", body = String)))]
+async fn metrics(Extension(m): Extension<Metrics>) -> Response {
+    match tokio::task::spawn_blocking(move || m.render()).await {
+        Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response(),
+        Err(e) => {
+            ApiError::new(ErrorKind::Internal, format!("collecting metrics: {e}")).into_response()
+        }
+    }
+}
+
+type DocCell = Arc<OnceLock<String>>;
+
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "service",
+    responses((status = 200, description = "This document (OpenAPI 3.1)", content_type = "application/json")))]
+async fn openapi_json(Extension(doc): Extension<DocCell>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        doc.get().cloned().unwrap_or_default(),
+    )
+        .into_response()
+}
+
+fn operations(item: &mut PathItem) -> [(Method, Option<&mut utoipa::openapi::path::Operation>); 5] {
+    [
+        (Method::GET, item.get.as_mut()),
+        (Method::PUT, item.put.as_mut()),
+        (Method::POST, item.post.as_mut()),
+        (Method::DELETE, item.delete.as_mut()),
+        (Method::PATCH, item.patch.as_mut()),
+    ]
+}
+
+/// The methods documented for each path, `(path, [GET, POST, …])`.
+pub fn documented(doc: &OpenApi) -> Vec<(String, Vec<Method>)> {
+    let mut out = Vec::new();
+    for (path, item) in &doc.paths.paths {
+        let mut item = item.clone();
+        let ms: Vec<Method> = operations(&mut item)
+            .into_iter()
+            .filter_map(|(m, op)| op.map(|_| m))
+            .collect();
+        out.push((path.clone(), ms));
+    }
+    out
+}
+
+fn finish_doc(doc: &mut OpenApi, svc: &Service) {
+    doc.info.title = svc.title.into();
+    doc.info.version = svc.version.into();
+    doc.info.description = Some(format!(
+        "{}\n\nErrors are `{{\"error\": {{\"code\", \"message\", \"details\"?}}}}` with a 4xx/5xx status. \
+         Changes (every method but GET) need `Authorization: Bearer <token>` (tokens from the daemon's \
+         server.token_file); reads need one too unless the API listens on loopback.",
+        svc.description
+    ));
+    doc.info.license = None;
+    let components = doc
+        .components
+        .get_or_insert_with(utoipa::openapi::Components::new);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+    );
+    for item in doc.paths.paths.values_mut() {
+        for (m, op) in operations(item) {
+            if let Some(op) = op {
+                let bearer = SecurityRequirement::new("bearer", Vec::<String>::new());
+                op.security = Some(if m == Method::GET {
+                    // optional on loopback
+                    vec![SecurityRequirement::default(), bearer]
+                } else {
+                    vec![bearer]
+                });
+            }
+        }
+    }
+}
+
+fn no_route_message(paths: &[String]) -> String {
+    format!(
+        "no such endpoint: the routes are {} (GET /v1/openapi.json describes them)",
+        paths.join(", ")
+    )
+}
+
+/// The API router and its OpenAPI document. `metrics_here`: serve
+/// `/metrics` on this router (no `server.metrics_listen`).
+pub fn build(svc: &mut Service, metrics_here: bool, auth: AuthState) -> (Router, OpenApi) {
+    let routes = std::mem::take(&mut svc.routes);
+    let mut r = OpenApiRouter::new()
+        .merge(routes.0)
+        .routes(routes!(healthz))
+        .routes(routes!(openapi_json));
+    if metrics_here {
+        r = r.routes(routes!(metrics));
+    }
+    let (router, mut doc) = r.split_for_parts();
+    finish_doc(&mut doc, svc);
+    let cell: DocCell = Arc::new(OnceLock::new());
+    let _ = cell.set(doc.to_pretty_json().unwrap_or_default());
+    let paths: Vec<String> = doc.paths.paths.keys().cloned().collect();
+    let msg = Arc::new(no_route_message(&paths));
+    let router = router
+        .fallback({
+            let msg = msg.clone();
+            move || async move { ApiError::new(ErrorKind::NoRoute, msg.as_str()) }
+        })
+        .method_not_allowed_fallback(|req: Request| async move {
+            ApiError::new(
+                ErrorKind::MethodNotAllowed,
+                format!(
+                    "{} is not served on {}: GET /v1/openapi.json lists the methods of each route",
+                    req.method(),
+                    req.uri().path()
+                ),
+            )
+        })
+        .layer(Extension(cell))
+        .layer(Extension(svc.metrics.clone()))
+        .layer(middleware::from_fn_with_state(auth, require_token));
+    (router, doc)
+}
+
+/// The router of `server.metrics_listen`: `/metrics` and `/healthz`, no token.
+pub fn metrics_router(m: Metrics) -> Router {
+    let (router, _) = OpenApiRouter::new()
+        .routes(routes!(metrics))
+        .routes(routes!(healthz))
+        .split_for_parts();
+    router
+        .fallback(|| async {
+            ApiError::new(
+                ErrorKind::NoRoute,
+                "this listener serves GET /metrics and GET /healthz only",
+            )
+        })
+        .layer(Extension(m))
+}
+
+/// A running server: its listeners on a tokio runtime of its own.
+/// Dropping it shuts it down gracefully (requests in flight finish, up to 2 s).
+pub struct Server {
+    api_addr: Option<SocketAddr>,
+    metrics_addr: Option<SocketAddr>,
+    doc: OpenApi,
+    shutdown: Option<tokio::sync::watch::Sender<bool>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("api_addr", &self.api_addr)
+            .field("metrics_addr", &self.metrics_addr)
+            .finish()
+    }
+}
+
+fn bind(key: &'static str, addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
+    let l = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind {
+        key,
+        addr,
+        source,
+    })?;
+    l.set_nonblocking(true)
+        .map_err(|source| ServerError::Bind { key, addr, source })?;
+    Ok(l)
+}
+
+impl Server {
+    /// Bind the listeners of `cfg` and serve `svc`; returns once bound.
+    ///
+    /// # Errors
+    /// Bad addresses, a non-loopback API without tokens, a busy address.
+    pub fn start(cfg: &ServerConfig, mut svc: Service) -> Result<Self, ServerError> {
+        cfg.validate()?;
+        let api = cfg.api_addr()?;
+        let maddr = cfg.metrics_addr()?;
+        if let Some(a) = api {
+            if !a.ip().is_loopback() && svc.tokens.is_empty() {
+                return Err(ConfigError::invalid(format!(
+                    "server.listen = \"{a}\" is not a loopback address and server.token_file lists no token: add one"
+                ))
+                .into());
+            }
+        }
+        let api_l = api.map(|a| bind("server.listen", a)).transpose()?;
+        let metrics_l = maddr
+            .map(|a| bind("server.metrics_listen", a))
+            .transpose()?;
+        let local =
+            |l: &Option<std::net::TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
+        let (api_addr, metrics_addr) = (local(&api_l), local(&metrics_l));
+        let auth = AuthState {
+            tokens: Arc::new(std::mem::take(&mut svc.tokens)),
+            loopback: api.is_none_or(|a| a.ip().is_loopback()),
+        };
+        let (router, doc) = build(&mut svc, metrics_l.is_none(), auth);
+        if api_l.is_none() && metrics_l.is_none() {
+            return Ok(Self {
+                api_addr,
+                metrics_addr,
+                doc,
+                shutdown: None,
+                runtime: None,
+            });
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name(format!("{}-api", svc.name))
+            .build()
+            .map_err(ServerError::Runtime)?;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let serve =
+            |l: std::net::TcpListener, app: Router, mut rx: tokio::sync::watch::Receiver<bool>| {
+                let _guard = runtime.enter();
+                let l = tokio::net::TcpListener::from_std(l).map_err(ServerError::Runtime)?;
+                runtime.spawn(async move {
+                    let r = axum::serve(l, app)
+                        .with_graceful_shutdown(async move {
+                            let _ = rx.wait_for(|stop| *stop).await;
+                        })
+                        .await;
+                    if let Err(e) = r {
+                        tracing::error!("API server: {e}");
+                    }
+                });
+                Ok::<_, ServerError>(())
+            };
+        if let Some(l) = api_l {
+            serve(l, router, rx.clone())?;
+        }
+        if let Some(l) = metrics_l {
+            serve(l, metrics_router(svc.metrics.clone()), rx.clone())?;
+        }
+        Ok(Self {
+            api_addr,
+            metrics_addr,
+            doc,
+            shutdown: Some(tx),
+            runtime: Some(runtime),
+        })
+    }
+
+    /// The API's bound address (`None`: no API).
+    pub fn api_addr(&self) -> Option<SocketAddr> {
+        self.api_addr
+    }
+
+    /// The metrics listener's bound address (`None`: metrics are on the API).
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
+    }
+
+    /// The OpenAPI document served at `/v1/openapi.json`.
+    pub fn openapi(&self) -> &OpenApi {
+        &self.doc
+    }
+
+    /// Serve until `cancel` is set (the binary wires SIGINT/SIGTERM to it),
+    /// then shut down gracefully.
+    pub fn run_until(self, cancel: &AtomicBool) {
+        wait_until(cancel);
+        self.stop();
+    }
+
+    /// Shut down gracefully.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(true);
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_timeout(Duration::from_secs(2));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+/// Block until `cancel` is set.
+pub fn wait_until(cancel: &AtomicBool) {
+    while !cancel.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+
+    use super::*;
+    use crate::error::ApiJson;
+
+    #[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+    #[serde(deny_unknown_fields)]
+    struct Item {
+        name: String,
+    }
+    impl crate::JsonBody for Item {
+        const EXAMPLE: &'static str = r#"{"name": "a"}"#;
+    }
+
+    #[utoipa::path(get, path = "/v1/items", responses((status = 200, body = Vec<String>)))]
+    async fn items() -> axum::Json<Vec<String>> {
+        axum::Json(vec!["a".into()])
+    }
+
+    #[utoipa::path(post, path = "/v1/items", request_body = Item, responses((status = 200, body = String)))]
+    async fn add(ApiJson(i): ApiJson<Item>) -> String {
+        i.name
+    }
+
+    #[utoipa::path(delete, path = "/v1/items/{name}", params(("name" = String, Path)), responses((status = 200, body = String)))]
+    async fn del(axum::extract::Path(name): axum::extract::Path<String>) -> String {
+        name
+    }
+
+    fn service(tokens: &str) -> Service {
+        let m = Metrics::new();
+        let c = prometheus::IntCounter::new("t_requests_total", "t").unwrap();
+        m.register(c).unwrap();
+        Service {
+            name: "rampart-test",
+            title: "test",
+            version: "0.0.0",
+            description: "A test daemon.",
+            routes: Routes::new()
+                .routes(routes!(items, add))
+                .routes(routes!(del)),
+            metrics: m,
+            tokens: Tokens::parse(tokens).unwrap(),
+        }
+    }
+
+    fn http(addr: SocketAddr, req: &str) -> (u16, String) {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(req.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (
+            code,
+            out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
+        )
+    }
+
+    fn req(method: &str, path: &str, token: Option<&str>, body: &str) -> String {
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    }
+
+    fn cfg(listen: &str, metrics: Option<&str>) -> ServerConfig {
+        ServerConfig {
+            listen: Some(listen.into()),
+            metrics_listen: metrics.map(Into::into),
+            token_file: None,
+        }
+    }
+
+    #[test]
+    fn every_served_route_is_documented() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut svc = service("tok-12345678\n");
+        let auth = AuthState {
+            tokens: Arc::new(std::mem::take(&mut svc.tokens)),
+            loopback: true,
+        };
+        let (router, doc) = build(&mut svc, true, auth);
+        let paths: Vec<&String> = doc.paths.paths.keys().collect();
+        for p in [
+            "/healthz",
+            "/metrics",
+            "/v1/openapi.json",
+            "/v1/items",
+            "/v1/items/{name}",
+        ] {
+            assert!(paths.iter().any(|x| *x == p), "{p} not in {paths:?}");
+        }
+        let problems = rt.block_on(crate::testing::undocumented_routes(
+            router,
+            &doc,
+            "tok-12345678",
+        ));
+        assert!(problems.is_empty(), "{problems:#?}");
+        // Changes are marked as needing the bearer token.
+        let json = doc.to_json().unwrap();
+        assert!(json.contains("\"bearer\""), "{json}");
+    }
+
+    #[test]
+    fn the_checker_sees_an_undocumented_method() {
+        // A route whose handler answers every method, documented for GET only.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (_, doc) = OpenApiRouter::<()>::new()
+            .routes(routes!(items))
+            .split_for_parts();
+        let router = Router::new().route("/v1/items", axum::routing::any(|| async { "x" }));
+        let problems = rt.block_on(crate::testing::undocumented_routes(router, &doc, "t"));
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.contains("POST /v1/items is served")),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn api_over_tcp_auth_errors_and_openapi() {
+        let dir = std::env::temp_dir().join(format!("rampart-service-srv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tf = dir.join("tokens");
+        std::fs::write(&tf, "ops tok-12345678\n").unwrap();
+        let mut c = cfg("127.0.0.1:0", None);
+        c.token_file = Some(tf.clone());
+        let mut svc = service("");
+        svc.tokens = Tokens::from_file(c.token_file.as_deref()).unwrap();
+        let s = Server::start(&c, svc).unwrap();
+        let a = s.api_addr().unwrap();
+        assert_eq!(
+            http(a, &req("GET", "/healthz", None, "")),
+            (200, "ok\n".into())
+        );
+        assert_eq!(
+            http(a, &req("GET", "/v1/items", None, "")).0,
+            200,
+            "reads open on loopback"
+        );
+        let (code, body) = http(a, &req("POST", "/v1/items", None, r#"{"name": "b"}"#));
+        assert_eq!(code, 401, "{body}");
+        assert!(body.contains("\"code\":\"unauthorized\""), "{body}");
+        let (code, body) = http(
+            a,
+            &req(
+                "POST",
+                "/v1/items",
+                Some("tok-00000000"),
+                r#"{"name": "b"}"#,
+            ),
+        );
+        assert_eq!(code, 401);
+        assert!(body.contains("unknown token"), "{body}");
+        assert_eq!(
+            http(
+                a,
+                &req(
+                    "POST",
+                    "/v1/items",
+                    Some("tok-12345678"),
+                    r#"{"name": "b"}"#
+                )
+            ),
+            (200, "b".into())
+        );
+        let (code, body) = http(a, &req("POST", "/v1/items", Some("tok-12345678"), "{nope"));
+        assert_eq!(code, 400);
+        assert!(
+            body.contains(r#"{\"name\": \"a\"}"#),
+            "shows a good body: {body}"
+        );
+        assert_eq!(
+            http(
+                a,
+                &req("DELETE", "/v1/items/10.0.0.0%2F8", Some("tok-12345678"), "")
+            ),
+            (200, "10.0.0.0/8".into()),
+            "path parameters are URL-decoded"
+        );
+        let (code, body) = http(a, &req("GET", "/v1/nope", None, ""));
+        assert_eq!(code, 404);
+        assert!(
+            body.contains("no_route") && body.contains("/v1/items"),
+            "{body}"
+        );
+        let (code, body) = http(a, &req("PUT", "/v1/items", Some("tok-12345678"), ""));
+        assert_eq!(code, 405);
+        assert!(body.contains("method_not_allowed"), "{body}");
+        let (code, body) = http(a, &req("GET", "/metrics", None, ""));
+        assert_eq!(code, 200);
+        assert!(body.contains("t_requests_total 0"), "{body}");
+        let (code, body) = http(a, &req("GET", "/v1/openapi.json", None, ""));
+        assert_eq!(code, 200);
+        let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(doc["info"]["title"], "test");
+        assert!(
+            doc["paths"]["/v1/items/{name}"]["delete"].is_object(),
+            "{doc}"
+        );
+        s.stop();
+        assert!(std::net::TcpStream::connect(a).is_err(), "stopped");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn metrics_on_a_listener_of_their_own() {
+        let s = Server::start(&cfg("127.0.0.1:0", Some("127.0.0.1:0")), service("")).unwrap();
+        let (a, m) = (s.api_addr().unwrap(), s.metrics_addr().unwrap());
+        assert_ne!(a, m);
+        let (code, body) = http(m, &req("GET", "/metrics", None, ""));
+        assert_eq!(code, 200);
+        assert!(body.contains("t_requests_total"), "{body}");
+        assert_eq!(http(m, &req("GET", "/healthz", None, "")).0, 200);
+        assert_eq!(
+            http(m, &req("GET", "/v1/items", None, "")).0,
+            404,
+            "no API there"
+        );
+        assert_eq!(
+            http(a, &req("GET", "/metrics", None, "")).0,
+            404,
+            "metrics left the API"
+        );
+        // Without tokens, changes are refused with the fix.
+        let (code, body) = http(a, &req("POST", "/v1/items", None, r#"{"name": "b"}"#));
+        assert_eq!(code, 401);
+        assert!(body.contains("server.token_file"), "{body}");
+    }
+
+    #[test]
+    fn refuses_to_listen_beyond_loopback_without_tokens() {
+        let e = Server::start(&cfg("0.0.0.0:0", None), service(""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("server.listen") && e.contains("server.token_file"),
+            "{e}"
+        );
+        let mut c = cfg("0.0.0.0:0", None);
+        c.token_file = Some("/dev/null".into());
+        let e = Server::start(&c, service("")).unwrap_err().to_string();
+        assert!(e.contains("lists no token"), "{e}");
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = Server::start(
+            &cfg(&busy.local_addr().unwrap().to_string(), None),
+            service(""),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("server.listen") && e.contains("in use"), "{e}");
+    }
+}
