@@ -1,48 +1,45 @@
-//! HTTP API of the daemon (axum on tokio).
+//! HTTP API of the daemon, on the service shell (`rampart_service`).
 //!
 //! | method | path | body | answer |
 //! |---|---|---|---|
 //! | GET | `/v1/status` | | mode, intervals, attack state, normal peak, threshold |
 //! | GET | `/v1/blocked` | | blocked sources with detector, reason, since |
-//! | POST | `/v1/block` | `{"prefix": "192.0.2.7", "reason": "..."}` | 200, 400 bad prefix, 409 blocked/whitelisted |
-//! | POST | `/v1/unblock` | `{"prefix": "192.0.2.7"}` | 200, 400, 404 not blocked |
+//! | POST | `/v1/blocked` | `{"prefix": "192.0.2.7", "reason": "..."}` | 200, 400 bad prefix, 409 blocked/whitelisted |
+//! | DELETE | `/v1/blocked/{prefix}` | | 200, 400, 404 not blocked (prefix URL-encoded: `10.0.0.0%2F8`) |
 //! | GET | `/v1/whitelist` | | whitelist |
 //! | POST | `/v1/whitelist` | `{"prefix": "10.0.0.0/8"}` | 200 (blocked overlaps released) |
-//! | POST | `/v1/whitelist/remove` | `{"prefix": "10.0.0.0/8"}` | 200, 404 |
+//! | DELETE | `/v1/whitelist/{prefix}` | | 200, 400, 404 |
 //! | GET | `/v1/rates` | | per-source pps (all tiers, hw, host) |
 //! | GET | `/v1/tiers` | | tiers: capacity, counters, update cost, rules |
-//! | GET | `/metrics` | | Prometheus text format |
+//! | GET | `/metrics`, `/healthz`, `/v1/openapi.json` | | the shell's |
 //!
-//! Errors are `{"error": "..."}` with a 4xx status that says what is wrong.
+//! Changes need `Authorization: Bearer <token>` (`server.token_file`).
+//! Errors are `{"error": {"code", "message"}}`; the OpenAPI document at
+//! `/v1/openapi.json` is generated from the handlers below.
 
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, RwLock};
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::extract::{Path, State};
+use axum::{Extension, Json};
 use rampart_ddos::Prefix;
-use serde::Deserialize;
-use serde_json::json;
+use rampart_service::auth::Principal;
+use rampart_service::{
+    ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, OwnerHandle, Routes, Server, Service,
+    ToApiError, Tokens,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
-use crate::daemon::{Command, Reply, View};
-use crate::metrics::Metrics;
-
-/// Sends a command and where to answer it.
-pub type CommandSender = Sender<(Command, Sender<Reply>)>;
+use crate::daemon::{Blocked, Command, CommandError, Daemon, Handle, RateView, TierView, View};
 
 /// What the handlers share.
 #[derive(Clone)]
 pub struct ApiState {
-    /// The daemon's view.
+    /// The daemon's view (reads).
     pub view: Arc<RwLock<View>>,
-    /// Metrics.
-    pub metrics: Metrics,
-    /// Commands to the daemon loop.
-    pub cmds: Arc<std::sync::Mutex<CommandSender>>,
+    /// The daemon's owner thread (commands).
+    pub owner: OwnerHandle<Daemon>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -51,230 +48,334 @@ impl std::fmt::Debug for ApiState {
     }
 }
 
-#[derive(Debug, Deserialize)]
+impl ApiState {
+    /// From a running daemon.
+    pub fn of(h: &Handle) -> Self {
+        Self {
+            view: h.view.clone(),
+            owner: h.owner(),
+        }
+    }
+}
+
+impl ToApiError for CommandError {
+    fn to_api_error(&self) -> ApiError {
+        let kind = match self {
+            CommandError::Whitelisted(_) | CommandError::AlreadyBlocked(_) => ErrorKind::Conflict,
+            CommandError::NotBlocked(_) | CommandError::NotWhitelisted(_) => ErrorKind::NotFound,
+            CommandError::Stopped => ErrorKind::Unavailable,
+            CommandError::Failed(_) => ErrorKind::Internal,
+        };
+        ApiError::new(kind, self.to_string())
+    }
+}
+
+/// `POST /v1/blocked`.
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PrefixBody {
-    prefix: String,
+pub struct BlockBody {
+    /// Address or CIDR prefix, IPv4 or IPv6.
+    #[schema(example = "192.0.2.7")]
+    pub prefix: String,
+    /// Why (free text; shown in `/v1/blocked` and the alert).
     #[serde(default)]
-    reason: String,
+    pub reason: String,
 }
 
-fn err(status: u16, msg: impl Into<String>) -> Response {
-    let s = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-    (s, Json(json!({ "error": msg.into() }))).into_response()
+impl JsonBody for BlockBody {
+    const EXAMPLE: &'static str = r#"{"prefix": "192.0.2.7", "reason": "manual"}"#;
 }
 
-// A rejection is a ready response; it is built once per bad request.
-#[allow(clippy::result_large_err)]
-fn parse_body(
-    body: std::result::Result<Json<PrefixBody>, JsonRejection>,
-) -> std::result::Result<(Prefix, String), Response> {
-    let Json(b) = body.map_err(|e| {
-        err(
-            400,
-            format!("bad request body: {}; send JSON {{\"prefix\": \"192.0.2.7\"}} with Content-Type: application/json", e.body_text()),
-        )
-    })?;
-    let p = Prefix::parse(b.prefix.trim()).map_err(|e| err(400, e.to_string()))?;
-    Ok((p, b.reason))
+/// `POST /v1/whitelist`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WhitelistBody {
+    /// Address or CIDR prefix, IPv4 or IPv6.
+    #[schema(example = "10.0.0.0/8")]
+    pub prefix: String,
 }
 
-async fn send(st: &ApiState, c: Command) -> Response {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let sent = st
-        .cmds
-        .lock()
-        .map(|s| s.send((c, tx)).is_ok())
-        .unwrap_or(false);
-    if !sent {
-        return err(503, "the daemon loop has stopped");
-    }
-    let r = tokio::task::spawn_blocking(move || rx.recv()).await;
-    match r {
-        Ok(Ok(Ok(msg))) => Json(json!({ "ok": msg })).into_response(),
-        Ok(Ok(Err((code, msg)))) => err(code, msg),
-        _ => err(503, "the daemon loop has stopped"),
-    }
+impl JsonBody for WhitelistBody {
+    const EXAMPLE: &'static str = r#"{"prefix": "10.0.0.0/8"}"#;
+}
+
+/// What a change did.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Done {
+    /// One line, e.g. `192.0.2.7/32 blocked`.
+    pub message: String,
+}
+
+/// `GET /v1/status`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Status {
+    /// Placement mode.
+    pub mode: String,
+    /// Loop interval (s).
+    pub interval_s: f64,
+    /// Intervals run.
+    pub intervals: u64,
+    /// Attack in progress.
+    pub under_attack: bool,
+    /// Highest single-source pps under normal activity.
+    pub normal_peak_pps: f64,
+    /// Planner swap threshold.
+    pub threshold: f64,
+    /// Resumed from pinned state at start.
+    pub resumed: bool,
+    /// Sources blocked now.
+    pub blocked: usize,
+    /// Sources ever blocked (since start).
+    pub blocked_total: u64,
+    /// Sources ever unbanned by the rate monitor (since start).
+    pub unbanned_total: u64,
 }
 
 fn view(st: &ApiState) -> View {
     st.view.read().map(|v| v.clone()).unwrap_or_default()
 }
 
-async fn status(State(st): State<ApiState>) -> Response {
+fn prefix(s: &str) -> Result<Prefix, ApiError> {
+    Prefix::parse(s.trim()).map_err(|e| ApiError::new(ErrorKind::Invalid, e.to_string()))
+}
+
+async fn command(
+    st: &ApiState,
+    who: Option<Extension<Principal>>,
+    c: Command,
+) -> Result<Json<Done>, ApiError> {
+    let what = format!("{c:?}");
+    let message = st
+        .owner
+        .run(move |d| d.command(c))
+        .await
+        .map_err(|_| CommandError::Stopped)??;
+    let who = who
+        .and_then(|Extension(p)| p.name)
+        .unwrap_or_else(|| "operator".into());
+    tracing::info!(%who, "{what}: {message}");
+    Ok(Json(Done { message }))
+}
+
+#[utoipa::path(get, path = "/v1/status", tag = "ddos",
+    responses((status = 200, description = "Daemon state", body = Status)))]
+async fn status(State(st): State<ApiState>) -> Json<Status> {
     let v = view(&st);
-    Json(json!({
-        "mode": v.mode, "interval_s": v.interval_s, "intervals": v.intervals,
-        "under_attack": v.under_attack, "normal_peak_pps": v.normal_peak_pps,
-        "threshold": v.threshold, "resumed": v.resumed, "blocked": v.blocked.len(),
-        "blocked_total": v.blocked_total, "unbanned_total": v.unbanned_total,
-    }))
-    .into_response()
+    Json(Status {
+        mode: v.mode,
+        interval_s: v.interval_s,
+        intervals: v.intervals,
+        under_attack: v.under_attack,
+        normal_peak_pps: v.normal_peak_pps,
+        threshold: v.threshold,
+        resumed: v.resumed,
+        blocked: v.blocked.len(),
+        blocked_total: v.blocked_total,
+        unbanned_total: v.unbanned_total,
+    })
 }
 
-async fn blocked(State(st): State<ApiState>) -> Response {
-    Json(view(&st).blocked).into_response()
+#[utoipa::path(get, path = "/v1/blocked", tag = "ddos",
+    responses((status = 200, description = "Blocked sources", body = Vec<Blocked>)))]
+async fn blocked(State(st): State<ApiState>) -> Json<Vec<Blocked>> {
+    Json(view(&st).blocked)
 }
 
-async fn rates(State(st): State<ApiState>) -> Response {
-    Json(view(&st).rates).into_response()
-}
-
-async fn tiers(State(st): State<ApiState>) -> Response {
-    Json(view(&st).tiers).into_response()
-}
-
-async fn whitelist(State(st): State<ApiState>) -> Response {
-    Json(view(&st).whitelist).into_response()
-}
-
+#[utoipa::path(post, path = "/v1/blocked", tag = "ddos", request_body = BlockBody,
+    responses(
+        (status = 200, description = "Blocked", body = Done),
+        (status = 400, description = "Bad body or prefix", body = ErrorBody),
+        (status = 409, description = "Already blocked, or whitelisted", body = ErrorBody)))]
 async fn block(
     State(st): State<ApiState>,
-    body: std::result::Result<Json<PrefixBody>, JsonRejection>,
-) -> Response {
-    match parse_body(body) {
-        Ok((prefix, reason)) => send(&st, Command::Block { prefix, reason }).await,
-        Err(r) => r,
-    }
+    who: Option<Extension<Principal>>,
+    ApiJson(b): ApiJson<BlockBody>,
+) -> Result<Json<Done>, ApiError> {
+    let prefix = prefix(&b.prefix)?;
+    command(
+        &st,
+        who,
+        Command::Block {
+            prefix,
+            reason: b.reason,
+        },
+    )
+    .await
 }
 
+#[utoipa::path(delete, path = "/v1/blocked/{prefix}", tag = "ddos",
+    params(("prefix" = String, Path, description = "Blocked prefix, URL-encoded (`10.0.0.0%2F8`)")),
+    responses(
+        (status = 200, description = "Unblocked", body = Done),
+        (status = 400, description = "Bad prefix", body = ErrorBody),
+        (status = 404, description = "Not blocked", body = ErrorBody)))]
 async fn unblock(
     State(st): State<ApiState>,
-    body: std::result::Result<Json<PrefixBody>, JsonRejection>,
-) -> Response {
-    match parse_body(body) {
-        Ok((p, _)) => send(&st, Command::Unblock(p)).await,
-        Err(r) => r,
-    }
+    who: Option<Extension<Principal>>,
+    Path(p): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    let p = prefix(&p)?;
+    command(&st, who, Command::Unblock(p)).await
 }
 
-async fn wl_add(
+#[utoipa::path(get, path = "/v1/whitelist", tag = "ddos",
+    responses((status = 200, description = "Whitelist (config and operator)", body = Vec<String>)))]
+async fn whitelist(State(st): State<ApiState>) -> Json<Vec<String>> {
+    Json(view(&st).whitelist)
+}
+
+#[utoipa::path(post, path = "/v1/whitelist", tag = "ddos", request_body = WhitelistBody,
+    responses(
+        (status = 200, description = "Whitelisted; blocked overlaps released", body = Done),
+        (status = 400, description = "Bad body or prefix", body = ErrorBody)))]
+async fn whitelist_add(
     State(st): State<ApiState>,
-    body: std::result::Result<Json<PrefixBody>, JsonRejection>,
-) -> Response {
-    match parse_body(body) {
-        Ok((p, _)) => send(&st, Command::Whitelist(p)).await,
-        Err(r) => r,
-    }
+    who: Option<Extension<Principal>>,
+    ApiJson(b): ApiJson<WhitelistBody>,
+) -> Result<Json<Done>, ApiError> {
+    let p = prefix(&b.prefix)?;
+    command(&st, who, Command::Whitelist(p)).await
 }
 
-async fn wl_remove(
+#[utoipa::path(delete, path = "/v1/whitelist/{prefix}", tag = "ddos",
+    params(("prefix" = String, Path, description = "Whitelisted prefix, URL-encoded (`10.0.0.0%2F8`)")),
+    responses(
+        (status = 200, description = "Removed", body = Done),
+        (status = 400, description = "Bad prefix", body = ErrorBody),
+        (status = 404, description = "Not on the operator whitelist", body = ErrorBody)))]
+async fn whitelist_remove(
     State(st): State<ApiState>,
-    body: std::result::Result<Json<PrefixBody>, JsonRejection>,
-) -> Response {
-    match parse_body(body) {
-        Ok((p, _)) => send(&st, Command::Unwhitelist(p)).await,
-        Err(r) => r,
-    }
+    who: Option<Extension<Principal>>,
+    Path(p): Path<String>,
+) -> Result<Json<Done>, ApiError> {
+    let p = prefix(&p)?;
+    command(&st, who, Command::Unwhitelist(p)).await
 }
 
-async fn metrics(State(st): State<ApiState>) -> Response {
-    (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
-        )],
-        st.metrics.render(),
-    )
-        .into_response()
+#[utoipa::path(get, path = "/v1/rates", tag = "ddos",
+    responses((status = 200, description = "Rates of blocked sources, heaviest first", body = Vec<RateView>)))]
+async fn rates(State(st): State<ApiState>) -> Json<Vec<RateView>> {
+    Json(view(&st).rates)
 }
 
-async fn not_found() -> Response {
-    err(404, "no such endpoint: see /v1/status, /v1/blocked, /v1/block, /v1/unblock, /v1/whitelist, /v1/rates, /v1/tiers, /metrics")
+#[utoipa::path(get, path = "/v1/tiers", tag = "ddos",
+    responses((status = 200, description = "Tiers and their occupancy", body = Vec<TierView>)))]
+async fn tiers(State(st): State<ApiState>) -> Json<Vec<TierView>> {
+    Json(view(&st).tiers)
 }
 
-/// The router.
-pub fn router(st: ApiState) -> Router {
-    Router::new()
-        .route("/v1/status", get(status))
-        .route("/v1/blocked", get(blocked))
-        .route("/v1/block", post(block))
-        .route("/v1/unblock", post(unblock))
-        .route("/v1/whitelist", get(whitelist).post(wl_add))
-        .route("/v1/whitelist/remove", post(wl_remove))
-        .route("/v1/rates", get(rates))
-        .route("/v1/tiers", get(tiers))
-        .route("/metrics", get(metrics))
-        .fallback(not_found)
+/// The daemon's routes.
+pub fn routes(st: ApiState) -> Routes {
+    Routes::new()
+        .routes(routes!(status))
+        .routes(routes!(blocked, block))
+        .routes(routes!(unblock))
+        .routes(routes!(whitelist, whitelist_add))
+        .routes(routes!(whitelist_remove))
+        .routes(routes!(rates))
+        .routes(routes!(tiers))
         .with_state(st)
 }
 
-/// A running API server (its own tokio runtime on a thread).
-#[derive(Debug)]
-pub struct Server {
-    /// Bound address.
-    pub addr: std::net::SocketAddr,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    /// Bind `listen` and serve `st` until dropped.
-    ///
-    /// # Errors
-    /// The address cannot be bound.
-    pub fn start(listen: &str, st: ApiState) -> crate::Result<Self> {
-        let std_listener = std::net::TcpListener::bind(listen).map_err(|e| {
-            crate::Error::io(format!("binding the API on {listen} (daemon.listen)"), e)
-        })?;
-        std_listener
-            .set_nonblocking(true)
-            .map_err(|e| crate::Error::io("API socket", e))?;
-        let addr = std_listener
-            .local_addr()
-            .map_err(|e| crate::Error::io("API socket", e))?;
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("rampart-ddosd-api".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        tracing::error!("API runtime: {e}");
-                        return;
-                    }
-                };
-                rt.block_on(async move {
-                    let Ok(l) = tokio::net::TcpListener::from_std(std_listener) else {
-                        return;
-                    };
-                    let _ = axum::serve(l, router(st))
-                        .with_graceful_shutdown(async {
-                            let _ = rx.await;
-                        })
-                        .await;
-                });
-            })
-            .map_err(|e| crate::Error::io("starting the API thread", e))?;
-        Ok(Self {
-            addr,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        })
+/// The daemon as a service of the shell.
+pub fn service(h: &Handle, tokens: Tokens) -> Service {
+    Service {
+        name: "rampart-ddosd",
+        title: "rampart ddos",
+        version: env!("CARGO_PKG_VERSION"),
+        description:
+            "The DDoS mitigation daemon: blocked sources, whitelist, per-source rates, tiers.",
+        routes: routes(ApiState::of(h)),
+        metrics: h.metrics.registry.clone(),
+        tokens,
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(s) = self.shutdown.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// Start the API of `h` as `cfg` says (`[server]`).
+///
+/// # Errors
+/// An unreadable token file, a bad or busy address, an address beyond
+/// loopback without tokens.
+pub fn start(h: &Handle, cfg: &rampart_service::ServerConfig) -> crate::Result<Server> {
+    let tokens = Tokens::from_file(cfg.token_file.as_deref())
+        .map_err(|e| crate::Error::Config(e.to_string()))?;
+    Server::start(cfg, service(h, tokens)).map_err(|e| crate::Error::Config(e.to_string()))
 }
 
-impl ApiState {
-    /// From a running daemon.
-    pub fn of(h: &crate::daemon::Handle) -> Self {
-        Self {
-            view: h.view.clone(),
-            metrics: h.metrics.clone(),
-            cmds: Arc::new(std::sync::Mutex::new(h.cmds.clone())),
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_errors_map_to_status_and_code() {
+        let p = Prefix::parse("192.0.2.7").unwrap();
+        for (e, status, code) in [
+            (CommandError::Whitelisted(p), 409, "conflict"),
+            (CommandError::AlreadyBlocked(p), 409, "conflict"),
+            (CommandError::NotBlocked(p), 404, "not_found"),
+            (CommandError::NotWhitelisted(p), 404, "not_found"),
+            (CommandError::Stopped, 503, "unavailable"),
+            (
+                CommandError::Failed(crate::Error::Command("ipset failed".into())),
+                500,
+                "internal",
+            ),
+        ] {
+            let a = e.to_api_error();
+            assert_eq!((a.status().as_u16(), a.code()), (status, code), "{e}");
+            assert_eq!(a.message(), e.to_string());
+        }
+    }
+
+    /// Routes only: no daemon behind them (503s are answers too).
+    fn router() -> (axum::Router, utoipa::openapi::OpenApi) {
+        let st = ApiState {
+            view: Arc::new(RwLock::new(View::default())),
+            owner: OwnerHandle::disconnected(),
+        };
+        let mut svc = Service {
+            name: "t",
+            title: "t",
+            version: "0",
+            description: "t",
+            routes: routes(st),
+            metrics: rampart_service::Metrics::new(),
+            tokens: Tokens::none(),
+        };
+        let auth = rampart_service::auth::AuthState {
+            tokens: Arc::new(Tokens::parse("test-token-1").unwrap()),
+            loopback: true,
+        };
+        rampart_service::server::build(&mut svc, true, auth)
+    }
+
+    #[test]
+    fn every_route_is_in_the_openapi_document() {
+        let (router, doc) = router();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let problems = rt.block_on(rampart_service::testing::undocumented_routes(
+            router,
+            &doc,
+            "test-token-1",
+        ));
+        assert!(problems.is_empty(), "{problems:#?}");
+        let paths: Vec<&str> = doc.paths.paths.keys().map(String::as_str).collect();
+        for p in [
+            "/v1/status",
+            "/v1/blocked",
+            "/v1/blocked/{prefix}",
+            "/v1/whitelist",
+            "/v1/whitelist/{prefix}",
+            "/v1/rates",
+            "/v1/tiers",
+            "/metrics",
+            "/healthz",
+            "/v1/openapi.json",
+        ] {
+            assert!(paths.contains(&p), "{p} missing from {paths:?}");
         }
     }
 }

@@ -1,21 +1,26 @@
 //! The daemon's TOML configuration (`rampart ddos run --config FILE`).
 //!
 //! Every section and key is optional (`serde(default)`) and unknown keys
-//! are errors (`deny_unknown_fields`). Defaults are in the doc comments and
-//! in docs/architecture.md ("DDoS daemon: configuration").
+//! are errors (`deny_unknown_fields`); loading and errors are the service
+//! shell's (`rampart_service::config`). Defaults are in the doc comments,
+//! in `dist/rampart-ddos.toml` and in `rampart ddos run --print-config`.
 
 use std::path::{Path, PathBuf};
 
 use rampart_ddos_control::{DetectConfig, MonitorConfig, PlannerConfig};
+use rampart_service::{ConfigError, ServerConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 
 /// The whole file.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// `[server]`: the HTTP API (default `listen = "127.0.0.1:9477"`;
+    /// `""`: no API), `metrics_listen`, `token_file`.
+    pub server: ServerConfig,
     /// `[daemon]`.
     pub daemon: DaemonConfig,
     /// `[filter]`: the XDP blacklist's load-time settings (used when the
@@ -49,9 +54,6 @@ pub struct DaemonConfig {
     pub lab: String,
     /// Loop interval (seconds). Default 0.5; 0.05 ≤ x ≤ 1.
     pub interval_s: f64,
-    /// HTTP API and `/metrics` listen address. Default `127.0.0.1:9477`;
-    /// empty string: no API.
-    pub listen: String,
     /// JSON-lines alerts file (appended); `-` is standard output. Default `-`.
     pub alerts: String,
     /// Directory of the daemon's state file (`<name>.json`: reasons and
@@ -73,7 +75,6 @@ impl Default for DaemonConfig {
             netns: None,
             lab: "rp".into(),
             interval_s: 0.5,
-            listen: "127.0.0.1:9477".into(),
             alerts: "-".into(),
             state_dir: PathBuf::from("/run/rampart/ddosd"),
             nice: -10,
@@ -150,29 +151,57 @@ impl Default for HwConfig {
     }
 }
 
+/// The API's address when `[server] listen` is not given.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9477";
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            server: ServerConfig::default().with_default_listen(DEFAULT_LISTEN),
+            daemon: DaemonConfig::default(),
+            filter: FilterSection::default(),
+            hw: HwConfig::default(),
+            detect: DetectConfig::default(),
+            monitor: MonitorConfig::default(),
+            offload: PlannerConfig::default(),
+        }
+    }
+}
+
 impl Config {
+    fn checked(
+        c: std::result::Result<Self, ConfigError>,
+    ) -> std::result::Result<Self, ConfigError> {
+        let mut c = c?;
+        c.server = c.server.with_default_listen(DEFAULT_LISTEN);
+        c.validate()
+            .map_err(|e| ConfigError::invalid(e.to_string()))?;
+        Ok(c)
+    }
+
     /// Parse TOML text and validate every section.
     ///
     /// # Errors
-    /// [`Error::Config`] with the TOML error (unknown key, wrong type) or the bad value.
+    /// [`Error::Config`] naming the key: TOML error (unknown key, wrong type) or bad value.
     pub fn parse(text: &str) -> Result<Self> {
-        let c: Config = toml::from_str(text)
-            .map_err(|e| Error::Config(e.to_string().replace('\n', " ").trim().to_string()))?;
-        c.validate()?;
-        Ok(c)
+        Self::checked(rampart_service::config::parse(text)).map_err(config_error)
     }
 
     /// Read and parse a file.
     ///
     /// # Errors
-    /// Unreadable file, or as [`Config::parse`].
+    /// Unreadable file, or as [`Config::parse`] (the message names the file).
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("reading config {}", path.display()), e))?;
-        Self::parse(&text).map_err(|e| match e {
-            Error::Config(m) => Error::Config(format!("{}: {m}", path.display())),
-            o => o,
-        })
+        Self::checked(rampart_service::config::load(path))
+            .map_err(|e| config_error(e.in_file(path)))
+    }
+
+    /// The effective config as TOML (`rampart ddos run --print-config`).
+    ///
+    /// # Errors
+    /// A value TOML cannot hold.
+    pub fn render(&self) -> Result<String> {
+        rampart_service::config::render("rampart ddos run", self).map_err(config_error)
     }
 
     /// Check ranges.
@@ -193,12 +222,9 @@ impl Config {
                 d.nice
             )));
         }
-        if !d.listen.is_empty() && d.listen.parse::<std::net::SocketAddr>().is_err() {
-            return Err(Error::Config(format!(
-                "daemon.listen = {:?}: use ADDRESS:PORT, e.g. 127.0.0.1:9477, or \"\" for no API",
-                d.listen
-            )));
-        }
+        self.server
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
         rampart_ddos::Scope::new(d.netns.as_deref(), &d.iface)
             .map_err(|e| Error::Config(format!("daemon.iface/netns: {e}")))?;
         if !["native", "generic"].contains(&self.filter.xdp_mode.as_str()) {
@@ -245,6 +271,16 @@ impl Config {
     }
 }
 
+fn config_error(e: ConfigError) -> Error {
+    match e {
+        ConfigError::Read { path, source } => {
+            Error::io(format!("reading config {}", path.display()), source)
+        }
+        // Validation errors already carry "config: " from Error::Config.
+        e => Error::Config(e.to_string().replacen("config: ", "", 1)),
+    }
+}
+
 impl Config {
     /// The daemon as the lab's DDoS demo and `rampart bench ddos` run it:
     /// `hw+xdp-host` on the lab's `host0` with its EMULATED NIC as the
@@ -263,13 +299,15 @@ impl Config {
     ) -> Result<Self> {
         let text = format!(
             r#"
+[server]
+listen = ""
+
 [daemon]
 mode = "hw+xdp-host"
 iface = "{iface}"
 netns = "{host}"
 lab = "{lab}"
 interval_s = {interval}
-listen = ""
 alerts = "{alerts}"
 state_dir = "{dir}"
 
@@ -335,12 +373,13 @@ mod tests {
         assert_eq!((c.daemon.interval_s, c.monitor.hold_s), (0.2, 22.0));
         assert_eq!(c.offload.capacity, 512);
         assert!(!c.detect.rate.enabled && !c.detect.entropy.enabled);
-        assert!(c.daemon.listen.is_empty());
+        assert_eq!(c.server.listen.as_deref(), Some(""));
     }
 
     #[test]
     fn empty_file_is_all_defaults() {
         let c = Config::parse("").unwrap();
+        assert_eq!(c.server.listen.as_deref(), Some(DEFAULT_LISTEN));
         assert_eq!(c.daemon.mode, Mode::HwXdpHost);
         assert_eq!(c.daemon.interval_s, 0.5);
         assert_eq!(c.offload.capacity, 512);
@@ -351,6 +390,25 @@ mod tests {
         let c = Config::parse(include_str!("../../../dist/rampart-ddos.toml")).unwrap();
         assert_eq!(c.daemon.mode, Mode::HwXdpHost);
         assert_eq!(c.hw.backend, "emulated");
+    }
+
+    #[test]
+    fn print_config_reads_back_as_the_same_config() {
+        let c = Config::parse("[daemon]\nnice = 3\n[server]\ntoken_file = \"/etc/rampart/t\"\n")
+            .unwrap();
+        let text = c.render().unwrap();
+        assert!(text.contains("listen = \"127.0.0.1:9477\""), "{text}");
+        assert!(
+            text.contains("nice = 3") && text.contains("[offload]"),
+            "{text}"
+        );
+        let again = Config::parse(&text).unwrap();
+        assert_eq!(again.server, c.server);
+        assert_eq!(again.daemon.nice, 3);
+        assert_eq!(
+            Config::default().render().unwrap(),
+            Config::parse("").unwrap().render().unwrap()
+        );
     }
 
     #[test]
@@ -386,10 +444,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("daemon.interval_s"), "{e}");
-        let e = Config::parse("[daemon]\nlisten = \"nope\"\n")
+        let e = Config::parse("[server]\nlisten = \"nope\"\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("daemon.listen"), "{e}");
+        assert!(e.contains("server.listen"), "{e}");
+        let e = Config::parse("[server]\nlisten = \"0.0.0.0:9477\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("server.token_file"), "{e}");
+        let e = Config::parse("[daemon]\nlisten = \"127.0.0.1:9477\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("daemon.listen: unknown field"),
+            "moved to [server]: {e}"
+        );
         let e = Config::parse("[hw]\nbackend = \"asic\"\n")
             .unwrap_err()
             .to_string();

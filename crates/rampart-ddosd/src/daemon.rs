@@ -22,8 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -32,6 +31,7 @@ use rampart_ddos::filter::{self, Filter, FilterConfig, Scope};
 use rampart_ddos::{FeatureRecord, Features, Prefix};
 use rampart_ddos_control::{BlockDecision, Detection, Interval, Planner, RateMonitor};
 use rampart_lab::Lab;
+use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
 use crate::alerts::{now_unix, Alert, Alerts};
@@ -46,7 +46,7 @@ use crate::tier::xdp::XdpTier;
 use crate::tier::{CounterKind, Tier, TierInfo};
 
 /// A blocked source as the daemon knows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Blocked {
     /// The prefix.
     pub prefix: String,
@@ -64,7 +64,7 @@ pub struct Blocked {
 }
 
 /// One source's measured rate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RateView {
     /// The prefix.
     pub prefix: String,
@@ -79,7 +79,7 @@ pub struct RateView {
 }
 
 /// A tier with its occupancy.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TierView {
     /// What it is.
     #[serde(flatten)]
@@ -119,9 +119,28 @@ pub struct View {
     pub unbanned_total: u64,
     /// Every source ever blocked (since start).
     pub blocked_total: u64,
+    /// Packet counters since start (what `/metrics` reports).
+    #[serde(skip)]
+    pub counters: Counters,
 }
 
-/// Operator commands (from the HTTP API).
+/// Packets counted by the daemon since it started, summed over its
+/// intervals from the tiers' own counters.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// Packets dropped, by (tier, reason).
+    pub drops: BTreeMap<(&'static str, String), u64>,
+    /// Packets each tier handled (saw).
+    pub tier_packets: BTreeMap<&'static str, u64>,
+}
+
+impl Counters {
+    pub(crate) fn add_drops(&mut self, tier: &'static str, reason: &str, n: u64) {
+        *self.drops.entry((tier, reason.to_string())).or_default() += n;
+    }
+}
+
+/// Operator commands (from the HTTP API), run on the daemon's thread.
 #[derive(Debug)]
 pub enum Command {
     /// Block a prefix.
@@ -139,8 +158,31 @@ pub enum Command {
     Unwhitelist(Prefix),
 }
 
-/// Answer to a command: Ok(message) or Err((http status, message)).
-pub type Reply = std::result::Result<String, (u16, String)>;
+/// Answer to a command: what was done, or why not.
+pub type Reply = std::result::Result<String, CommandError>;
+
+/// Why an operator command was not carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// Blocking a whitelisted prefix.
+    #[error("{0} is whitelisted: remove it from the whitelist first")]
+    Whitelisted(Prefix),
+    /// Blocking a prefix twice.
+    #[error("{0} is already blocked")]
+    AlreadyBlocked(Prefix),
+    /// Unblocking a prefix that is not blocked.
+    #[error("{0} is not blocked (GET /v1/blocked lists what is)")]
+    NotBlocked(Prefix),
+    /// Removing a prefix the operator never whitelisted.
+    #[error("{0} is not on the operator whitelist (entries from the config file stay)")]
+    NotWhitelisted(Prefix),
+    /// The daemon's loop has stopped.
+    #[error("the daemon has stopped")]
+    Stopped,
+    /// A tier failed to apply the change.
+    #[error(transparent)]
+    Failed(#[from] Error),
+}
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct SavedState {
@@ -215,6 +257,7 @@ pub struct Daemon {
     unbanned_total: u64,
     blocked_total: u64,
     last_rates: Vec<RateView>,
+    counters: Counters,
     nic_seen_prev: Option<u64>,
     /// Rates of sources held by a hardware tier without counters.
     estimates: HashMap<Prefix, Estimate>,
@@ -512,6 +555,7 @@ impl Daemon {
             unbanned_total: 0,
             blocked_total: 0,
             last_rates: Vec::new(),
+            counters: Counters::default(),
             nic_seen_prev: None,
             estimates: HashMap::new(),
             probing: HashSet::new(),
@@ -615,10 +659,7 @@ impl Daemon {
                 }
             }
             let reason = if t == 1 { "hw_rule" } else { "blacklist_entry" };
-            self.metrics
-                .drops
-                .with_label_values(&[name, reason])
-                .inc_by(delta_sum);
+            self.counters.add_drops(name, reason, delta_sum);
         }
         self.prev = next;
         Ok(out)
@@ -661,17 +702,11 @@ impl Daemon {
             *handled.entry(tier).or_default() += d;
             if is_drop && d > 0 {
                 let reason = key.trim_start_matches("drop:");
-                self.metrics
-                    .drops
-                    .with_label_values(&[tier, reason])
-                    .inc_by(d);
+                self.counters.add_drops(tier, reason, d);
             }
         }
         for (tier, d) in handled {
-            self.metrics
-                .tier_packets
-                .with_label_values(&[tier])
-                .inc_by(d);
+            *self.counters.tier_packets.entry(tier).or_default() += d;
         }
         if self.hw.is_some() && self.cfg.hw.backend == "emulated" {
             if let Ok(lab) = Lab::new(&self.cfg.daemon.lab) {
@@ -680,10 +715,8 @@ impl Daemon {
                     rampart_lab::topology::NIC_WAN_IF,
                 ) {
                     if let Some(p) = self.nic_seen_prev {
-                        self.metrics
-                            .tier_packets
-                            .with_label_values(&["emulated"])
-                            .inc_by(n.saturating_sub(p));
+                        *self.counters.tier_packets.entry("emulated").or_default() +=
+                            n.saturating_sub(p);
                     }
                     self.nic_seen_prev = Some(n);
                 }
@@ -867,7 +900,6 @@ impl Daemon {
             self.probing.extend(probes.iter().copied());
             plan.from_hw.extend(probes);
         }
-        self.metrics.threshold.set(self.planner.threshold());
         if self.exclusive && !plan.from_hw.is_empty() {
             // make: the nic-hop filter drops them again before their rules go
             let n = self.host.tier().install(&plan.from_hw)?;
@@ -924,7 +956,6 @@ impl Daemon {
             });
             self.was_attack = attack;
         }
-        self.metrics.under_attack.set(i64::from(attack));
         let mut rates = self.measure(secs)?;
         self.estimate_counterless(&mut rates);
         let blocked_rates: Vec<(Prefix, f64)> = self
@@ -965,13 +996,6 @@ impl Daemon {
             })
             .collect();
         rv.sort_by(|a, b| b.pps.total_cmp(&a.pps));
-        self.metrics.top_sources.reset();
-        for r in rv.iter().take(10) {
-            self.metrics
-                .top_sources
-                .with_label_values(&[&r.prefix])
-                .set(r.pps);
-        }
         self.last_rates = rv;
         if !decisions.is_empty() || !unbans.is_empty() {
             self.save();
@@ -1008,13 +1032,7 @@ impl Daemon {
     /// Update the shared view.
     fn publish(&mut self) {
         let mut tiers = Vec::new();
-        let mut push = |info: TierInfo,
-                        rules: Vec<(Prefix, crate::tier::Counts)>,
-                        blocked: &crate::metrics::Metrics| {
-            blocked
-                .blocked
-                .with_label_values(&[info.name])
-                .set(rules.len() as i64);
+        let mut push = |info: TierInfo, rules: Vec<(Prefix, crate::tier::Counts)>| {
             tiers.push(TierView {
                 dropped_packets: rules.iter().map(|(_, c)| c.packets).sum(),
                 rules: rules.len(),
@@ -1022,10 +1040,10 @@ impl Daemon {
             });
         };
         if let Some(h) = &self.hw {
-            push(h.info(), h.rules(), &self.metrics);
+            push(h.info(), h.rules());
         }
         let t = self.host.tier_ref();
-        push(t.info(), t.rules().unwrap_or_default(), &self.metrics);
+        push(t.info(), t.rules().unwrap_or_default());
         let mut wl: Vec<String> = self
             .detection
             .whitelist()
@@ -1048,6 +1066,7 @@ impl Daemon {
             whitelist: wl,
             unbanned_total: self.unbanned_total,
             blocked_total: self.blocked_total,
+            counters: self.counters.clone(),
         };
         if let Ok(mut w) = self.view.write() {
             *w = v;
@@ -1059,13 +1078,10 @@ impl Daemon {
         let r = match c {
             Command::Block { prefix, reason } => {
                 if self.detection.is_whitelisted(&prefix) {
-                    return Err((
-                        409,
-                        format!("{prefix} is whitelisted: remove it from the whitelist first"),
-                    ));
+                    return Err(CommandError::Whitelisted(prefix));
                 }
                 if self.blocked.contains_key(&prefix) {
-                    return Err((409, format!("{prefix} is already blocked")));
+                    return Err(CommandError::AlreadyBlocked(prefix));
                 }
                 let d = BlockDecision {
                     prefix,
@@ -1083,10 +1099,7 @@ impl Daemon {
             }
             Command::Unblock(p) => {
                 if !self.blocked.contains_key(&p) {
-                    return Err((
-                        404,
-                        format!("{p} is not blocked (GET /v1/blocked lists what is)"),
-                    ));
+                    return Err(CommandError::NotBlocked(p));
                 }
                 self.unblock_now(&[p], "operator", &["unblocked through the API".into()])
                     .map(|()| format!("{p} unblocked"))
@@ -1111,7 +1124,7 @@ impl Daemon {
             }
             Command::Unwhitelist(p) => {
                 if !self.operator_whitelist.contains(&p) {
-                    return Err((404, format!("{p} is not on the operator whitelist (entries from the config file stay)")));
+                    return Err(CommandError::NotWhitelisted(p));
                 }
                 self.operator_whitelist.retain(|w| *w != p);
                 self.detection.remove_whitelist(&p);
@@ -1120,44 +1133,25 @@ impl Daemon {
         };
         self.save();
         self.publish();
-        r.map_err(|e| (500, e.to_string()))
+        Ok(r?)
+    }
+}
+
+/// The daemon on its owner thread: every interval runs [`Daemon::step`],
+/// and operator commands run between intervals.
+impl Owned for Daemon {
+    fn interval(&self) -> Option<Duration> {
+        Some(Duration::from_secs_f64(self.cfg.daemon.interval_s))
     }
 
-    /// Run until `stop`, executing commands between intervals.
-    ///
-    /// # Errors
-    /// Never for a failing interval (logged, the loop continues).
-    pub fn run(
-        &mut self,
-        stop: &AtomicBool,
-        cmds: &Receiver<(Command, Sender<Reply>)>,
-    ) -> Result<()> {
-        let interval = Duration::from_secs_f64(self.cfg.daemon.interval_s);
-        let mut next = Instant::now() + interval;
-        while !stop.load(Ordering::Relaxed) {
-            loop {
-                while let Ok((c, reply)) = cmds.try_recv() {
-                    let _ = reply.send(self.command(c));
-                }
-                let now = Instant::now();
-                if now >= next || stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                std::thread::sleep((next - now).min(Duration::from_millis(10)));
-            }
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
-            next += interval;
-            if next < Instant::now() {
-                next = Instant::now() + interval;
-            }
-            if let Err(e) = self.step() {
-                tracing::warn!("interval failed: {e}");
-            }
+    fn tick(&mut self) {
+        if let Err(e) = self.step() {
+            tracing::warn!("interval failed: {e}");
         }
+    }
+
+    fn finish(&mut self) {
         self.save();
-        Ok(())
     }
 }
 
@@ -1168,10 +1162,7 @@ pub struct Handle {
     pub view: Arc<RwLock<View>>,
     /// Its metrics.
     pub metrics: Metrics,
-    /// Send commands here.
-    pub cmds: Sender<(Command, Sender<Reply>)>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<()>>>,
+    owner: Owner<Daemon>,
 }
 
 /// Give the calling thread nice value `n` (`daemon.nice`); a failure is
@@ -1200,53 +1191,35 @@ impl Handle {
     /// As [`Daemon::start`].
     pub fn spawn(cfg: Config) -> Result<Self> {
         let view = Arc::new(RwLock::new(View::default()));
-        let metrics = Metrics::new();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (v, m, s) = (view.clone(), metrics.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("rampart-ddosd".into())
-            .spawn(move || -> Result<()> {
-                set_thread_nice(cfg.daemon.nice);
-                let mut d = match Daemon::start(cfg, v, m) {
-                    Ok(d) => {
-                        let _ = ready_tx.send(Ok(()));
-                        d
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return Ok(());
-                    }
-                };
-                d.run(&s, &rx)
-            })
-            .map_err(|e| Error::io("starting the daemon thread", e))?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Self {
-                view,
-                metrics,
-                cmds: tx,
-                stop,
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                Err(e)
-            }
-            Err(_) => Err(Error::Config(
-                "the daemon thread died while starting".into(),
-            )),
-        }
+        let metrics = Metrics::new(view.clone());
+        let (v, m) = (view.clone(), metrics.clone());
+        let owner = Owner::spawn("rampart-ddosd", move || {
+            set_thread_nice(cfg.daemon.nice);
+            Daemon::start(cfg, v, m)
+        })
+        .map_err(|e| match e {
+            SpawnError::Init(e) => e,
+            SpawnError::Thread(e) => Error::io("starting the daemon thread", e),
+            SpawnError::Died => Error::Config("the daemon thread died while starting".into()),
+        })?;
+        Ok(Self {
+            view,
+            metrics,
+            owner,
+        })
     }
 
-    /// Send a command and wait for the answer.
+    /// Send a command and wait for the answer (blocking).
     pub fn command(&self, c: Command) -> Reply {
-        let (tx, rx) = std::sync::mpsc::channel();
-        self.cmds
-            .send((c, tx))
-            .map_err(|_| (503, "daemon stopped".to_string()))?;
-        rx.recv().map_err(|_| (503, "daemon stopped".to_string()))?
+        self.owner
+            .handle()
+            .call(move |d| d.command(c))
+            .map_err(|_| CommandError::Stopped)?
+    }
+
+    /// Where the API sends its commands.
+    pub fn owner(&self) -> OwnerHandle<Daemon> {
+        self.owner.handle()
     }
 
     /// A copy of the current view.
@@ -1254,29 +1227,18 @@ impl Handle {
         self.view.read().map(|v| v.clone()).unwrap_or_default()
     }
 
-    /// Stop the loop (filtering stays: everything is pinned) and wait for it.
+    /// Stop the loop (filtering stays: everything is pinned) and wait for
+    /// it; the state file is saved on the way out.
     ///
     /// # Errors
-    /// The loop's error.
-    pub fn stop(mut self) -> Result<()> {
-        self.stop.store(true, Ordering::Relaxed);
-        match self.thread.take() {
-            Some(t) => t.join().unwrap_or(Ok(())),
-            None => Ok(()),
-        }
+    /// None today (kept for callers that handle a failing stop).
+    pub fn stop(self) -> Result<()> {
+        self.owner.stop();
+        Ok(())
     }
 
     /// Stop flag (for signal handlers).
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
-        self.stop.clone()
-    }
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.owner.stop_flag()
     }
 }

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use rampart_ddos::filter::{Filter, Scope};
 use rampart_ddos::Prefix;
-use rampart_ddosd::api::{ApiState, Server};
 use rampart_ddosd::tier::emulated::EmulatedNic;
 use rampart_ddosd::tier::{ethtool, tc_flower, xdp_hw, Tier};
 use rampart_ddosd::{Command, Config, Error, Handle};
@@ -60,7 +59,7 @@ impl Drop for Cleanup {
 
 fn config(lab: &TestLab, c: &Cleanup, mode: &str, extra: &str) -> Config {
     Config::parse(&format!(
-        "[daemon]\nmode = \"{mode}\"\nnetns = \"{}\"\nlab = \"{}\"\ninterval_s = 0.1\nlisten = \"\"\n\
+        "[server]\nlisten = \"\"\n[daemon]\nmode = \"{mode}\"\nnetns = \"{}\"\nlab = \"{}\"\ninterval_s = 0.1\n\
          alerts = \"{}\"\nstate_dir = \"{}\"\n[filter]\nmax_entries = 4096\nmax_prefixes = 256\nfeatures_capacity = 8192\nsample_shift = 0\n\
          [hw]\nupdate_delay_ms = 0\n{extra}",
         lab.host_ns(),
@@ -364,11 +363,20 @@ fn restart_under_attack_leaks_no_packet() {
     );
 }
 
-fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -384,64 +392,119 @@ fn api_answers_bad_requests_with_4xx_and_a_message() {
     let lab = TestLab::up("dtapi", 0);
     let c = Cleanup::new(&lab);
     let h = Handle::spawn(config(&lab, &c, "xdp-host", "")).unwrap();
-    let srv = Server::start("127.0.0.1:0", ApiState::of(&h)).unwrap();
-    let a = srv.addr;
-    let (code, body) = http(a, "POST", "/v1/block", "{not json");
+    let tokens = c.dir.join("tokens");
+    std::fs::write(&tokens, "# operators\nops api-test-token-1\n").unwrap();
+    let srv = rampart_ddosd::api::start(
+        &h,
+        &rampart_service::ServerConfig {
+            listen: Some("127.0.0.1:0".into()),
+            metrics_listen: None,
+            token_file: Some(tokens),
+        },
+    )
+    .unwrap();
+    let a = srv.api_addr().unwrap();
+    let t = Some("api-test-token-1");
+    // Changes need the token; reads on loopback do not.
+    let (code, body) = http(a, "POST", "/v1/blocked", None, r#"{"prefix": "192.0.2.7"}"#);
+    assert_eq!(code, 401, "{body}");
+    assert!(
+        body.contains("\"code\":\"unauthorized\"") && body.contains("Bearer"),
+        "{body}"
+    );
+    let (code, body) = http(
+        a,
+        "POST",
+        "/v1/blocked",
+        Some("api-test-token-2"),
+        r#"{"prefix": "192.0.2.7"}"#,
+    );
+    assert_eq!(code, 401);
+    assert!(body.contains("unknown token"), "{body}");
+    let (code, _) = http(a, "DELETE", "/v1/blocked/192.0.2.7", None, "");
+    assert_eq!(code, 401);
+    assert_eq!(http(a, "GET", "/healthz", None, ""), (200, "ok\n".into()));
+    let (code, body) = http(a, "POST", "/v1/blocked", t, "{not json");
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("error") && body.contains("prefix"), "{body}");
-    let (code, body) = http(a, "POST", "/v1/block", r#"{"prefix": "300.1.2.3"}"#);
+    let (code, body) = http(a, "POST", "/v1/blocked", t, r#"{"prefix": "300.1.2.3"}"#);
     assert_eq!(code, 400);
     assert!(body.contains("300.1.2.3"), "{body}");
     let (code, body) = http(
         a,
         "POST",
-        "/v1/block",
+        "/v1/blocked",
+        t,
         r#"{"prefix": "192.0.2.0/24", "bogus": 1}"#,
     );
     assert_eq!(code, 400, "unknown fields refused: {body}");
-    let (code, body) = http(a, "POST", "/v1/unblock", r#"{"prefix": "192.0.2.7"}"#);
+    let (code, body) = http(a, "DELETE", "/v1/blocked/192.0.2.7", t, "");
     assert_eq!(code, 404, "{body}");
     assert!(body.contains("not blocked"));
+    assert!(body.contains("\"code\":\"not_found\""), "{body}");
+    let (code, body) = http(a, "DELETE", "/v1/blocked/300.1.2.3", t, "");
+    assert_eq!(code, 400, "{body}");
     let (code, _) = http(
         a,
         "POST",
-        "/v1/block",
+        "/v1/blocked",
+        t,
         r#"{"prefix": "192.0.2.7", "reason": "manual"}"#,
     );
     assert_eq!(code, 200);
-    let (code, body) = http(a, "POST", "/v1/block", r#"{"prefix": "192.0.2.7"}"#);
+    let (code, body) = http(a, "POST", "/v1/blocked", t, r#"{"prefix": "192.0.2.7"}"#);
     assert_eq!(code, 409, "{body}");
-    let (code, body) = http(a, "GET", "/v1/blocked", "");
+    assert!(body.contains("\"code\":\"conflict\""), "{body}");
+    let (code, body) = http(a, "GET", "/v1/blocked", None, "");
     assert_eq!(code, 200);
     assert!(
         body.contains("192.0.2.7/32") && body.contains("manual"),
         "{body}"
     );
-    let (code, body) = http(a, "POST", "/v1/whitelist", r#"{"prefix": "192.0.2.0/24"}"#);
-    assert_eq!(code, 200, "{body}");
-    assert!(body.contains("1 blocked prefixes released"), "{body}");
-    let (code, body) = http(a, "POST", "/v1/block", r#"{"prefix": "192.0.2.9"}"#);
-    assert_eq!(code, 409);
-    assert!(body.contains("whitelisted"), "{body}");
-    let (code, _) = http(
+    let (code, body) = http(
         a,
         "POST",
-        "/v1/whitelist/remove",
-        r#"{"prefix": "198.51.100.0/24"}"#,
+        "/v1/whitelist",
+        t,
+        r#"{"prefix": "192.0.2.0/24"}"#,
     );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("1 blocked prefixes released"), "{body}");
+    let (code, body) = http(a, "POST", "/v1/blocked", t, r#"{"prefix": "192.0.2.9"}"#);
+    assert_eq!(code, 409);
+    assert!(body.contains("whitelisted"), "{body}");
+    let (code, _) = http(a, "DELETE", "/v1/whitelist/198.51.100.0%2F24", t, "");
     assert_eq!(code, 404);
-    let (code, body) = http(a, "GET", "/v1/nope", "");
+    // A prefix in the path is URL-encoded.
+    let (code, body) = http(a, "DELETE", "/v1/whitelist/192.0.2.0%2F24", t, "");
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = http(a, "GET", "/v1/whitelist", None, "");
+    assert_eq!(
+        (code, body.contains("192.0.2.0/24")),
+        (200, false),
+        "{body}"
+    );
+    let (code, body) = http(a, "GET", "/v1/nope", None, "");
     assert_eq!(code, 404);
     assert!(body.contains("/v1/status"), "{body}");
-    let (code, body) = http(a, "GET", "/metrics", "");
+    let (code, body) = http(a, "POST", "/v1/status", t, "");
+    assert_eq!(code, 405, "{body}");
+    let (code, body) = http(a, "GET", "/metrics", None, "");
     assert_eq!(code, 200);
     assert!(
         body.contains("rampart_ddos_blocks_total{detector=\"operator\"} 1"),
         "{body}"
     );
-    let (code, body) = http(a, "GET", "/v1/tiers", "");
+    let (code, body) = http(a, "GET", "/v1/tiers", None, "");
     assert_eq!(code, 200);
     assert!(body.contains("\"name\":\"xdp\""), "{body}");
+    let (code, body) = http(a, "GET", "/v1/openapi.json", None, "");
+    assert_eq!(code, 200);
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        doc["paths"]["/v1/blocked/{prefix}"]["delete"].is_object(),
+        "{body}"
+    );
     drop(srv);
     h.stop().unwrap();
 }

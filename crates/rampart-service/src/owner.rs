@@ -67,6 +67,13 @@ impl<S> std::fmt::Debug for OwnerHandle<S> {
 }
 
 impl<S: 'static> OwnerHandle<S> {
+    /// A handle to no thread: every request fails with [`Stopped`] (for
+    /// tests of what surrounds a daemon).
+    pub fn disconnected() -> Self {
+        let (tx, _) = mpsc::channel();
+        Self { tx }
+    }
+
     /// Run `f` on the owner thread and wait for its result (blocking; not
     /// from async code, see [`OwnerHandle::run`]).
     ///
@@ -315,6 +322,10 @@ mod tests {
         o.stop();
         assert!(finished.load(Ordering::Relaxed), "finish ran");
         assert_eq!(h.call(|c| c.add(1)), Err(Stopped));
+        assert_eq!(
+            OwnerHandle::<Counter>::disconnected().call(|c| c.ticks),
+            Err(Stopped)
+        );
         assert_eq!(rt.block_on(h.run(|c| c.add(1))), Err(Stopped));
     }
 

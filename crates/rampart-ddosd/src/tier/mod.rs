@@ -24,7 +24,7 @@ pub mod xdp;
 pub mod xdp_hw;
 
 /// What a tier's per-rule counters are worth.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CounterKind {
     /// Every dropped packet counted.
@@ -36,7 +36,7 @@ pub enum CounterKind {
 }
 
 /// What a tier is.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct TierInfo {
     /// Backend name (`emulated`, `xdp`, `tc-flower`, `ethtool-ntuple`, `xdp-hw`, `iptables`).
     pub name: &'static str,
@@ -46,7 +46,8 @@ pub struct TierInfo {
     pub location: String,
     /// Most rules it holds (`None`: bounded only by the blacklist's own capacity).
     pub capacity: Option<usize>,
-    /// Cost of one rule insert or removal.
+    /// Cost of one rule insert or removal (`{"secs", "nanos"}`).
+    #[schema(value_type = Object)]
     pub update_cost: Duration,
     /// Counter quality.
     pub counters: CounterKind,

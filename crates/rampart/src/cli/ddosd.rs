@@ -1,45 +1,47 @@
-//! `rampart ddos run --config FILE`: the mitigation daemon (crates/rampart-ddosd).
+//! `rampart ddos run [--config FILE]`: the mitigation daemon (crates/rampart-ddosd).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use rampart_ddosd::api::{ApiState, Server};
 use rampart_ddosd::{Config, Handle};
 
 /// `rampart ddos run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// TOML configuration (every key optional; see docs/architecture.md, "DDoS daemon").
+    /// TOML configuration (every key optional; dist/rampart-ddos.toml is the
+    /// commented reference). Without it, the defaults.
     #[arg(long)]
-    pub config: PathBuf,
-    /// Print the configuration with every default filled in, and exit.
+    pub config: Option<PathBuf>,
+    /// Print the effective configuration (every default filled in) as TOML, and exit.
     #[arg(long)]
     pub print_config: bool,
 }
 
 pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
-    let cfg = Config::load(&a.config)?;
+    let cfg = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
     if a.print_config {
-        println!(
-            "{}",
-            toml::to_string_pretty(&cfg).context("rendering the config")?
-        );
+        print!("{}", cfg.render()?);
         return Ok(());
     }
-    let listen = cfg.daemon.listen.clone();
+    let server_cfg = cfg.server.clone();
     let mode = cfg.daemon.mode.name();
     let h = Handle::spawn(cfg)?;
-    let _server = if listen.is_empty() {
-        None
-    } else {
-        Some(Server::start(&listen, ApiState::of(&h))?)
-    };
+    let server = rampart_ddosd::api::start(&h, &server_cfg)?;
     let v = h.view();
+    let mut api = String::new();
+    if let Some(a) = server.api_addr() {
+        api.push_str(&format!(", API on http://{a}"));
+    }
+    if let Some(m) = server.metrics_addr() {
+        api.push_str(&format!(", metrics on http://{m}/metrics"));
+    }
     eprintln!(
-        "rampart ddos daemon: mode {mode}, {} tiers, {} sources blocked{}{}",
+        "rampart ddos daemon: mode {mode}, {} tiers, {} sources blocked{}{api}",
         v.tiers.len(),
         v.blocked.len(),
         if v.resumed {
@@ -47,15 +49,8 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
         } else {
             ""
         },
-        if listen.is_empty() {
-            String::new()
-        } else {
-            format!(", API on http://{listen}")
-        }
     );
-    while !cancel.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    server.run_until(cancel);
     h.stop()?;
     eprintln!("rampart ddos daemon stopped; filtering stays in force (state pinned)");
     Ok(())
