@@ -98,6 +98,13 @@ impl Samples {
             .or_default()
             .push((labels.iter().map(|s| (*s).to_string()).collect(), value));
     }
+
+    /// Add every sample of `other` (read elsewhere, e.g. on an owner thread).
+    pub fn extend(&mut self, other: Samples) {
+        for (k, v) in other.values {
+            self.values.entry(k).or_default().extend(v);
+        }
+    }
 }
 
 impl StateCollector {

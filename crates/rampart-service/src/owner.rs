@@ -33,6 +33,12 @@ type Job<S> = Box<dyn FnOnce(&mut S) + Send>;
 #[error("the daemon's owner thread has stopped")]
 pub struct Stopped;
 
+impl crate::ToApiError for Stopped {
+    fn to_api_error(&self) -> crate::ApiError {
+        crate::ApiError::new(crate::ErrorKind::Unavailable, self.to_string())
+    }
+}
+
 /// Why an owner thread did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum SpawnError<E> {

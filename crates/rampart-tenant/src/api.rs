@@ -1,9 +1,11 @@
-//! The tenant HTTP API (`rampart tenant serve`) and Prometheus metrics.
+//! The tenant HTTP API (`rampart tenant serve`), on the service shell
+//! (`rampart_service`).
 //!
-//! Every `/v1` request carries `Authorization: Bearer <token>`; the token
-//! names the tenant, and every route acts on that tenant only — there is
-//! no route that takes a tenant name, so a tenant cannot see or change
-//! another tenant's program, selectors, maps or statistics.
+//! Every `/v1` route of a tenant needs `Authorization: Bearer <token>`;
+//! the token (a line `NAME TOKEN` of `server.token_file`) names the tenant,
+//! and every route acts on that tenant only — there is no route that takes
+//! a tenant name, so a tenant cannot see or change another tenant's
+//! program, selectors, maps or statistics.
 //!
 //! | method | path | what |
 //! |---|---|---|
@@ -12,29 +14,34 @@
 //! | GET / PUT | /v1/selectors | list / replace (body: JSON array of selectors) |
 //! | GET | /v1/stats | packets, bytes, verdicts, drops by reason, CPU ns, tokens |
 //! | GET | /v1/maps, /v1/maps/{map} | the caller's maps / entries (hex) |
-//! | PUT | /v1/maps/{map} | set an entry: `{"key": hex, "value": hex}` |
+//! | PUT | /v1/maps/{map}/{key} | set an entry (key in hex): `{"value": hex}` |
 //! | DELETE | /v1/maps/{map}/{key} | delete an entry (key in hex) |
-//! | GET | /metrics | Prometheus, all tenants (operator endpoint, no token) |
-//! | GET | /healthz | liveness |
+//! | GET | /metrics, /healthz, /v1/openapi.json | the shell's (all tenants' metrics; no token on loopback) |
+//!
+//! Errors are `{"error": {"code", "message", "details"?}}`: a refused
+//! program has code `refused` (`details.reason`), `compile`
+//! (`details.compiler`: clang's output) or `verifier`
+//! (`details.verifier_log`).
 
+use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
-use axum::{Json, Router};
-use serde::Serialize;
+use axum::Json;
+use rampart_service::auth::Principal;
+use rampart_service::{ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, Routes, ToApiError};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
+use utoipa::ToSchema;
+use utoipa_axum::routes;
 
 use crate::agent::AgentHandle;
 use crate::compiler::{Compiler, Submission};
 use crate::error::Error;
-use crate::host::{HostAgent, ProgramInfo};
-use crate::selector::Selector;
+use crate::host::{HostAgent, ProgramInfo, TenantStats};
 
 /// Shared state of the HTTP server.
 #[derive(Debug)]
@@ -43,124 +50,81 @@ pub struct ApiState {
     pub agent: AgentHandle,
     /// The compiler agent.
     pub compiler: Compiler,
+    /// Tenant ids by name (the names tokens carry).
+    pub tenants: HashMap<String, u32>,
 }
 
-/// An error as the API returns it.
-#[derive(Debug)]
-pub struct ApiError(Error);
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        ApiError(e)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (code, body) = match &self.0 {
-            Error::Invalid(m) => (
-                StatusCode::BAD_REQUEST,
-                json!({"error": "invalid", "message": m}),
-            ),
-            Error::NotFound(m) => (
-                StatusCode::NOT_FOUND,
-                json!({"error": "not_found", "message": m}),
-            ),
-            Error::Conflict(m) => (
-                StatusCode::CONFLICT,
-                json!({"error": "conflict", "message": m}),
-            ),
-            Error::Refused { reason } => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                json!({"error": "refused", "message": format!("program refused: {reason}"), "reason": reason}),
-            ),
-            Error::Compile { stderr } => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                json!({"error": "compile", "message": "compilation failed", "compiler": stderr}),
-            ),
-            Error::Verifier { summary, log } => (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                json!({"error": "verifier", "message": format!("the kernel verifier rejected the program: {summary}"),
-                       "verifier_log": log}),
-            ),
-            other => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                json!({"error": "internal", "message": other.to_string()}),
-            ),
-        };
-        (code, Json(body)).into_response()
+impl ToApiError for Error {
+    fn to_api_error(&self) -> ApiError {
+        match self {
+            Error::Invalid(m) => ApiError::new(ErrorKind::Invalid, m.clone()),
+            Error::NotFound(m) => ApiError::new(ErrorKind::NotFound, m.clone()),
+            Error::Conflict(m) => ApiError::new(ErrorKind::Conflict, m.clone()),
+            Error::Refused { reason } => ApiError::new(ErrorKind::Refused, self.to_string())
+                .with_details(json!({ "reason": reason })),
+            Error::Compile { stderr } => ApiError::new(ErrorKind::Refused, "compilation failed")
+                .with_code("compile")
+                .with_details(json!({ "compiler": stderr })),
+            Error::Verifier { log, .. } => ApiError::new(ErrorKind::Refused, self.to_string())
+                .with_code("verifier")
+                .with_details(json!({ "verifier_log": log })),
+            Error::Stopped(_) => ApiError::new(ErrorKind::Unavailable, self.to_string()),
+            other => ApiError::new(ErrorKind::Internal, other.to_string()),
+        }
     }
 }
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// The authenticated tenant of a request.
+/// The authenticated tenant of a request (its id).
 #[derive(Debug, Clone, Copy)]
 pub struct Tenant(pub u32);
 
 impl FromRequestParts<Arc<ApiState>> for Tenant {
-    type Rejection = Response;
+    type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut Parts,
         state: &Arc<ApiState>,
     ) -> Result<Self, Self::Rejection> {
-        let unauthorized = |m: &str| {
-            (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                Json(json!({"error": "unauthorized", "message": m})),
-            )
-                .into_response()
-        };
-        let Some(h) = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-        else {
-            return Err(unauthorized("missing Authorization: Bearer <token>"));
-        };
-        let Some(token) = h.strip_prefix("Bearer ").map(str::trim) else {
-            return Err(unauthorized("Authorization must be `Bearer <token>`"));
-        };
-        let token = token.to_string();
-        match state.agent.run(move |a| a.authenticate(&token)).await {
-            Ok(Some(id)) => Ok(Tenant(id)),
-            Ok(None) => Err(unauthorized("unknown token")),
-            Err(e) => Err(ApiError(e).into_response()),
-        }
+        let p = Principal::from_request_parts(parts, state).await?;
+        p.name
+            .as_ref()
+            .and_then(|n| state.tenants.get(n))
+            .map(|id| Tenant(*id))
+            .ok_or_else(|| ApiError::new(ErrorKind::Unauthorized, "this token names no tenant"))
     }
 }
 
-/// The router.
-pub fn router(state: Arc<ApiState>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", get(metrics))
-        .route("/v1/tenant", get(tenant_info))
-        .route(
-            "/v1/program",
-            get(program_get).put(program_put).delete(program_delete),
-        )
-        .route("/v1/selectors", get(selectors_get).put(selectors_put))
-        .route("/v1/stats", get(stats_get))
-        .route("/v1/maps", get(maps_list))
-        .route("/v1/maps/{map}", get(map_dump).put(map_set))
-        .route("/v1/maps/{map}/{key}", delete(map_delete))
+/// The routes.
+pub fn routes(state: Arc<ApiState>) -> Routes {
+    Routes::new()
+        .routes(routes!(tenant_info))
+        .routes(routes!(program_get, program_put, program_delete))
+        .routes(routes!(selectors_get, selectors_put))
+        .routes(routes!(stats_get))
+        .routes(routes!(maps_list))
+        .routes(routes!(map_dump))
+        .routes(routes!(map_set, map_delete))
         .with_state(state)
 }
 
-#[derive(Debug, Serialize)]
-struct TenantView {
+/// `GET /v1/tenant`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantView {
     name: String,
     id: u32,
     weight: u32,
-    selectors: Vec<Selector>,
+    /// Selectors (`prefix:ADDR/LEN`, `vlan:ID`, `vni:ID`, `iface:NAME`).
+    selectors: Vec<String>,
     ports: Vec<String>,
     program: Option<ProgramInfo>,
     limits: crate::confine::Policy,
 }
 
+#[utoipa::path(get, path = "/v1/tenant", tag = "tenant",
+    responses((status = 200, description = "The calling tenant", body = TenantView),
+        (status = 401, description = "No or unknown token", body = ErrorBody)))]
 async fn tenant_info(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
@@ -174,7 +138,7 @@ async fn tenant_info(
                 name: t.name,
                 id,
                 weight: t.weight,
-                selectors: t.selectors,
+                selectors: t.selectors.iter().map(ToString::to_string).collect(),
                 ports: t.ports,
                 program: a.program(id).cloned(),
                 limits: policy,
@@ -185,15 +149,24 @@ async fn tenant_info(
     Ok(Json(v))
 }
 
+#[utoipa::path(get, path = "/v1/program", tag = "tenant",
+    responses((status = 200, description = "The running program", body = ProgramInfo),
+        (status = 404, description = "No program", body = ErrorBody)))]
 async fn program_get(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
 ) -> ApiResult<Json<ProgramInfo>> {
     let p = s.agent.run(move |a| a.program(id).cloned()).await?;
     p.map(Json)
-        .ok_or_else(|| ApiError(Error::NotFound("no program: PUT one to /v1/program".into())))
+        .ok_or_else(|| Error::NotFound("no program: PUT one to /v1/program".into()).into())
 }
 
+#[utoipa::path(put, path = "/v1/program", tag = "tenant",
+    request_body(content = String, content_type = "application/octet-stream",
+        description = "C source (compiled against rampart_tenant.h) or a BPF ELF object"),
+    responses((status = 200, description = "Running", body = ProgramInfo),
+        (status = 400, description = "Empty body", body = ErrorBody),
+        (status = 422, description = "Refused: code refused, compile or verifier, with details", body = ErrorBody)))]
 async fn program_put(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
@@ -210,52 +183,76 @@ async fn program_put(
     Ok(Json(info))
 }
 
+/// `DELETE /v1/program`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Removed {
+    /// false: there was no program.
+    removed: bool,
+}
+
+#[utoipa::path(delete, path = "/v1/program", tag = "tenant",
+    responses((status = 200, description = "Removed (your packets pass untouched; maps stay)", body = Removed)))]
 async fn program_delete(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
-) -> ApiResult<Json<serde_json::Value>> {
+) -> ApiResult<Json<Removed>> {
     let removed = s.agent.run(move |a| a.remove_program(id)).await??;
-    Ok(Json(json!({ "removed": removed })))
+    Ok(Json(Removed { removed }))
 }
 
+#[utoipa::path(get, path = "/v1/selectors", tag = "tenant",
+    responses((status = 200, description = "Selectors", body = Vec<String>)))]
 async fn selectors_get(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
-) -> ApiResult<Json<Vec<Selector>>> {
+) -> ApiResult<Json<Vec<String>>> {
     let v = s
         .agent
         .run(move |a| {
             a.tenant(id)
-                .map(|t| t.selectors.clone())
+                .map(|t| t.selectors.iter().map(ToString::to_string).collect())
                 .unwrap_or_default()
         })
         .await?;
     Ok(Json(v))
 }
 
+#[utoipa::path(put, path = "/v1/selectors", tag = "tenant",
+    request_body(content = Vec<String>, description = "Every selector, replacing all: [\"prefix:10.0.0.0/24\", \"vlan:101\"]"),
+    responses((status = 200, description = "The selectors now", body = Vec<String>),
+        (status = 400, description = "A bad selector", body = ErrorBody),
+        (status = 409, description = "A selector of another tenant", body = ErrorBody)))]
 async fn selectors_put(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
-    body: Bytes,
-) -> ApiResult<Json<Vec<Selector>>> {
-    let items: Vec<String> = serde_json::from_slice(&body).map_err(|e| {
-        Error::Invalid(format!(
-            "body must be a JSON array of selectors like [\"prefix:10.0.0.0/24\"]: {e}"
-        ))
-    })?;
-    let sels = crate::selector::parse_list(&items)?;
-    let out = sels.clone();
+    ApiJson(items): ApiJson<Selectors>,
+) -> ApiResult<Json<Vec<String>>> {
+    let sels = crate::selector::parse_list(&items.0)?;
+    let out = sels.iter().map(ToString::to_string).collect();
     s.agent.run(move |a| a.set_selectors(id, sels)).await??;
     Ok(Json(out))
 }
 
+/// The body of `PUT /v1/selectors`.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub struct Selectors(Vec<String>);
+
+impl JsonBody for Selectors {
+    const EXAMPLE: &'static str = r#"["prefix:10.20.1.0/24", "vlan:101"]"#;
+}
+
+#[utoipa::path(get, path = "/v1/stats", tag = "tenant",
+    responses((status = 200, description = "Packets, verdicts, drops, CPU time, tokens", body = TenantStats)))]
 async fn stats_get(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
-) -> ApiResult<Json<crate::host::TenantStats>> {
+) -> ApiResult<Json<TenantStats>> {
     Ok(Json(s.agent.run(move |a| a.stats(id)).await??))
 }
 
+#[utoipa::path(get, path = "/v1/maps", tag = "tenant",
+    responses((status = 200, description = "The caller's maps", body = Vec<MapView>)))]
 async fn maps_list(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
@@ -276,9 +273,11 @@ async fn maps_list(
     ))
 }
 
-#[derive(Debug, Serialize)]
-struct MapView {
+/// A tenant map's definition.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MapView {
     name: String,
+    /// Kernel map type number.
     #[serde(rename = "type")]
     kind: u32,
     key_size: u32,
@@ -329,6 +328,10 @@ async fn tenant_map_fd(s: &ApiState, id: u32, map: String) -> Result<(OwnedFd, M
     Ok((fd, view))
 }
 
+#[utoipa::path(get, path = "/v1/maps/{map}", tag = "tenant",
+    params(("map" = String, Path, description = "One of the caller's maps")),
+    responses((status = 200, description = "`{\"map\": MapView, \"entries\": [{\"key\": hex, \"value\": hex or [hex per CPU]}]}`", body = Object),
+        (status = 404, description = "No such map", body = ErrorBody)))]
 async fn map_dump(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
@@ -384,24 +387,42 @@ async fn map_dump(
     Ok(Json(json!({"map": v, "entries": entries})))
 }
 
+/// The body of `PUT /v1/maps/{map}/{key}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MapValue {
+    /// The value, `value_size` bytes in hex (per-CPU maps: the same on every CPU).
+    value: String,
+}
+
+impl JsonBody for MapValue {
+    const EXAMPLE: &'static str = r#"{"value": "2a00000000000000"}"#;
+}
+
+/// An entry set.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MapEntry {
+    /// Key, hex.
+    key: String,
+    /// Value, hex.
+    value: String,
+}
+
+#[utoipa::path(put, path = "/v1/maps/{map}/{key}", tag = "tenant",
+    params(("map" = String, Path, description = "One of the caller's maps"),
+        ("key" = String, Path, description = "Key, `key_size` bytes in hex")),
+    request_body = MapValue,
+    responses((status = 200, description = "Set", body = MapEntry),
+        (status = 400, description = "Bad key or value (size, hex)", body = ErrorBody),
+        (status = 404, description = "No such map", body = ErrorBody)))]
 async fn map_set(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
-    Path(map): Path<String>,
-    body: Bytes,
-) -> ApiResult<Json<serde_json::Value>> {
-    #[derive(serde::Deserialize)]
-    struct Entry {
-        key: String,
-        value: String,
-    }
-    let e: Entry = serde_json::from_slice(&body).map_err(|e| {
-        Error::Invalid(format!(
-            "body must be {{\"key\": hex, \"value\": hex}}: {e}"
-        ))
-    })?;
+    Path((map, key)): Path<(String, String)>,
+    ApiJson(e): ApiJson<MapValue>,
+) -> ApiResult<Json<MapEntry>> {
     let (fd, v) = tenant_map_fd(&s, id, map).await?;
-    let key = unhex(&e.key, v.key_size, "key")?;
+    let key = unhex(&key, v.key_size, "key")?;
     let one = unhex(&e.value, v.value_size, "value")?;
     let val = if is_percpu(v.kind) {
         let stride = (v.value_size as usize + 7) & !7;
@@ -415,9 +436,17 @@ async fn map_set(
     };
     rampart_dataplane::maps::update_raw(fd.as_raw_fd(), &key, &val, 0)
         .map_err(|e| Error::Invalid(format!("update refused by the kernel: {e}")))?;
-    Ok(Json(json!({"key": hex(&key), "value": e.value})))
+    Ok(Json(MapEntry {
+        key: hex(&key),
+        value: e.value,
+    }))
 }
 
+#[utoipa::path(delete, path = "/v1/maps/{map}/{key}", tag = "tenant",
+    params(("map" = String, Path, description = "One of the caller's maps"),
+        ("key" = String, Path, description = "Key, `key_size` bytes in hex")),
+    responses((status = 200, description = "`{\"deleted\": key}`", body = Object),
+        (status = 404, description = "No such map or entry", body = ErrorBody)))]
 async fn map_delete(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
@@ -431,9 +460,4 @@ async fn map_delete(
         return Err(Error::NotFound(format!("no entry {key}")).into());
     }
     Ok(Json(json!({"deleted": key})))
-}
-
-async fn metrics(State(s): State<Arc<ApiState>>) -> ApiResult<Response> {
-    let text = s.agent.run(|a| crate::metrics::render(a)).await??;
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }

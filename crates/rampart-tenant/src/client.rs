@@ -9,16 +9,26 @@ use crate::error::{Error, Result};
 pub struct ApiFailure {
     /// HTTP status.
     pub status: u16,
-    /// The JSON body (`error`, `message`, maybe `verifier_log` or `compiler`).
+    /// The JSON body: `{"error": {"code", "message", "details"?}}`.
     pub body: Value,
 }
 
 impl ApiFailure {
     /// The one-line message.
     pub fn message(&self) -> String {
-        self.body["message"]
+        self.body["error"]["message"]
             .as_str()
             .map_or_else(|| format!("HTTP {}", self.status), str::to_string)
+    }
+
+    /// The stable code (`invalid`, `not_found`, `refused`, `compile`, `verifier`, …).
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or_default()
+    }
+
+    /// A detail field (`verifier_log`, `compiler`, `reason`), if the server sent it.
+    pub fn detail(&self, name: &str) -> Option<&str> {
+        self.body["error"]["details"][name].as_str()
     }
 }
 
@@ -46,12 +56,16 @@ impl Client {
         }
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<Reply> {
+    fn call(&self, method: &str, path: &str, body: Option<(&[u8], &str)>) -> Result<Reply> {
         let url = format!("{}{path}", self.base);
-        let req = self
+        let mut req = self
             .agent
             .request(method, &url)
             .set("Authorization", &format!("Bearer {}", self.token));
+        if let Some((_, ctype)) = body {
+            req = req.set("Content-Type", ctype);
+        }
+        let body = body.map(|(b, _)| b);
         let res = match body {
             Some(b) => req.send_bytes(b),
             None => req.call(),
@@ -63,7 +77,8 @@ impl Client {
             }
             Err(ureq::Error::Status(status, r)) => {
                 let text = r.into_string().unwrap_or_default();
-                let body = serde_json::from_str(&text).unwrap_or(serde_json::json!({ "message": text.trim() }));
+                let body = serde_json::from_str(&text)
+                    .unwrap_or(serde_json::json!({ "error": { "message": text.trim() } }));
                 Ok(Err(ApiFailure { status, body }))
             }
             Err(e) => Err(Error::Invalid(format!(
@@ -81,12 +96,21 @@ impl Client {
         self.call("GET", path, None)
     }
 
-    /// PUT with a body.
+    /// PUT with a body (a program: C source or a BPF object).
     ///
     /// # Errors
     /// As [`Client::get`].
     pub fn put(&self, path: &str, body: &[u8]) -> Result<Reply> {
-        self.call("PUT", path, Some(body))
+        self.call("PUT", path, Some((body, "application/octet-stream")))
+    }
+
+    /// PUT with a JSON body.
+    ///
+    /// # Errors
+    /// As [`Client::get`].
+    pub fn put_json(&self, path: &str, body: &Value) -> Result<Reply> {
+        let b = body.to_string();
+        self.call("PUT", path, Some((b.as_bytes(), "application/json")))
     }
 
     /// DELETE.

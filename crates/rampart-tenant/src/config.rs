@@ -1,8 +1,12 @@
-//! `rampart tenant serve --config FILE`: the operator's configuration.
+//! `rampart tenant serve --config FILE`: the operator's configuration
+//! (`dist/rampart-tenant.toml` is the commented reference). Loading,
+//! errors and `--print-config` are the service shell's
+//! (`rampart_service::config`).
 //!
 //! ```toml
 //! [server]
 //! listen = "127.0.0.1:9610"
+//! token_file = "/etc/rampart/tenant.tokens"   # lines `acme <token>` (or `acme sha256:<hex>`)
 //!
 //! [infra]
 //! name = "default"          # pins under /sys/fs/bpf/rampart/tenant/<name>
@@ -19,7 +23,6 @@
 //!
 //! [[tenant]]
 //! name = "acme"
-//! token = "long-random-secret"        # or token_sha256 = "<hex>"
 //! weight = 1
 //! selectors = ["prefix:10.20.1.0/24", "vlan:101"]
 //! ports = ["t1"]                       # interfaces RAMPART_REDIRECT(n) may use
@@ -27,13 +30,12 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use rampart_dataplane::xdp::XdpMode;
+use rampart_service::{ConfigError, ServerConfig, Tokens};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::abi::{TENANT_MAX, TENANT_PORTS_MAX};
 use crate::confine::Policy;
@@ -45,10 +47,12 @@ use crate::tokens::TokenConfig;
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// HTTP API.
+    /// `[server]`: the HTTP API (default `listen = "127.0.0.1:9610"`),
+    /// `metrics_listen`, `token_file` (the tenants' tokens, `NAME TOKEN`).
     #[serde(default)]
     pub server: ServerConfig,
     /// The infrastructure program.
+    #[serde(default)]
     pub infra: InfraConfig,
     /// Token buckets.
     #[serde(default)]
@@ -61,23 +65,17 @@ pub struct Config {
     pub tenants: Vec<TenantConfig>,
 }
 
-/// `[server]`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerConfig {
-    /// Address of the HTTP API and `/metrics`.
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
-}
+/// The API's address when `[server] listen` is not given.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9610";
 
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 9610))
-}
-
-impl Default for ServerConfig {
+impl Default for Config {
     fn default() -> Self {
         Self {
-            listen: default_listen(),
+            server: ServerConfig::default().with_default_listen(DEFAULT_LISTEN),
+            infra: InfraConfig::default(),
+            fairness: FairnessConfig::default(),
+            limits: LimitsConfig::default(),
+            tenants: Vec::new(),
         }
     }
 }
@@ -103,7 +101,8 @@ pub struct InfraConfig {
     /// Network namespace of the interfaces (`None`: the caller's).
     #[serde(default)]
     pub netns: Option<String>,
-    /// Interfaces the infrastructure program runs on (XDP, ingress).
+    /// Interfaces the infrastructure program runs on (XDP, ingress). Required.
+    #[serde(default)]
     pub interfaces: Vec<String>,
     /// Attach to the interfaces (false: load only, for BPF_PROG_RUN tests).
     #[serde(default = "yes")]
@@ -135,6 +134,23 @@ pub struct InfraConfig {
 
 fn default_flush_us() -> u32 {
     20
+}
+
+impl Default for InfraConfig {
+    fn default() -> Self {
+        Self {
+            name: default_name(),
+            netns: None,
+            interfaces: Vec::new(),
+            attach: true,
+            mode: XdpMode::default(),
+            default_action: DefaultAction::default(),
+            vxlan_port: default_vxlan(),
+            recheck: true,
+            accounting: true,
+            used_flush_us: default_flush_us(),
+        }
+    }
 }
 
 mod mode_serde {
@@ -265,12 +281,12 @@ pub struct TenantConfig {
     /// Tenant id 1..63 (default: the next free one, in file order).
     #[serde(default)]
     pub id: Option<u32>,
-    /// API token (bearer). Prefer `token_sha256`.
+    /// Tokens moved to `server.token_file`: present only to say so.
     #[serde(default, skip_serializing)]
-    pub token: Option<String>,
-    /// SHA-256 of the API token, hex.
+    pub(crate) token: Option<serde::de::IgnoredAny>,
+    /// As `token`.
     #[serde(default, skip_serializing)]
-    pub token_sha256: Option<String>,
+    pub(crate) token_sha256: Option<serde::de::IgnoredAny>,
     /// Weight `v_i` in the token generator.
     #[serde(default = "one")]
     pub weight: u32,
@@ -289,14 +305,6 @@ fn one() -> u32 {
     1
 }
 
-/// SHA-256 of a token, lowercase hex.
-pub fn token_hash(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 32
@@ -304,25 +312,33 @@ fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-impl TenantConfig {
-    /// The token hash this tenant authenticates with.
-    pub fn hash(&self) -> Option<String> {
-        self.token_sha256
-            .clone()
-            .map(|h| h.to_ascii_lowercase())
-            .or_else(|| self.token.as_deref().map(token_hash))
+fn config_error(e: ConfigError) -> Error {
+    match e {
+        ConfigError::Read { path, source } => {
+            Error::io(format!("reading {}", path.display()), source)
+        }
+        e => Error::Invalid(e.to_string()),
     }
 }
 
 impl Config {
+    fn checked(
+        c: std::result::Result<Self, ConfigError>,
+    ) -> std::result::Result<Self, ConfigError> {
+        let mut c = c?;
+        c.server = c.server.with_default_listen(DEFAULT_LISTEN);
+        c.validate()
+            .map_err(|e| ConfigError::invalid(e.to_string()))?;
+        Ok(c)
+    }
+
     /// Read and validate a config file.
     ///
     /// # Errors
-    /// Unreadable file, TOML syntax, or [`Config::validate`].
+    /// Unreadable file, TOML syntax, or [`Config::validate`] (the message names the file).
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
-        Self::parse(&text).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
+        Self::checked(rampart_service::config::load(path))
+            .map_err(|e| config_error(e.in_file(path)))
     }
 
     /// Parse and validate TOML.
@@ -330,10 +346,50 @@ impl Config {
     /// # Errors
     /// TOML syntax or [`Config::validate`].
     pub fn parse(text: &str) -> Result<Self> {
-        let mut c: Config = toml::from_str(text)
-            .map_err(|e| Error::Invalid(e.to_string().replace('\n', " ").trim().to_string()))?;
-        c.validate()?;
-        Ok(c)
+        Self::checked(rampart_service::config::parse(text)).map_err(config_error)
+    }
+
+    /// The effective config as TOML (`rampart tenant serve --print-config`).
+    ///
+    /// # Errors
+    /// A value TOML cannot hold.
+    pub fn render(&self) -> Result<String> {
+        rampart_service::config::render("rampart tenant serve", self).map_err(config_error)
+    }
+
+    /// The tenants' API tokens, from `server.token_file` (none without
+    /// one): every line names a configured tenant.
+    ///
+    /// # Errors
+    /// An unreadable or malformed file, a line naming no tenant.
+    pub fn tokens(&self) -> Result<Tokens> {
+        let t = Tokens::from_file(self.server.token_file.as_deref())
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let file = || {
+            self.server
+                .token_file
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        for name in t.names() {
+            match name {
+                None => {
+                    return Err(Error::Invalid(format!(
+                        "server.token_file {}: a tenant token names its tenant: write `NAME TOKEN`",
+                        file()
+                    )))
+                }
+                Some(n) if !self.tenants.iter().any(|t| t.name == n) => {
+                    return Err(Error::Invalid(format!(
+                        "server.token_file {}: no tenant named {n:?} in the config ([[tenant]] name = ...)",
+                        file()
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(t)
     }
 
     /// Check every rule and assign missing tenant ids.
@@ -341,6 +397,9 @@ impl Config {
     /// # Errors
     /// [`Error::Invalid`] naming the setting and how to fix it.
     pub fn validate(&mut self) -> Result<()> {
+        self.server
+            .validate()
+            .map_err(|e| Error::Invalid(e.to_string()))?;
         if !valid_name(&self.infra.name) {
             return Err(Error::Invalid(format!(
                 "infra.name {:?}: use 1-32 letters, digits, '-' or '_'",
@@ -371,7 +430,6 @@ impl Config {
         }
         let mut names = BTreeSet::new();
         let mut ids = BTreeSet::new();
-        let mut hashes = BTreeSet::new();
         let mut sels: Vec<(Selector, String)> = Vec::new();
         for t in &self.tenants {
             if let Some(id) = t.id {
@@ -423,37 +481,10 @@ impl Config {
                     t.name
                 )));
             }
-            match (&t.token, &t.token_sha256) {
-                (Some(_), Some(_)) => {
-                    return Err(Error::Invalid(format!(
-                        "tenant {:?}: give token or token_sha256, not both",
-                        t.name
-                    )))
-                }
-                (None, None) => {
-                    return Err(Error::Invalid(format!(
-                        "tenant {:?}: missing token (or token_sha256)",
-                        t.name
-                    )))
-                }
-                (Some(tok), None) if tok.len() < 8 => {
-                    return Err(Error::Invalid(format!(
-                        "tenant {:?}: token shorter than 8 characters",
-                        t.name
-                    )))
-                }
-                (None, Some(h)) if h.len() != 64 || !h.chars().all(|c| c.is_ascii_hexdigit()) => {
-                    return Err(Error::Invalid(format!(
-                        "tenant {:?}: token_sha256 must be 64 hex digits",
-                        t.name
-                    )))
-                }
-                _ => {}
-            }
-            if !hashes.insert(t.hash()) {
+            if t.token.is_some() || t.token_sha256.is_some() {
                 return Err(Error::Invalid(format!(
-                    "tenant {:?}: its token is also another tenant's",
-                    t.name
+                    "tenant {:?}: tokens are not set here any more: put the line `{} <token>` in the file named by server.token_file",
+                    t.name, t.name
                 )));
             }
             if t.ports.len() > TENANT_PORTS_MAX as usize {
@@ -485,12 +516,10 @@ mod tests {
         interfaces = ["host0"]
         [[tenant]]
         name = "a"
-        token = "secret-a-123"
         selectors = ["prefix:10.20.1.0/24"]
         [[tenant]]
         name = "b"
         id = 1
-        token_sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         selectors = ["vlan:7"]
     "#;
 
@@ -499,9 +528,9 @@ mod tests {
         let c = Config::parse(OK).unwrap();
         assert_eq!(c.tenants[0].id, Some(2));
         assert_eq!(c.tenants[1].id, Some(1));
-        assert_eq!(c.tenants[0].hash().unwrap(), token_hash("secret-a-123"));
         assert!(c.fairness.enabled);
         assert_eq!(c.infra.default_action, DefaultAction::Pass);
+        assert_eq!(c.server.listen.as_deref(), Some(DEFAULT_LISTEN));
     }
 
     #[test]
@@ -513,10 +542,6 @@ mod tests {
             ),
             (OK.replace("id = 1", "id = 64"), "out of range"),
             (OK.replace("name = \"b\"", "name = \"a\""), "defined twice"),
-            (
-                OK.replace("token = \"secret-a-123\"", "token = \"x\""),
-                "shorter than 8",
-            ),
             (
                 OK.replace("interfaces = [\"host0\"]", "interfaces = []"),
                 "interfaces is empty",
@@ -530,9 +555,80 @@ mod tests {
                 OK.replace("[infra]", "[infra]\naccounting = false"),
                 "needs infra.accounting",
             ),
+            (
+                OK.replace("name = \"a\"", "name = \"a\"\ntoken = \"secret-a-123\""),
+                "put the line `a <token>` in the file named by server.token_file",
+            ),
+            (
+                format!("[server]\nlisten = \"0.0.0.0:9610\"\n{OK}"),
+                "server.token_file",
+            ),
         ] {
             let e = Config::parse(&patch).unwrap_err().to_string();
             assert!(e.contains(why), "want {why:?}, got {e}");
         }
+    }
+
+    #[test]
+    fn tenant_tokens_come_from_the_token_file() {
+        let dir = std::env::temp_dir().join(format!("rampart-tenant-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("tokens");
+        let with = |text: &str| {
+            std::fs::write(&f, text).unwrap();
+            Config::parse(&format!("[server]\ntoken_file = \"{}\"\n{OK}", f.display()))
+                .unwrap()
+                .tokens()
+        };
+        let t = with(&format!(
+            "a secret-a-123\nb sha256:{}\n",
+            rampart_service::auth::token_hash("secret-b-456")
+        ))
+        .unwrap();
+        assert_eq!(t.check("secret-a-123").unwrap().name.as_deref(), Some("a"));
+        assert_eq!(t.check("secret-b-456").unwrap().name.as_deref(), Some("b"));
+        for (text, why) in [
+            ("a x\n", "shorter than 8"),
+            ("secret-a-123\n", "names its tenant"),
+            ("zed secret-z-123\n", "no tenant named \"zed\""),
+        ] {
+            let e = with(text).unwrap_err().to_string();
+            assert!(
+                e.contains(why) && e.contains("server.token_file"),
+                "{text:?}: {e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        // No file: no tokens (the API then serves no tenant).
+        assert!(Config::parse(OK).unwrap().tokens().unwrap().is_empty());
+    }
+
+    #[test]
+    fn shipped_example_parses_as_the_defaults() {
+        let c = Config::parse(include_str!("../../../dist/rampart-tenant.toml")).unwrap();
+        let mut d = Config::default();
+        d.infra.interfaces = vec!["eth0".into()];
+        assert_eq!(
+            c.render().unwrap(),
+            d.render().unwrap(),
+            "the file states the defaults"
+        );
+    }
+
+    #[test]
+    fn print_config_reads_back() {
+        let c = Config::parse(OK).unwrap();
+        let text = c.render().unwrap();
+        assert!(text.contains("listen = \"127.0.0.1:9610\""), "{text}");
+        assert!(
+            text.contains("[[tenant]]") && text.contains("budget_cores = 0.8"),
+            "{text}"
+        );
+        let again = Config::parse(&text).unwrap();
+        assert_eq!(again.tenants.len(), 2);
+        assert_eq!(again.tenants[0].id, Some(2));
+        // The defaults print too (an interface must be named before serving).
+        let d = Config::default().render().unwrap();
+        assert!(d.contains("interfaces = []"), "{d}");
     }
 }

@@ -103,7 +103,7 @@ pub const ALLOWED_MAP_TYPES: &[(u32, &str)] = &[
 ];
 
 /// Limits the operator sets for every tenant.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema)]
 pub struct Policy {
     /// Most BPF instructions (8-byte slots) in the tenant's code.
     pub max_insns: usize,
@@ -121,7 +121,7 @@ impl Default for Policy {
 }
 
 /// A tenant map as declared in the object.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct MapDecl {
     /// Name (as the tenant wrote it).
     pub name: String,

@@ -35,6 +35,9 @@ pub enum Error {
     /// Data-plane failure (load, attach, map access).
     #[error(transparent)]
     Dataplane(#[from] rampart_dataplane::Error),
+    /// The host agent's thread has stopped.
+    #[error("the host agent has stopped")]
+    Stopped(#[from] rampart_service::Stopped),
     /// I/O failure with context.
     #[error("{context}: {source}")]
     Io {

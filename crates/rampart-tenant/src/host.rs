@@ -70,7 +70,7 @@ impl std::fmt::Debug for Program {
 }
 
 /// What the API reports about a tenant's program.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ProgramInfo {
     /// Increases with every accepted submission.
     pub version: u64,
@@ -99,7 +99,7 @@ pub struct ProgramInfo {
 }
 
 /// A tenant map after a load.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct MapState {
     /// Declaration.
     #[serde(flatten)]
@@ -109,7 +109,7 @@ pub struct MapState {
 }
 
 /// Per-tenant statistics (all CPUs).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct TenantStats {
     /// Tenant name (`(none)` for id 0).
     pub name: String,
@@ -465,25 +465,6 @@ impl HostAgent {
     /// All tenant ids.
     pub fn tenant_ids(&self) -> Vec<u32> {
         self.tenants.keys().copied().collect()
-    }
-
-    /// Tenant id whose token hashes to `hash`, compared in constant time.
-    pub fn authenticate(&self, token: &str) -> Option<u32> {
-        let want = crate::config::token_hash(token);
-        let mut found = None;
-        for (id, t) in &self.tenants {
-            let have = t.cfg.hash().unwrap_or_default();
-            let eq = have.len() == want.len()
-                && have
-                    .bytes()
-                    .zip(want.bytes())
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0;
-            if eq {
-                found = Some(*id);
-            }
-        }
-        found
     }
 
     fn add_tenant(&mut self, t: TenantConfig) -> Result<()> {

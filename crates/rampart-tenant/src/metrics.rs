@@ -1,111 +1,125 @@
-//! Prometheus metrics per tenant, built from the data path's counters at
-//! every scrape (the counters live in BPF maps; a fresh registry per
-//! scrape turns their absolute values into counters without drift).
+//! Prometheus metrics per tenant, read from the data path's counters at
+//! every scrape (the counters live in BPF maps and are reported as they
+//! are: nothing to keep in step by hand).
 
-use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use rampart_service::{Samples, StateCollector};
 
-use crate::error::{Error, Result};
+use crate::agent::AgentHandle;
+use crate::error::Result;
 use crate::host::HostAgent;
 
-fn prom(e: prometheus::Error) -> Error {
-    Error::Invalid(format!("metrics: {e}"))
-}
-
-/// The metrics text of one scrape.
+/// What one scrape reports, read on the agent's thread.
 ///
 /// # Errors
 /// Map read failures.
-pub fn render(a: &HostAgent) -> Result<String> {
-    let reg = Registry::new();
-    let counter = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec> {
-        let c = IntCounterVec::new(Opts::new(name, help), labels).map_err(prom)?;
-        reg.register(Box::new(c.clone())).map_err(prom)?;
-        Ok(c)
-    };
-    let gauge = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec> {
-        let g = IntGaugeVec::new(Opts::new(name, help), labels).map_err(prom)?;
-        reg.register(Box::new(g.clone())).map_err(prom)?;
-        Ok(g)
-    };
-    let packets = counter(
-        "rampart_tenant_packets_total",
-        "Packets the dispatcher assigned to the tenant",
-        &["tenant"],
-    )?;
-    let bytes = counter(
-        "rampart_tenant_bytes_total",
-        "Bytes of those packets",
-        &["tenant"],
-    )?;
-    let cpu = counter(
-        "rampart_tenant_cpu_nanoseconds_total",
-        "CPU time charged to the tenant",
-        &["tenant"],
-    )?;
-    let stack = counter(
-        "rampart_tenant_stack_cpu_nanoseconds_total",
-        "Of the CPU time charged, the part on the kernel path after XDP",
-        &["tenant"],
-    )?;
-    let verdicts = counter(
-        "rampart_tenant_verdicts_total",
-        "Final XDP verdicts",
-        &["tenant", "verdict"],
-    )?;
-    let drops = counter(
-        "rampart_tenant_drops_total",
-        "Packets the infrastructure dropped, by reason",
-        &["tenant", "reason"],
-    )?;
-    let level = gauge(
-        "rampart_tenant_tokens_nanoseconds",
-        "Token bucket level (granted - used)",
-        &["tenant"],
-    )?;
-    let granted = counter(
-        "rampart_tenant_tokens_granted_nanoseconds_total",
-        "Tokens granted by Algorithm 1",
-        &["tenant"],
-    )?;
-    let version = gauge(
-        "rampart_tenant_program_version",
-        "Version of the running program (0: none)",
-        &["tenant"],
-    )?;
-    let generation = gauge(
-        "rampart_tenant_generation",
-        "Generation of the infrastructure program",
-        &["instance"],
-    )?;
+pub fn read(a: &HostAgent, out: &mut Samples) -> Result<()> {
     let mut ids = vec![0];
     ids.extend(a.tenant_ids());
     for id in ids {
         let s = a.stats(id)?;
         let t = s.name.as_str();
-        packets.with_label_values(&[t]).inc_by(s.packets);
-        bytes.with_label_values(&[t]).inc_by(s.bytes);
-        cpu.with_label_values(&[t]).inc_by(s.cpu_ns);
-        stack.with_label_values(&[t]).inc_by(s.stack_ns);
+        out.set("rampart_tenant_packets_total", &[t], s.packets as f64);
+        out.set("rampart_tenant_bytes_total", &[t], s.bytes as f64);
+        out.set(
+            "rampart_tenant_cpu_nanoseconds_total",
+            &[t],
+            s.cpu_ns as f64,
+        );
+        out.set(
+            "rampart_tenant_stack_cpu_nanoseconds_total",
+            &[t],
+            s.stack_ns as f64,
+        );
         for (k, v) in &s.verdicts {
-            verdicts.with_label_values(&[t, k]).inc_by(*v);
+            out.set("rampart_tenant_verdicts_total", &[t, k], *v as f64);
         }
         for (k, v) in &s.drops {
-            drops.with_label_values(&[t, k]).inc_by(*v);
+            out.set("rampart_tenant_drops_total", &[t, k], *v as f64);
         }
         if id != 0 {
-            level.with_label_values(&[t]).set(s.tokens.level_ns);
-            granted.with_label_values(&[t]).inc_by(s.tokens.granted_ns);
-            version
-                .with_label_values(&[t])
-                .set(a.program(id).map_or(0, |p| p.version as i64));
+            out.set(
+                "rampart_tenant_tokens_nanoseconds",
+                &[t],
+                s.tokens.level_ns as f64,
+            );
+            out.set(
+                "rampart_tenant_tokens_granted_nanoseconds_total",
+                &[t],
+                s.tokens.granted_ns as f64,
+            );
+            out.set(
+                "rampart_tenant_program_version",
+                &[t],
+                a.program(id).map_or(0.0, |p| p.version as f64),
+            );
         }
     }
-    generation
-        .with_label_values(&[&a.config().infra.name])
-        .set(a.generation() as i64);
-    let mut out = Vec::new();
-    TextEncoder::new()
-        .encode(&reg.gather(), &mut out)
-        .map_err(prom)?;
-    String::from_utf8(out).map_err(|e| Error::Invalid(format!("metrics: {e}")))
+    out.set(
+        "rampart_tenant_generation",
+        &[&a.config().infra.name],
+        a.generation() as f64,
+    );
+    Ok(())
+}
+
+/// The collector of the tenant daemon: asks the agent at every scrape.
+pub fn collector(agent: AgentHandle) -> StateCollector {
+    StateCollector::new(move |out| {
+        let mut s = Samples::default();
+        agent
+            .call(move |a| read(a, &mut s).map(|()| s))
+            .map_err(|e| e.to_string())?
+            .map(|s| out.extend(s))
+            .map_err(|e| e.to_string())
+    })
+    .counter(
+        "rampart_tenant_packets_total",
+        "Packets the dispatcher assigned to the tenant",
+        &["tenant"],
+    )
+    .counter(
+        "rampart_tenant_bytes_total",
+        "Bytes of those packets",
+        &["tenant"],
+    )
+    .counter(
+        "rampart_tenant_cpu_nanoseconds_total",
+        "CPU time charged to the tenant",
+        &["tenant"],
+    )
+    .counter(
+        "rampart_tenant_stack_cpu_nanoseconds_total",
+        "Of the CPU time charged, the part on the kernel path after XDP",
+        &["tenant"],
+    )
+    .counter(
+        "rampart_tenant_verdicts_total",
+        "Final XDP verdicts",
+        &["tenant", "verdict"],
+    )
+    .counter(
+        "rampart_tenant_drops_total",
+        "Packets the infrastructure dropped, by reason",
+        &["tenant", "reason"],
+    )
+    .gauge(
+        "rampart_tenant_tokens_nanoseconds",
+        "Token bucket level (granted - used)",
+        &["tenant"],
+    )
+    .counter(
+        "rampart_tenant_tokens_granted_nanoseconds_total",
+        "Tokens granted by Algorithm 1",
+        &["tenant"],
+    )
+    .gauge(
+        "rampart_tenant_program_version",
+        "Version of the running program (0: none)",
+        &["tenant"],
+    )
+    .gauge(
+        "rampart_tenant_generation",
+        "Generation of the infrastructure program",
+        &["instance"],
+    )
 }

@@ -1,13 +1,12 @@
 //! `rampart tenant serve`: the host agent, the compiler agent and the HTTP
-//! API together, until SIGINT/SIGTERM.
+//! API (the service shell's server) together, until SIGINT/SIGTERM.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::agent::AgentThread;
-use crate::api::{router, ApiState};
+use crate::api::{routes, ApiState};
 use crate::compiler::Compiler;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -15,10 +14,11 @@ use crate::error::{Error, Result};
 /// A running server (for tests: bound, serving on a runtime of its own).
 #[derive(Debug)]
 pub struct Server {
-    /// Address actually bound (port 0 in the config picks a free one).
+    /// Address of the API actually bound (port 0 in the config picks a free one).
     pub addr: SocketAddr,
-    runtime: Option<tokio::runtime::Runtime>,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Address of the metrics listener (`server.metrics_listen`), if any.
+    pub metrics_addr: Option<SocketAddr>,
+    server: Option<rampart_service::Server>,
     agent: Option<AgentThread>,
 }
 
@@ -26,39 +26,53 @@ impl Server {
     /// Start the agent and the API; returns once the socket is bound.
     ///
     /// # Errors
-    /// Agent start failures, a busy address.
+    /// Bad tokens, agent start failures, a busy address, no API address.
     pub fn start(cfg: Config) -> Result<Self> {
+        let tokens = cfg.tokens()?;
         let compiler = Compiler::new(cfg.limits.policy())?;
-        let listen = cfg.server.listen;
-        let agent = AgentThread::start(cfg)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .thread_name("rampart-api")
-            .build()
-            .map_err(|e| Error::io("starting the async runtime", e))?;
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind(listen))
-            .map_err(|e| Error::io(format!("binding the API to {listen}"), e))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::io("reading the bound address", e))?;
+        let server_cfg = cfg.server.clone();
+        if server_cfg.api_addr().ok().flatten().is_none() {
+            return Err(Error::Invalid(
+                "server.listen is empty: the tenant API needs an address, e.g. \"127.0.0.1:9610\""
+                    .into(),
+            ));
+        }
+        let tenants = cfg
+            .tenants
+            .iter()
+            .filter_map(|t| Some((t.name.clone(), t.id?)))
+            .collect();
+        let agent = crate::agent::start(cfg)?;
+        let metrics = rampart_service::Metrics::new();
+        metrics
+            .register(crate::metrics::collector(agent.handle()))
+            .map_err(|e| Error::Invalid(e.to_string()))?;
         let state = Arc::new(ApiState {
             agent: agent.handle(),
             compiler,
+            tenants,
         });
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        runtime.spawn(async move {
-            let _ = axum::serve(listener, router(state))
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
+        let server = rampart_service::Server::start(
+            &server_cfg,
+            rampart_service::Service {
+                name: "rampart-tenant",
+                title: "rampart tenant",
+                version: env!("CARGO_PKG_VERSION"),
+                description: "A tenant's own program, selectors, maps and statistics \
+                              (the token names the tenant).",
+                routes: routes(state),
+                metrics,
+                tokens,
+            },
+        )
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+        let addr = server
+            .api_addr()
+            .ok_or_else(|| Error::Invalid("the tenant API did not bind".into()))?;
         Ok(Self {
             addr,
-            runtime: Some(runtime),
-            shutdown: Some(tx),
+            metrics_addr: server.metrics_addr(),
+            server: Some(server),
             agent: Some(agent),
         })
     }
@@ -74,11 +88,8 @@ impl Server {
     }
 
     fn stop_inner(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(rt) = self.runtime.take() {
-            rt.shutdown_timeout(Duration::from_secs(2));
+        if let Some(s) = self.server.take() {
+            s.stop();
         }
         if let Some(a) = self.agent.take() {
             a.stop();
@@ -100,13 +111,15 @@ pub fn serve(cfg: Config, cancel: &AtomicBool) -> Result<()> {
     let name = cfg.infra.name.clone();
     let server = Server::start(cfg)?;
     tracing::info!(instance = %name, addr = %server.addr, "rampart tenant serving");
+    let metrics = server
+        .metrics_addr
+        .map(|m| format!(", metrics on http://{m}/metrics"))
+        .unwrap_or_default();
     eprintln!(
-        "rampart tenant: instance {name} serving on http://{}",
+        "rampart tenant: instance {name} serving on http://{}{metrics}",
         server.addr
     );
-    while !cancel.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    rampart_service::server::wait_until(cancel);
     server.stop();
     eprintln!("rampart tenant: instance {name} stopped (program detached, pins removed)");
     Ok(())

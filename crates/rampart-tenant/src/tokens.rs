@@ -141,7 +141,7 @@ impl TokenConfig {
 }
 
 /// Per-tenant token figures, for stats.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, utoipa::ToSchema)]
 pub struct TenantTokens {
     /// Tokens granted since the tenant was added (ns).
     pub granted_ns: u64,

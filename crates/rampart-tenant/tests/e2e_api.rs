@@ -1,6 +1,7 @@
-//! The HTTP API end to end: token authentication, each tenant confined to
-//! its own program, selectors and maps, errors that say what is wrong
-//! (refusal reason, compiler output, verifier log), and /metrics.
+//! The HTTP API end to end: token authentication (tokens from
+//! `server.token_file`), each tenant confined to its own program, selectors
+//! and maps, errors that say what is wrong (refusal reason, compiler
+//! output, verifier log), /metrics, and every route in the OpenAPI document.
 
 mod common;
 
@@ -9,32 +10,57 @@ use rampart_tenant::config::Config;
 use rampart_tenant::serve::Server;
 use serde_json::json;
 
-fn server() -> Server {
+/// The server and its token file (removed at the end).
+struct Api {
+    server: Server,
+    _tokens: tempfile::NamedTempFile,
+}
+
+impl std::ops::Deref for Api {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.server
+    }
+}
+
+fn server() -> Api {
     assert!(
         rampart_dataplane::features::is_root(),
         "tenant API tests need root: run them with ./run test"
     );
     let name = rampart_lab::testing::unique_prefix("tapi");
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    // a's token in clear, b's as its hash.
+    std::fs::write(
+        tokens.path(),
+        format!(
+            "# tenant tokens\na token-aaaaaaaa\nb sha256:{}\n",
+            rampart_service::auth::token_hash("token-bbbbbbbb")
+        ),
+    )
+    .unwrap();
     let cfg = format!(
         r#"
         [server]
         listen = "127.0.0.1:0"
+        token_file = "{}"
         [infra]
         name = "{name}"
         interfaces = ["lo"]
         attach = false
         [[tenant]]
         name = "a"
-        token = "token-aaaaaaaa"
         selectors = ["prefix:10.20.1.0/24"]
         [[tenant]]
         name = "b"
-        token_sha256 = "{}"
         selectors = ["prefix:10.20.2.0/24"]
         "#,
-        rampart_tenant::config::token_hash("token-bbbbbbbb")
+        tokens.path().display()
     );
-    Server::start(Config::parse(&cfg).unwrap()).unwrap()
+    Api {
+        server: Server::start(Config::parse(&cfg).unwrap()).unwrap(),
+        _tokens: tokens,
+    }
 }
 
 fn url(s: &Server) -> String {
@@ -67,6 +93,79 @@ fn requests_need_a_valid_token() {
         Client::new(&url(&s), "").get_text("/healthz").unwrap(),
         "ok\n"
     );
+    assert!(Client::new(&url(&s), "")
+        .get_text("/metrics")
+        .unwrap()
+        .contains("rampart_tenant_generation"));
+    // A change without a token is refused before anything runs.
+    let r = Client::new(&url(&s), "")
+        .delete("/v1/program")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!((r.status, r.code()), (401, "unauthorized"));
+}
+
+#[test]
+fn every_route_is_in_the_openapi_document() {
+    let s = server();
+    let doc: serde_json::Value = serde_json::from_str(
+        &Client::new(&url(&s), "")
+            .get_text("/v1/openapi.json")
+            .unwrap(),
+    )
+    .unwrap();
+    let paths: Vec<&String> = doc["paths"].as_object().unwrap().keys().collect();
+    for p in [
+        "/v1/tenant",
+        "/v1/program",
+        "/v1/selectors",
+        "/v1/stats",
+        "/v1/maps",
+        "/v1/maps/{map}",
+        "/v1/maps/{map}/{key}",
+        "/metrics",
+        "/healthz",
+        "/v1/openapi.json",
+    ] {
+        assert!(paths.iter().any(|x| *x == p), "{p} missing from {paths:?}");
+    }
+    // Every documented method is served, every other one is refused.
+    let doc: utoipa::openapi::OpenApi = serde_json::from_value(doc).unwrap();
+    let agent = s.agent().unwrap();
+    let state = std::sync::Arc::new(rampart_tenant::api::ApiState {
+        agent,
+        compiler: rampart_tenant::compiler::Compiler::new(Default::default()).unwrap(),
+        tenants: [("a".to_string(), 1)].into(),
+    });
+    let mut svc = rampart_service::Service {
+        name: "t",
+        title: "t",
+        version: "0",
+        description: "t",
+        routes: rampart_tenant::api::routes(state),
+        metrics: rampart_service::Metrics::new(),
+        tokens: rampart_service::Tokens::none(),
+    };
+    let auth = rampart_service::auth::AuthState {
+        tokens: std::sync::Arc::new(rampart_service::Tokens::parse("a token-aaaaaaaa").unwrap()),
+        loopback: true,
+    };
+    let (router, built) = rampart_service::server::build(&mut svc, true, auth);
+    assert_eq!(
+        built.paths.paths.keys().collect::<Vec<_>>(),
+        doc.paths.paths.keys().collect::<Vec<_>>(),
+        "the served document is the router's"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let problems = rt.block_on(rampart_service::testing::undocumented_routes(
+        router,
+        &built,
+        "token-aaaaaaaa",
+    ));
+    assert!(problems.is_empty(), "{problems:#?}");
 }
 
 #[test]
@@ -99,11 +198,9 @@ fn a_tenant_sees_and_changes_only_its_own_things() {
     assert_eq!(b.get("/v1/maps/counts").unwrap().unwrap_err().status, 404);
     // a reads and writes its own map.
     let k = "00000000";
-    a.put(
-        "/v1/maps/counts",
-        json!({"key": k, "value": "2a00000000000000"})
-            .to_string()
-            .as_bytes(),
+    a.put_json(
+        &format!("/v1/maps/counts/{k}"),
+        &json!({"value": "2a00000000000000"}),
     )
     .unwrap()
     .unwrap();
@@ -113,11 +210,21 @@ fn a_tenant_sees_and_changes_only_its_own_things() {
         json!({"key": k, "value": "2a00000000000000"})
     );
     let e = a
-        .put("/v1/maps/counts", br#"{"key": "00", "value": "00"}"#)
+        .put_json("/v1/maps/counts/00", &json!({"value": "00"}))
         .unwrap()
         .unwrap_err();
     assert_eq!(e.status, 400);
     assert!(e.message().contains("4 bytes"), "{}", e.message());
+    let e = a
+        .put_json("/v1/maps/counts/00000000", &json!({"key": "00"}))
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(
+        e.message().contains("unknown field `key`") && e.message().contains("\"value\""),
+        "{}",
+        e.message()
+    );
 
     // Selectors: b cannot take a's, a can change its own.
     let e = b
@@ -166,7 +273,7 @@ fn bad_programs_come_back_with_the_reason() {
         .put("/v1/program", hostile.as_bytes())
         .unwrap()
         .unwrap_err();
-    assert_eq!((e.status, e.body["error"].as_str()), (422, Some("refused")));
+    assert_eq!((e.status, e.code()), (422, "refused"));
     assert!(
         e.message().contains("bpf_probe_read_kernel"),
         "{}",
@@ -180,9 +287,9 @@ fn bad_programs_come_back_with_the_reason() {
         )
         .unwrap()
         .unwrap_err();
-    assert_eq!(e.body["error"], "compile");
+    assert_eq!(e.code(), "compile");
     assert!(
-        e.body["compiler"].as_str().unwrap().contains("tenant.c:1:"),
+        e.detail("compiler").unwrap().contains("tenant.c:1:"),
         "{}",
         e.body
     );
@@ -192,10 +299,9 @@ fn bad_programs_come_back_with_the_reason() {
         .put("/v1/program", unsafe_read.as_bytes())
         .unwrap()
         .unwrap_err();
-    assert_eq!(e.body["error"], "verifier");
+    assert_eq!(e.code(), "verifier");
     assert!(
-        e.body["verifier_log"]
-            .as_str()
+        e.detail("verifier_log")
             .unwrap()
             .contains("invalid access to packet"),
         "{}",

@@ -45,11 +45,9 @@ fn tiny_budget_agent(flush_us: u32) -> HostAgent {
         period_ms = 1000
         [[tenant]]
         name = "a"
-        token = "token-aaaaaaaa"
         selectors = ["prefix:10.20.1.0/24"]
         [[tenant]]
         name = "b"
-        token = "token-bbbbbbbb"
         selectors = ["prefix:10.20.2.0/24"]
         "#
     );
@@ -367,7 +365,6 @@ fn out_of_range_flush_is_refused() {
         used_flush_us = 2000000
         [[tenant]]
         name = "a"
-        token = "token-aaaaaaaa"
         selectors = ["prefix:10.20.1.0/24"]
     "#;
     let e = rampart_tenant::config::Config::parse(cfg)

@@ -55,21 +55,24 @@ fn serve(port: u16) -> Serve {
     let name = unique_prefix("tcli");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("tenant.toml");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "acme acme-secret-token\n").unwrap();
     let mut f = std::fs::File::create(&cfg).unwrap();
     write!(
         f,
         r#"
 [server]
 listen = "127.0.0.1:{port}"
+token_file = "{}"
 [infra]
 name = "{name}"
 interfaces = ["lo"]
 attach = false
 [[tenant]]
 name = "acme"
-token = "acme-secret-token"
 selectors = ["prefix:10.20.1.0/24"]
-"#
+"#,
+        tokens.display()
     )
     .unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_rampart"))
@@ -213,6 +216,81 @@ fn serve_refuses_bad_configs_with_one_line() {
         .output()
         .unwrap();
     assert_one_error_line(&o, "/nonexistent/t.toml");
+    // Tokens live in server.token_file, not in the tenant's section.
+    std::fs::write(
+        &cfg,
+        "[infra]\ninterfaces = [\"lo\"]\n[[tenant]]\nname = \"acme\"\ntoken = \"acme-secret-token\"\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["tenant", "serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_one_error_line(&o, "server.token_file");
+    // A token file line naming no tenant.
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "nobody some-secret-token\n").unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\ntoken_file = \"{}\"\n[infra]\ninterfaces = [\"lo\"]\nattach = false\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["tenant", "serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_one_error_line(&o, "no tenant named \"nobody\"");
+}
+
+#[test]
+fn both_daemons_print_their_effective_config() {
+    for (args, want) in [
+        (
+            &["ddos", "run", "--print-config"][..],
+            "listen = \"127.0.0.1:9477\"",
+        ),
+        (
+            &["tenant", "serve", "--print-config"][..],
+            "listen = \"127.0.0.1:9610\"",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            text.contains("[server]") && text.contains(want),
+            "{args:?}: {text}"
+        );
+        assert!(
+            text.parse::<toml::Table>().is_ok(),
+            "{args:?} prints TOML: {text}"
+        );
+    }
+    // The shipped tenant config prints as what it says.
+    let dist = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../dist/rampart-tenant.toml"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["tenant", "serve", "--print-config", "--config", dist])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    // Without --config, serve says what is missing.
+    let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["tenant", "serve"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "a usage error: {o:?}");
+    assert_one_error_line(&o, "--config");
 }
 
 #[test]

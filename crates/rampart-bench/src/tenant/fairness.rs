@@ -209,7 +209,7 @@ pub(crate) fn lab_config(lab: &Lab, name: &str, budget: f64, n: u32) -> Result<C
     let mut t = String::new();
     for i in 1..=n {
         t.push_str(&format!(
-            "[[tenant]]\nname = \"t{i}\"\ntoken = \"bench-token-{i}-{name}\"\nselectors = [\"prefix:10.20.{i}.0/24\"]\n\
+            "[[tenant]]\nname = \"t{i}\"\nselectors = [\"prefix:10.20.{i}.0/24\"]\n\
              ports = [\"t{i}\"]\ndomain_netns = \"{}\"\n",
             lab.tenant_ns(i)
         ));

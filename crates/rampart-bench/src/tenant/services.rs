@@ -242,7 +242,7 @@ fn config(lab: &Lab, name: &str) -> Result<Config> {
     let mut t = String::new();
     for i in 1..=3 {
         t.push_str(&format!(
-            "[[tenant]]\nname = \"t{i}\"\ntoken = \"bench-token-{i}-{name}\"\nselectors = [\"prefix:10.20.{i}.0/24\"]\n\
+            "[[tenant]]\nname = \"t{i}\"\nselectors = [\"prefix:10.20.{i}.0/24\"]\n\
              ports = [\"t{i}\"]\ndomain_netns = \"{}\"\n",
             lab.tenant_ns(i)
         ));

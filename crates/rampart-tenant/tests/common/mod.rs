@@ -31,16 +31,13 @@ pub fn agent(extra_infra: &str, fairness: bool) -> HostAgent {
         enabled = {fairness}
         [[tenant]]
         name = "a"
-        token = "token-aaaaaaaa"
         selectors = ["prefix:10.20.1.0/24", "prefix:fd20:0:0:1::/64", "vlan:101"]
         ports = ["lo"]
         [[tenant]]
         name = "b"
-        token = "token-bbbbbbbb"
         selectors = ["prefix:10.20.2.0/24", "vni:5002"]
         [[tenant]]
         name = "c"
-        token = "token-cccccccc"
         selectors = ["prefix:10.20.3.0/24", "iface:lo"]
         "#
     );
@@ -180,7 +177,7 @@ pub fn lab_agent(lab: &rampart_lab::Lab, n: u32, extra: &str) -> HostAgent {
     let mut t = String::new();
     for i in 1..=n {
         t.push_str(&format!(
-            "[[tenant]]\nname = \"t{i}\"\ntoken = \"token-t{i}-{name}\"\nselectors = [\"prefix:10.20.{i}.0/24\"]\n\
+            "[[tenant]]\nname = \"t{i}\"\nselectors = [\"prefix:10.20.{i}.0/24\"]\n\
              ports = [\"t{i}\"]\ndomain_netns = \"{}\"\n",
             lab.tenant_ns(i)
         ));

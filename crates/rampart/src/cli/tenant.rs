@@ -1,4 +1,4 @@
-//! `rampart tenant …` (DESIGN §5).
+//! `rampart tenant …`: serve the API, and act as a tenant against it.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -21,7 +21,7 @@ pub struct ClientArgs {
         global = true
     )]
     pub server: String,
-    /// The tenant's API token.
+    /// The tenant's API token (its line `NAME TOKEN` in the server's token file).
     #[arg(
         long,
         env = "RAMPART_TENANT_TOKEN",
@@ -38,9 +38,12 @@ pub struct ClientArgs {
 pub enum TenantCmd {
     /// Run the host agent, compiler agent and HTTP API for a config file.
     Serve {
-        /// TOML configuration (see docs/architecture.md, "Tenant offload").
+        /// TOML configuration (dist/rampart-tenant.toml is the commented reference).
+        #[arg(long, required_unless_present = "print_config")]
+        config: Option<PathBuf>,
+        /// Print the effective configuration (every default filled in) as TOML, and exit.
         #[arg(long)]
-        config: PathBuf,
+        print_config: bool,
     },
     /// Submit or replace your program (C source or BPF object).
     Submit {
@@ -114,13 +117,13 @@ fn show(reply: Reply, json: bool, human: impl FnOnce(&Value)) -> Result<()> {
             }
         }
         Err(f) => {
-            if let Some(log) = f.body["verifier_log"].as_str() {
+            if let Some(log) = f.detail("verifier_log") {
                 eprintln!(
                     "--- verifier log ---\n{}\n--- end of verifier log ---",
                     log.trim_end()
                 );
             }
-            if let Some(c) = f.body["compiler"].as_str() {
+            if let Some(c) = f.detail("compiler") {
                 eprintln!(
                     "--- compiler output ---\n{}\n--- end of compiler output ---",
                     c.trim_end()
@@ -137,8 +140,18 @@ fn pretty(v: &Value) {
 
 pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
     match cmd {
-        TenantCmd::Serve { config } => {
-            let cfg = rampart_tenant::config::Config::load(&config)?;
+        TenantCmd::Serve {
+            config,
+            print_config,
+        } => {
+            let cfg = match &config {
+                Some(p) => rampart_tenant::config::Config::load(p)?,
+                None => rampart_tenant::config::Config::default(),
+            };
+            if print_config {
+                print!("{}", cfg.render()?);
+                return Ok(());
+            }
             rampart_tenant::serve::serve(cfg, cancel)?;
             Ok(())
         }
@@ -186,7 +199,7 @@ pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
         TenantCmd::Selectors { client: c, set } => {
             let cl = client(&c)?;
             let reply = match set {
-                Some(s) => cl.put("/v1/selectors", &serde_json::to_vec(&s)?)?,
+                Some(s) => cl.put_json("/v1/selectors", &serde_json::json!(s))?,
                 None => cl.get("/v1/selectors")?,
             };
             show(reply, c.json, |v| {
@@ -206,9 +219,9 @@ pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
                 (None, _, _) => cl.get("/v1/maps")?,
                 (Some(m), Some(kv), _) => {
                     let (k, v) = kv.split_once('=').context("--set takes KEY=VALUE (hex)")?;
-                    cl.put(
-                        &format!("/v1/maps/{m}"),
-                        &serde_json::to_vec(&serde_json::json!({"key": k, "value": v}))?,
+                    cl.put_json(
+                        &format!("/v1/maps/{m}/{k}"),
+                        &serde_json::json!({ "value": v }),
                     )?
                 }
                 (Some(m), None, Some(k)) => cl.delete(&format!("/v1/maps/{m}/{k}"))?,
