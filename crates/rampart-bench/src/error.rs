@@ -40,13 +40,13 @@ pub enum Error {
     #[error("{0}")]
     Failed(String),
     /// An I/O error with context.
-    #[error("{context}: {source}")]
+    #[error("{context}: {err}")]
     Io {
         /// What was being done.
         context: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
     /// The run was interrupted (Ctrl-C).
     #[error("interrupted")]
@@ -57,7 +57,7 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             context: context.into(),
-            source,
+            err: source,
         }
     }
 

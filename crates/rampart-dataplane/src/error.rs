@@ -42,22 +42,24 @@ pub enum Error {
         stderr: String,
     },
     /// A libbpf operation failed.
-    #[error("{context}: {source}")]
+    ///
+    /// The wrapped error is part of the message (its whole chain, once)
+    /// and deliberately not a `source()`: printing a chain would repeat it.
+    #[error("{context}: {err:#}")]
     Bpf {
         /// What was being done.
         context: String,
         /// libbpf's error.
-        #[source]
-        source: libbpf_rs::Error,
+        err: libbpf_rs::Error,
     },
-    /// A system call or file operation failed.
-    #[error("{context}: {source}")]
+    /// A system call or file operation failed (the OS error in the message
+    /// once, not also as a `source()`).
+    #[error("{context}: {err}")]
     Io {
         /// What was being done.
         context: String,
         /// The OS error.
-        #[source]
-        source: io::Error,
+        err: io::Error,
     },
     /// A pinned object is missing or of the wrong kind.
     #[error("pinned object {path}: {reason}")]
@@ -83,9 +85,9 @@ pub trait BpfContext<T> {
 
 impl<T> BpfContext<T> for std::result::Result<T, libbpf_rs::Error> {
     fn bpf_context(self, ctx: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Bpf {
+        self.map_err(|err| Error::Bpf {
             context: ctx(),
-            source,
+            err,
         })
     }
 }
@@ -98,9 +100,9 @@ pub trait IoContext<T> {
 
 impl<T> IoContext<T> for std::result::Result<T, io::Error> {
     fn io_context(self, ctx: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Io {
+        self.map_err(|err| Error::Io {
             context: ctx(),
-            source,
+            err,
         })
     }
 }
@@ -109,7 +111,7 @@ impl<T> IoContext<T> for std::result::Result<T, nix::Error> {
     fn io_context(self, ctx: impl FnOnce() -> String) -> Result<T> {
         self.map_err(|e| Error::Io {
             context: ctx(),
-            source: io::Error::from(e),
+            err: io::Error::from(e),
         })
     }
 }

@@ -49,7 +49,7 @@ pub fn lookup_percpu<T: Pod>(map: &impl MapCore, key: &[u8]) -> Result<Vec<T>> {
         .lookup_percpu(key, libbpf_rs::MapFlags::ANY)
         .map_err(|e| Error::Bpf {
             context: format!("reading per-CPU map {}", map.name().to_string_lossy()),
-            source: e,
+            err: e,
         })?;
     Ok(vals
         .map(|v| v.iter().map(|b| read_pod::<T>(b)).collect())
@@ -155,7 +155,7 @@ pub fn walk_batch(
                     "BPF_MAP_LOOKUP_BATCH"
                 }
                 .into(),
-                source: io::Error::from_raw_os_error(-rc),
+                err: io::Error::from_raw_os_error(-rc),
             });
         }
         std::mem::swap(&mut in_batch, &mut out_batch);
@@ -176,7 +176,7 @@ pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
     // against the map first (one more syscall; these are control-plane reads).
     let info = map_info(fd).ok_or_else(|| Error::Io {
         context: "BPF_MAP_LOOKUP_ELEM: not a BPF map fd".into(),
-        source: io::Error::from_raw_os_error(libc::EBADF),
+        err: io::Error::from_raw_os_error(libc::EBADF),
     })?;
     let value = value_bytes(&info);
     if key.len() < info.key_size as usize || out.len() < value {
@@ -188,7 +188,7 @@ pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
                 info.key_size,
                 value
             ),
-            source: io::Error::from_raw_os_error(libc::EINVAL),
+            err: io::Error::from_raw_os_error(libc::EINVAL),
         });
     }
     // SAFETY: sizes checked above: the kernel reads key_size bytes of `key`
@@ -202,7 +202,7 @@ pub fn lookup_raw(fd: RawFd, key: &[u8], out: &mut [u8]) -> Result<bool> {
         }
         return Err(Error::Io {
             context: "BPF_MAP_LOOKUP_ELEM".into(),
-            source: io::Error::from_raw_os_error(-rc),
+            err: io::Error::from_raw_os_error(-rc),
         });
     }
     Ok(true)
@@ -215,7 +215,7 @@ fn lookup_present(fd: RawFd, key: u32, out: &mut [u8]) -> Result<()> {
     }
     Err(Error::Io {
         context: format!("BPF_MAP_LOOKUP_ELEM: no entry {key}"),
-        source: io::Error::from_raw_os_error(libc::ENOENT),
+        err: io::Error::from_raw_os_error(libc::ENOENT),
     })
 }
 
@@ -256,7 +256,7 @@ pub fn delete_raw(fd: RawFd, key: &[u8]) -> Result<bool> {
         }
         return Err(Error::Io {
             context: "BPF_MAP_DELETE_ELEM".into(),
-            source: io::Error::from_raw_os_error(-rc),
+            err: io::Error::from_raw_os_error(-rc),
         });
     }
     Ok(true)
@@ -303,7 +303,7 @@ pub fn update_raw(fd: RawFd, key: &[u8], value: &[u8], flags: u64) -> Result<()>
     if rc < 0 {
         return Err(Error::Io {
             context: "BPF_MAP_UPDATE_ELEM".into(),
-            source: io::Error::from_raw_os_error(-rc),
+            err: io::Error::from_raw_os_error(-rc),
         });
     }
     Ok(())

@@ -80,6 +80,27 @@ pub fn path(parts: &[&str]) -> PathBuf {
     p
 }
 
+/// Is something pinned (or a pin directory) at `path`?
+///
+/// Unlike `Path::exists`, a path that cannot be looked at is an error, not
+/// "absent": bpffs is mounted mode 0700, so for a user without root every
+/// pin looks missing, and "no filter attached" would send them the wrong way.
+///
+/// # Errors
+/// [`Error::NotRoot`] when permission is denied, [`Error::Io`] for other failures.
+pub fn exists(path: &Path) -> Result<bool> {
+    match path.try_exists() {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(Error::NotRoot {
+            what: format!("reading rampart's BPF pins ({} is not readable)", path.display()),
+        }),
+        Err(e) => Err(Error::Io {
+            context: format!("looking for {}", path.display()),
+            err: e,
+        }),
+    }
+}
+
 /// Pin a BPF object fd at `path` (replacing nothing: fails if it exists).
 ///
 /// # Errors
@@ -92,7 +113,7 @@ pub fn pin_fd(fd: i32, path: &Path) -> Result<()> {
     if rc < 0 {
         return Err(Error::Io {
             context: format!("pinning at {}", path.display()),
-            source: io::Error::from_raw_os_error(-rc),
+            err: io::Error::from_raw_os_error(-rc),
         });
     }
     Ok(())
@@ -128,7 +149,7 @@ pub fn remove_tree(path: &Path) -> Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::Io {
             context: format!("removing pins under {}", path.display()),
-            source: e,
+            err: e,
         }),
     }
 }

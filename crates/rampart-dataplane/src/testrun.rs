@@ -46,7 +46,7 @@ fn run(opts: &mut libbpf_sys::bpf_test_run_opts, prog_fd: RawFd, what: &str) -> 
     if rc < 0 {
         return Err(Error::Io {
             context: what.to_string(),
-            source: io::Error::from_raw_os_error(-rc),
+            err: io::Error::from_raw_os_error(-rc),
         });
     }
     Ok(())
@@ -130,7 +130,7 @@ pub fn run_live(
         }
         return Err(Error::Io {
             context: "BPF_PROG_RUN (live frames)".into(),
-            source: e,
+            err: e,
         });
     }
     Ok(Duration::from_nanos(opts.duration.into()))

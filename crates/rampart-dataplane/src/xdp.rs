@@ -96,7 +96,7 @@ impl XdpLink {
                 };
                 return Err(Error::Io {
                     context: format!("attaching XDP to {where_}{hint}"),
-                    source: e,
+                    err: e,
                 });
             }
             Ok(rc)
@@ -137,7 +137,7 @@ impl XdpLink {
         if rc < 0 {
             return Err(Error::Io {
                 context: "replacing the XDP program (bpf_link_update)".into(),
-                source: errno(rc),
+                err: errno(rc),
             });
         }
         Ok(())
@@ -153,7 +153,7 @@ impl XdpLink {
         if rc < 0 {
             return Err(Error::Io {
                 context: "detaching XDP link".into(),
-                source: errno(rc),
+                err: errno(rc),
             });
         }
         Ok(())
@@ -181,7 +181,7 @@ pub fn attached_prog_id(ns: Option<&str>, iface: &str) -> Result<Option<u32>> {
         if rc < 0 {
             return Err(Error::Io {
                 context: format!("querying XDP on {iface}"),
-                source: errno(rc),
+                err: errno(rc),
             });
         }
         let id = [

@@ -86,13 +86,13 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
     /// An I/O error with context.
-    #[error("{context}: {source}")]
+    #[error("{context}: {err}")]
     Io {
         /// What was being done.
         context: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
 }
 
@@ -100,14 +100,14 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             context: context.into(),
-            source,
+            err: source,
         }
     }
 
     pub(crate) fn errno(context: impl Into<String>, rc: i32) -> Self {
         Error::Io {
             context: context.into(),
-            source: std::io::Error::from_raw_os_error(rc.abs()),
+            err: std::io::Error::from_raw_os_error(rc.abs()),
         }
     }
 }

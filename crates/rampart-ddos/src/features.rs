@@ -197,7 +197,7 @@ impl Features {
     pub fn open(name: &str) -> Result<Self> {
         use std::mem::size_of;
         let dir = pin_dir(name);
-        if !dir.exists() {
+        if !rampart_dataplane::pin::exists(&dir)? {
             return Err(Error::NotAttached {
                 where_: name.to_string(),
                 path: dir,

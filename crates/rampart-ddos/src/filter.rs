@@ -145,7 +145,7 @@ pub fn installed() -> Vec<String> {
 pub fn resolve(scope: Option<&Scope>) -> Result<String> {
     if let Some(s) = scope {
         let name = s.name();
-        if !pin_dir(&name).exists() {
+        if !pin::exists(&pin_dir(&name))? {
             return Err(Error::NotAttached {
                 where_: s.describe(),
                 path: pin_dir(&name),
@@ -153,6 +153,8 @@ pub fn resolve(scope: Option<&Scope>) -> Result<String> {
         }
         return Ok(name);
     }
+    // Not readable (no root) is said as such, not as "nothing attached".
+    pin::exists(&pin::path(&["ddos"]))?;
     let all = installed();
     match all.len() {
         0 => Err(Error::NotAttached {
@@ -475,7 +477,7 @@ fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
     move |e| {
         Error::Dataplane(rampart_dataplane::Error::Bpf {
             context: what.to_string(),
-            source: e,
+            err: e,
         })
     }
 }
@@ -727,7 +729,7 @@ impl Filter {
     /// [`Error::BadState`] for pins from an incompatible build.
     pub fn open(name: &str) -> Result<Self> {
         let dir = pin_dir(name);
-        if !dir.exists() {
+        if !pin::exists(&dir)? {
             return Err(Error::NotAttached {
                 where_: name.to_string(),
                 path: dir,

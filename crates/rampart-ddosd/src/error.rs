@@ -46,13 +46,13 @@ pub enum Error {
     #[error("config: {0}")]
     Config(String),
     /// A system call or command failed.
-    #[error("{context}: {source}")]
+    #[error("{context}: {err}")]
     Io {
         /// What was being done.
         context: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
     /// A command (iptables, ipset, tc) failed.
     #[error("{0}")]
@@ -71,7 +71,7 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Self::Io {
             context: context.into(),
-            source,
+            err: source,
         }
     }
 }

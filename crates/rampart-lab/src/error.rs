@@ -23,14 +23,14 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Dataplane(rampart_dataplane::Error::Io {
             context: context.into(),
-            source,
+            err: source,
         })
     }
 
     pub(crate) fn bpf(context: impl Into<String>, source: libbpf_rs::Error) -> Self {
         Error::Dataplane(rampart_dataplane::Error::Bpf {
             context: context.into(),
-            source,
+            err: source,
         })
     }
 }

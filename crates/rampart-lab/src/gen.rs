@@ -477,7 +477,7 @@ fn worker(
         let t0 = Instant::now();
         match testrun::run_live(fd, frame, ifindex, n, KERNEL_BATCH) {
             Ok(_) => {}
-            Err(rampart_dataplane::Error::Io { source, .. })
+            Err(rampart_dataplane::Error::Io { err: source, .. })
                 if source.raw_os_error() == Some(libc::EINTR) =>
             {
                 break

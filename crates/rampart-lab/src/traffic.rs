@@ -432,7 +432,7 @@ fn worker(
         let n = batch.min(u32::try_from(left).unwrap_or(u32::MAX)).max(1);
         match testrun::run_live(fd, frame, ifindex, n, n.min(256)) {
             Ok(_) => {}
-            Err(rampart_dataplane::Error::Io { source, .. })
+            Err(rampart_dataplane::Error::Io { err: source, .. })
                 if source.raw_os_error() == Some(libc::EINTR) =>
             {
                 break

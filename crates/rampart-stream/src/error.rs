@@ -18,12 +18,13 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
     /// A system call failed.
-    #[error("{context}: {source}")]
+    #[error("{context}: {err}")]
     Io {
         /// What was being done.
         context: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
     /// Loading, attaching or updating BPF objects.
     #[error(transparent)]
@@ -35,5 +36,5 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let context = context.into();
-    move |source| Error::Io { context, source }
+    move |err| Error::Io { context, err }
 }

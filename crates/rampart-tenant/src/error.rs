@@ -39,13 +39,13 @@ pub enum Error {
     #[error("the host agent has stopped")]
     Stopped(#[from] rampart_service::Stopped),
     /// I/O failure with context.
-    #[error("{context}: {source}")]
+    #[error("{context}: {err}")]
     Io {
         /// What was being done.
         context: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
 }
 
@@ -56,14 +56,14 @@ impl Error {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             context: context.into(),
-            source,
+            err: source,
         }
     }
 
     pub(crate) fn bpf(context: impl Into<String>, source: libbpf_rs::Error) -> Self {
         Error::Dataplane(rampart_dataplane::Error::Bpf {
             context: context.into(),
-            source,
+            err: source,
         })
     }
 }

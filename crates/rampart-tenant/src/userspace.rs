@@ -264,7 +264,7 @@ impl DnsForwarder {
         let (sock, up) = rampart_dataplane::netns::run_in(Some(ns), || {
             let s = UdpSocket::bind(listen).map_err(|e| rampart_dataplane::Error::Io {
                 context: format!("binding {listen}"),
-                source: e,
+                err: e,
             })?;
             let u = UdpSocket::bind(if upstream.is_ipv4() {
                 "0.0.0.0:0"
@@ -274,7 +274,7 @@ impl DnsForwarder {
             .and_then(|u| u.connect(upstream).map(|()| u))
             .map_err(|e| rampart_dataplane::Error::Io {
                 context: format!("upstream {upstream}"),
-                source: e,
+                err: e,
             })?;
             Ok((s, u))
         })
@@ -445,7 +445,7 @@ impl TcpProxy {
         let l = rampart_dataplane::netns::run_in(Some(ns), || {
             TcpListener::bind(listen).map_err(|e| rampart_dataplane::Error::Io {
                 context: format!("binding {listen}"),
-                source: e,
+                err: e,
             })
         })
         .map_err(|e| Error::Invalid(format!("starting the TCP proxy in {ns}: {e}")))?;

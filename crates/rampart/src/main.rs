@@ -53,7 +53,12 @@ fn one_line(err: &clap::Error) -> String {
 
 /// Bad arguments exit 2 (as clap's own errors do); failures exit 1.
 fn is_usage_error(e: &anyhow::Error) -> bool {
-    matches!(
+    e.downcast_ref::<cli::util::UsageError>().is_some()
+        || matches!(
+            e.downcast_ref::<rampart_stream::Error>(),
+            Some(rampart_stream::Error::Invalid(_))
+        )
+        || matches!(
         e.downcast_ref::<rampart_lab::Error>(),
         Some(rampart_lab::Error::InvalidSpec(_))
     ) || e
@@ -94,13 +99,27 @@ fn main() -> ExitCode {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, Arc::clone(&cancel));
     }
-    let res = match cli.cmd {
+    // `rampart … | head`: a `println!` that finds the pipe closed panics;
+    // that panic unwinds (every lab, link and pin is released by its Drop)
+    // and ends the command quietly instead of printing a crash report.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !cli::util::is_broken_pipe_panic(info.payload()) {
+            default_hook(info);
+        }
+    }));
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cli.cmd {
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
         Cmd::Stream(c) => cli::stream::run(c, &cancel),
         Cmd::Ddos(c) => cli::ddos::run(c, &cancel),
         Cmd::Tenant(c) => cli::tenant::run(c, &cancel),
         Cmd::Bench(c) => cli::bench::run(c, &cancel),
+    }));
+    let res = match res {
+        Ok(r) => r,
+        Err(p) if cli::util::is_broken_pipe_panic(&*p) => return ExitCode::SUCCESS,
+        Err(p) => std::panic::resume_unwind(p),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

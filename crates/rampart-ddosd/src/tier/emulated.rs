@@ -67,7 +67,7 @@ impl EmulatedNic {
             MapHandle::from_pinned_path(dir.join(n)).map_err(|e| {
                 crate::Error::Dataplane(rampart_dataplane::Error::Bpf {
                     context: format!("opening {}/{n}", dir.display()),
-                    source: e,
+                    err: e,
                 })
             })
         };

@@ -126,7 +126,7 @@ pub fn inspect(path: &Path, program: &str) -> Result<ObjectReport> {
             "reading the BPF object {} (the build tree's object: run from a build of rampart)",
             what()
         ),
-        source: e,
+        err: e,
     })?;
     let bad = |m: String| Error::Invalid(format!("{}: {m}", what()));
     let elf = object::File::parse(&*bytes).map_err(|e| bad(format!("not an ELF object: {e}")))?;

@@ -96,7 +96,7 @@ fn dup(fd: BorrowedFd<'_>, what: &str) -> rampart_dataplane::Result<OwnedFd> {
     fd.try_clone_to_owned()
         .map_err(|e| rampart_dataplane::Error::Io {
             context: format!("duplicating the {what} fd"),
-            source: e,
+            err: e,
         })
 }
 

@@ -133,7 +133,7 @@ impl AfXdpSource {
                 let x = Xsk::new(ifindex, q, frames, ring).map_err(|e| {
                     rampart_dataplane::Error::Io {
                         context: e.to_string(),
-                        source: io::Error::other("AF_XDP socket"),
+                        err: io::Error::other("AF_XDP socket"),
                     }
                 })?;
                 rampart_dataplane::maps::update_raw(

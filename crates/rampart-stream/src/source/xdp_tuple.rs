@@ -147,7 +147,7 @@ impl XdpTupleSource {
         let per_queue: Vec<Vec<Xsk>> = netns::run_in(ns.as_deref(), move || {
             let as_dp = |e: Error| rampart_dataplane::Error::Io {
                 context: e.to_string(),
-                source: std::io::Error::other("AF_XDP socket"),
+                err: std::io::Error::other("AF_XDP socket"),
             };
             let mut all = Vec::new();
             for queue in 0..q {

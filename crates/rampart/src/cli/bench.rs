@@ -258,7 +258,7 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
             };
             let peers = if a.peers.iter().any(|p| p == "none") {
                 if a.peers.len() > 1 {
-                    anyhow::bail!("--peers none cannot be combined with other peers");
+                    super::util::usage_bail!("--peers none cannot be combined with other peers");
                 }
                 Vec::new()
             } else {
@@ -303,7 +303,7 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
         }
         BenchCmd::Ddos(a) => {
             if a.smoke && !a.quick {
-                anyhow::bail!("--smoke is a variant of --quick: pass --quick --smoke");
+                super::util::usage_bail!("--smoke is a variant of --quick: pass --quick --smoke");
             }
             let mut spec = if a.smoke {
                 DdosBenchSpec::smoke()
@@ -373,10 +373,10 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
         }
         BenchCmd::TenantFairness(a) => {
             let rounds: [u32; 3] = a.rounds.clone().try_into().map_err(|_| {
-                anyhow::anyhow!("--rounds needs exactly three numbers, e.g. 30,300,1000")
+                super::util::usage("--rounds needs exactly three numbers, e.g. 30,300,1000")
             })?;
             if !(a.seconds > 0.0 && a.seconds <= 600.0) || a.reps == 0 {
-                anyhow::bail!("--seconds must be within (0, 600] and --reps ≥ 1");
+                super::util::usage_bail!("--seconds must be within (0, 600] and --reps ≥ 1");
             }
             let opts = FairnessOpts {
                 prefix: a.prefix,

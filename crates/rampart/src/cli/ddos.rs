@@ -15,7 +15,7 @@ use rampart_ddos::filter::{self, BlockEntry, Filter, FilterConfig, Scope, Update
 use rampart_ddos::prefix::{self, Prefix};
 use serde::Serialize;
 
-use super::util::{print_json, si};
+use super::util::{print_json, si, usage, usage_bail};
 
 /// Which filter (optional when exactly one is installed).
 #[derive(Debug, Args, Clone)]
@@ -60,8 +60,8 @@ pub enum DdosCmd {
         /// Read prefixes from FILE, one a line (`#` comments, blank lines ignored; `-` is stdin).
         #[arg(long)]
         file: Option<PathBuf>,
-        /// Remove the entries automatically after SECONDS.
-        #[arg(long)]
+        /// Remove the entries automatically after SECONDS (> 0).
+        #[arg(long, value_parser = ttl_secs)]
         ttl: Option<u64>,
         /// Make the blacklist exactly these prefixes: others are removed, the
         /// ones that stay keep their counters.
@@ -149,8 +149,18 @@ pub struct AttachArgs {
     pub features_capacity: u32,
 }
 
+/// `--ttl`: whole seconds > 0 (clap reports a failure as a usage error).
+fn ttl_secs(s: &str) -> std::result::Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("give a number of seconds > 0, or omit --ttl for no expiry".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}: give a whole number of seconds > 0")),
+    }
+}
+
 fn read_prefixes(args: &[String], file: Option<&PathBuf>) -> Result<Vec<Prefix>> {
-    let mut v = prefix::parse_many(args.iter().map(String::as_str))?;
+    // A bad prefix on the command line is a usage error (exit 2).
+    let mut v = prefix::parse_many(args.iter().map(String::as_str)).map_err(|e| usage(e.to_string()))?;
     if let Some(f) = file {
         let text = if f.as_os_str() == "-" {
             std::io::read_to_string(std::io::stdin()).context("reading prefixes from stdin")?
@@ -170,7 +180,7 @@ fn read_prefixes(args: &[String], file: Option<&PathBuf>) -> Result<Vec<Prefix>>
         }
     }
     if v.is_empty() {
-        bail!("no prefixes given: name them (e.g. 192.0.2.7 198.51.100.0/24) or use --file FILE");
+        usage_bail!("no prefixes given: name them (e.g. 192.0.2.7 198.51.100.0/24) or use --file FILE");
     }
     Ok(v)
 }
@@ -235,9 +245,9 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
     match cmd {
         DdosCmd::Run(a) => super::ddosd::run(a, cancel),
         DdosCmd::Attach(a) => {
-            let mode: XdpMode = a.mode.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+            let mode: XdpMode = a.mode.parse().map_err(|e: String| usage(e))?;
             if mode == XdpMode::Hw {
-                bail!("--mode hw: the ddos filter uses maps and helpers no XDP offload supports: use native or generic");
+                usage_bail!("--mode hw: the ddos filter uses maps and helpers no XDP offload supports: use native or generic");
             }
             let scope = Scope::new(a.netns.as_deref(), &a.iface)?;
             let cfg = FilterConfig {
@@ -270,9 +280,6 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
             which,
             json,
         } => {
-            if ttl == Some(0) {
-                bail!("--ttl 0: give a number of seconds > 0, or omit --ttl for no expiry");
-            }
             let list = read_prefixes(&prefixes, file.as_ref())?;
             let mut f = Filter::open(&which.resolve()?)?;
             let ttl = ttl.map(Duration::from_secs);
@@ -304,7 +311,7 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
             json,
         } => {
             if !(window.is_finite() && (0.0..=60.0).contains(&window)) {
-                bail!("--window {window} out of range: use 0 (no rate) to 60 seconds");
+                usage_bail!("--window {window} out of range: use 0 (no rate) to 60 seconds");
             }
             let name = which.resolve()?;
             let f = Filter::open(&name)?;

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use rampart_lab::dist::Dist;
 use rampart_lab::gen::{GenSpec, Limit};
@@ -251,7 +251,7 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
             let mut t_last = start;
             if let Some(s) = seconds {
                 if !(s.is_finite() && s > 0.0) {
-                    bail!("--seconds {s} out of range: use a number > 0");
+                    super::util::usage_bail!("--seconds {s} out of range: use a number > 0");
                 }
             }
             while !cancel.load(Ordering::Relaxed)

@@ -1,6 +1,5 @@
 //! `rampart stream run APP --source ...` and `rampart stream plan`.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -176,7 +175,7 @@ pub struct RunArgs {
 
 fn secs(name: &str, v: f64) -> Result<Duration> {
     if !(v.is_finite() && v > 0.0 && v < 1e9) {
-        bail!("--{name} {v}: use a number of seconds > 0");
+        super::util::usage_bail!("--{name} {v}: use a number of seconds > 0");
     }
     Ok(Duration::from_secs_f64(v))
 }
@@ -200,7 +199,8 @@ fn run_pipeline(p: Pipeline, cancel: &AtomicBool) -> Result<RunStats> {
     std::thread::scope(|s| {
         s.spawn(|| {
             while !d2.load(Ordering::Relaxed) {
-                if cancel.load(Ordering::Relaxed) {
+                // Nobody reads the output any more (`… | head`): stop as on Ctrl-C.
+                if cancel.load(Ordering::Relaxed) || super::util::stdout_closed() {
                     flag.store(true, Ordering::Relaxed);
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -213,10 +213,7 @@ fn run_pipeline(p: Pipeline, cancel: &AtomicBool) -> Result<RunStats> {
     .context("stream engine")
 }
 
-fn out_line(s: &str) {
-    let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{s}");
-}
+use super::util::out_line;
 
 /// The app settings of a run (built before the source: the offload plan needs the graph).
 struct AppCfgs {
@@ -343,7 +340,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
     let src = match a.offload {
         OnOff::Off => {
             if a.sources.is_some() {
-                bail!("--sources is for --offload on (without it, one source replica per AF_XDP queue: queues=Q)");
+                super::util::usage_bail!("--sources is for --offload on (without it, one source replica per AF_XDP queue: queues=Q)");
             }
             source::parse_spec(&a.source)?
         }

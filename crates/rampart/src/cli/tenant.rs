@@ -100,7 +100,7 @@ pub enum TenantCmd {
 
 fn client(a: &ClientArgs) -> Result<Client> {
     let Some(token) = a.token.as_deref() else {
-        bail!("no token: pass --token or set RAMPART_TENANT_TOKEN");
+        super::util::usage_bail!("no token: pass --token or set RAMPART_TENANT_TOKEN");
     };
     Ok(Client::new(&a.server, token))
 }
