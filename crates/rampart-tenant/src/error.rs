@@ -13,7 +13,9 @@ pub enum Error {
         reason: String,
     },
     /// The C source did not compile.
-    #[error("compilation failed:\n{stderr}")]
+    /// (One line: the first error clang reports; the full diagnostics
+    /// travel in `stderr`, which the API returns as its own field.)
+    #[error("compilation failed: {}", first_error(stderr))]
     Compile {
         /// clang's diagnostics.
         stderr: String,
@@ -47,6 +49,17 @@ pub enum Error {
         /// (a printed chain would repeat it).
         err: std::io::Error,
     },
+}
+
+/// The first line of clang's output that reports an error (else its first line).
+fn first_error(stderr: &str) -> &str {
+    let mut lines = stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+    stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("error:"))
+        .or_else(|| lines.next())
+        .unwrap_or("no diagnostics")
 }
 
 /// Result alias for this crate.
