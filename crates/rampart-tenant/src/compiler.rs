@@ -200,7 +200,10 @@ impl Compiler {
             )));
         }
         check_source(src)?;
-        let inc = dir.join("include");
+        // Everything clang reads or writes lives in build/, which the
+        // sandbox shows it as /build (see `Sandbox`).
+        let build = dir.join("build");
+        let inc = build.join("include");
         for (rel, text) in HEADERS {
             let p = inc.join(rel);
             if let Some(parent) = p.parent() {
@@ -209,32 +212,40 @@ impl Compiler {
             }
             std::fs::write(&p, text).map_err(|e| Error::io("writing the tenant headers", e))?;
         }
-        let c = dir.join("tenant.c");
-        let o = dir.join("tenant.o");
-        std::fs::write(&c, src).map_err(|e| Error::io("writing the tenant source", e))?;
-        let mut child = Command::new(&self.clang)
-            .args([
-                "-O2",
-                "-g",
-                "-target",
-                "bpf",
-                "-Wall",
-                "-Wno-unused-function",
-                "-fno-color-diagnostics",
-            ])
-            .arg("-I")
-            .arg(&inc)
-            .arg("-I/usr/include/x86_64-linux-gnu")
-            .arg("-c")
-            .arg("tenant.c")
-            .arg("-o")
-            .arg("tenant.o")
-            .current_dir(dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::io(format!("running {}", self.clang), e))?;
+        std::fs::write(build.join("tenant.c"), src)
+            .map_err(|e| Error::io("writing the tenant source", e))?;
+        let sandbox = Sandbox::prepare(&self.clang, dir, &build)?;
+        let mut cmd = Command::new(&self.clang);
+        cmd.args([
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-Wall",
+            "-Wno-unused-function",
+            "-fno-color-diagnostics",
+        ])
+        .arg("-I")
+        .arg(format!("{SANDBOX_BUILD}/include"))
+        .arg("-I/usr/include/x86_64-linux-gnu")
+        .arg("-c")
+        .arg("tenant.c")
+        .arg("-o")
+        .arg("tenant.o")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TMPDIR", SANDBOX_BUILD)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        sandbox.apply(&mut cmd);
+        let mut child = cmd.spawn().map_err(|e| Error::Io {
+            context: format!(
+                "running {} in its sandbox (a private mount namespace showing only /usr; needs root)",
+                self.clang
+            ),
+            err: e,
+        })?;
         let mut stderr = child.stderr.take();
         let reader = std::thread::spawn(move || {
             let mut s = String::new();
@@ -260,15 +271,217 @@ impl Compiler {
         };
         let diag = reader.join().unwrap_or_default();
         // Paths of the temporary directory mean nothing to the tenant.
-        let diag = diag.replace(&format!("{}/", dir.display()), "");
+        let diag = diag.replace(&format!("{SANDBOX_BUILD}/"), "");
         if !status.success() {
             return Err(Error::Compile {
                 stderr: diag.trim().to_string(),
             });
         }
-        let obj = std::fs::read(&o).map_err(|e| Error::io("reading the compiled object", e))?;
+        let obj = std::fs::read(build.join("tenant.o"))
+            .map_err(|e| Error::io("reading the compiled object", e))?;
         Ok((obj, diag.trim().to_string()))
     }
+}
+
+/// Where the build directory appears inside the sandbox.
+const SANDBOX_BUILD: &str = "/build";
+/// The user clang runs as inside the sandbox (`nobody`).
+const SANDBOX_UID: u32 = 65534;
+
+/// What clang may see of the host when it compiles a tenant's source.
+///
+/// The source checks ([`check_source`]) are lexical, and a preprocessor
+/// and an assembler can be made to read files in ways no lexical check
+/// sees (token pasting into `_Pragma` or `asm(".incbin …")`, for example),
+/// and the diagnostics go back to the tenant. So clang runs in a private
+/// mount namespace whose root is an empty tmpfs holding only `/usr` (and
+/// the `/bin`, `/lib*` links or directories of the host) read-only, the
+/// build directory as `/build`, and — if clang lives elsewhere — its own
+/// installation prefix read-only; it runs as `nobody`, with no new
+/// privileges. No `/etc`, `/root`, `/home`, `/proc`, `/sys`, `/run` or
+/// `/var`: a tenant can make clang read nothing of the host's state.
+struct Sandbox {
+    root: std::ffi::CString,
+    build_src: std::ffi::CString,
+    build_dst: std::ffi::CString,
+    /// (path inside the root, what to put there).
+    entries: Vec<(std::ffi::CString, SandboxEntry)>,
+}
+
+enum SandboxEntry {
+    /// A symbolic link with this target.
+    Link(std::ffi::CString),
+    /// A directory of the host, bind-mounted read-only (its host path).
+    Bind(std::ffi::CString),
+    /// An empty directory (a mount point on the way to a bind).
+    Dir,
+}
+
+impl Sandbox {
+    /// Lay out what the sandbox shows: `dir/root` becomes its root, `build`
+    /// (inside `dir`) its `/build`, owned by the sandbox's user.
+    fn prepare(clang: &str, dir: &Path, build: &Path) -> Result<Self> {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let cs = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| Error::Invalid(format!("NUL in path {}", p.display())))
+        };
+        let root = dir.join("root");
+        std::fs::create_dir_all(&root).map_err(|e| Error::io("creating the compiler's root", e))?;
+        // clang writes its object as the sandbox's user.
+        for p in std::iter::once(build.to_path_buf()).chain(
+            std::fs::read_dir(build)
+                .map_err(|e| Error::io("reading the build directory", e))?
+                .flatten()
+                .map(|e| e.path()),
+        ) {
+            std::os::unix::fs::chown(&p, Some(SANDBOX_UID), Some(SANDBOX_UID))
+                .map_err(|e| Error::io(format!("handing {} to the compiler", p.display()), e))?;
+        }
+        let mut entries = Vec::new();
+        for top in ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
+            let host = Path::new("/").join(top);
+            let Ok(meta) = std::fs::symlink_metadata(&host) else {
+                continue;
+            };
+            let inside = cs(&root.join(top))?;
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&host)
+                    .map_err(|e| Error::io(format!("reading the link {}", host.display()), e))?;
+                entries.push((inside, SandboxEntry::Link(cs(&target)?)));
+            } else if meta.is_dir() {
+                entries.push((inside, SandboxEntry::Bind(cs(&host)?)));
+            }
+        }
+        // A clang installed outside /usr (RAMPART_CLANG=/opt/llvm/bin/clang):
+        // show its prefix too, where it is, so it finds its own headers.
+        if let Some(prefix) = clang_prefix(clang) {
+            if !prefix.starts_with("/usr") {
+                let mut at = root.clone();
+                let comps: Vec<_> = prefix.components().skip(1).collect();
+                for (i, c) in comps.iter().enumerate() {
+                    at.push(c);
+                    let e = if i + 1 == comps.len() {
+                        SandboxEntry::Bind(cs(&prefix)?)
+                    } else {
+                        SandboxEntry::Dir
+                    };
+                    entries.push((cs(&at)?, e));
+                }
+            }
+        }
+        Ok(Self {
+            root: cs(&root)?,
+            build_src: cs(build)?,
+            build_dst: cs(&root.join(SANDBOX_BUILD.trim_start_matches('/')))?,
+            entries,
+        })
+    }
+
+    /// Make `cmd` enter the sandbox between fork and exec.
+    fn apply(self, cmd: &mut Command) {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs in the forked child before exec and only
+        // makes system calls (unshare, mount, mkdir, symlink, chroot, chdir,
+        // setgroups, setgid, setuid, prctl) on C strings built beforehand:
+        // no allocation, no locks.
+        unsafe {
+            cmd.pre_exec(move || self.enter());
+        }
+    }
+
+    /// In the child: build the root and enter it.
+    fn enter(&self) -> std::io::Result<()> {
+        use std::ptr::null;
+        fn check(rc: libc::c_int) -> std::io::Result<()> {
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        }
+        let tmpfs = c"tmpfs";
+        let slash = c"/";
+        // SAFETY (all calls below): every pointer is a NUL-terminated string
+        // owned by `self` or a literal, alive across the call; null is allowed
+        // where passed.
+        unsafe {
+            check(libc::unshare(libc::CLONE_NEWNS))?;
+            check(libc::mount(
+                null(),
+                slash.as_ptr(),
+                null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                null(),
+            ))?;
+            check(libc::mount(
+                tmpfs.as_ptr(),
+                self.root.as_ptr(),
+                tmpfs.as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                c"mode=0755,size=1m".as_ptr().cast(),
+            ))?;
+            for (inside, e) in &self.entries {
+                match e {
+                    SandboxEntry::Link(target) => {
+                        check(libc::symlink(target.as_ptr(), inside.as_ptr()))?;
+                    }
+                    SandboxEntry::Dir => check(libc::mkdir(inside.as_ptr(), 0o755))?,
+                    SandboxEntry::Bind(host) => {
+                        check(libc::mkdir(inside.as_ptr(), 0o755))?;
+                        check(libc::mount(
+                            host.as_ptr(),
+                            inside.as_ptr(),
+                            null(),
+                            libc::MS_BIND | libc::MS_REC,
+                            null(),
+                        ))?;
+                        check(libc::mount(
+                            null(),
+                            inside.as_ptr(),
+                            null(),
+                            libc::MS_REMOUNT
+                                | libc::MS_BIND
+                                | libc::MS_RDONLY
+                                | libc::MS_NOSUID
+                                | libc::MS_NODEV,
+                            null(),
+                        ))?;
+                    }
+                }
+            }
+            check(libc::mkdir(self.build_dst.as_ptr(), 0o755))?;
+            check(libc::mount(
+                self.build_src.as_ptr(),
+                self.build_dst.as_ptr(),
+                null(),
+                libc::MS_BIND,
+                null(),
+            ))?;
+            check(libc::chroot(self.root.as_ptr()))?;
+            check(libc::chdir(c"/build".as_ptr()))?;
+            check(libc::setgroups(0, null()))?;
+            check(libc::setgid(SANDBOX_UID))?;
+            check(libc::setuid(SANDBOX_UID))?;
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
+        }
+        Ok(())
+    }
+}
+
+/// The installation prefix of a clang binary (`/usr/lib/llvm-14` for
+/// Debian's `clang-14`), found on PATH like the shell would.
+fn clang_prefix(clang: &str) -> Option<PathBuf> {
+    let path = if clang.contains('/') {
+        PathBuf::from(clang)
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(clang))
+            .find(|p| p.is_file())?
+    };
+    let real = path.canonicalize().ok()?;
+    Some(real.parent()?.parent()?.to_path_buf())
 }
 
 /// Link a checked tenant object with the wrapper (libbpf's static linker).
@@ -297,73 +510,281 @@ pub fn link(tenant_obj: &[u8], dir: &Path) -> Result<Vec<u8>> {
 
 /// Allowed `#include` targets: the tenant API header and kernel/libbpf UAPI headers.
 fn include_allowed(target: &str) -> bool {
-    let inner = &target[1..target.len() - 1];
-    if inner == "rampart_tenant.h" {
+    if target == "\"rampart_tenant.h\"" {
         return true;
     }
-    if !target.starts_with('<') {
+    let Some(inner) = target.strip_prefix('<').and_then(|t| t.strip_suffix('>')) else {
         return false;
-    }
+    };
     let ok_chars = inner
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '/' | '.' | '-'));
     ok_chars
         && !inner.contains("..")
+        && !inner.contains("//")
         && inner.ends_with(".h")
         && (inner.starts_with("linux/") || inner.starts_with("bpf/") || inner.starts_with("asm/"))
 }
 
+/// Directives a tenant source may use besides `#include` (which is checked
+/// against [`include_allowed`]). Everything else — `#include_next`,
+/// `#import`, `#embed`, `#ident`, GNU line markers, unknown directives — is
+/// refused: none is needed for a BPF program and some read host files.
+const DIRECTIVES: &[&str] = &[
+    "define", "undef", "if", "ifdef", "ifndef", "elif", "elifdef", "elifndef", "else", "endif",
+    "pragma", "error", "warning", "line",
+];
+
+/// Identifiers refused anywhere in a source: they probe the host's files.
+const REFUSED_IDENTIFIERS: &[&str] = &["__has_include", "__has_include_next", "__has_embed"];
+
+/// Text refused anywhere, strings included: assembler directives that read
+/// host files (`.incbin`, `.include` in inline `asm`).
+const REFUSED_TEXT: &[&str] = &["incbin", ".include"];
+
+/// The source as the preprocessor sees its lines: line splices removed
+/// (a backslash, optional blanks, a newline — clang accepts the blanks),
+/// comments replaced by one space (a block comment spanning lines joins
+/// them, as in translation phase 3), string and character literals kept.
+/// Returns the logical lines with the original line each starts on.
+fn logical_lines(src: &str) -> Vec<(usize, String)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum St {
+        Code,
+        Str(char),
+        LineComment,
+        BlockComment,
+    }
+    let chars: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let (mut line, mut start_line) = (1usize, 1usize);
+    let mut st = St::Code;
+    let mut i = 0;
+    // The next character after line splices, and how many characters (and
+    // newlines) the splices took.
+    let peek = |mut j: usize| -> (Option<char>, usize, usize) {
+        let (mut used, mut nl) = (0, 0);
+        loop {
+            if chars.get(j) == Some(&'\\') {
+                let mut k = j + 1;
+                while matches!(chars.get(k), Some(' ' | '\t' | '\x0b' | '\x0c')) {
+                    k += 1;
+                }
+                if chars.get(k) == Some(&'\r') && chars.get(k + 1) == Some(&'\n') {
+                    k += 1;
+                }
+                if chars.get(k) == Some(&'\n') {
+                    used += k + 1 - j;
+                    nl += 1;
+                    j = k + 1;
+                    continue;
+                }
+            }
+            return (chars.get(j).copied(), used, nl);
+        }
+    };
+    while i < chars.len() {
+        let (c, used, nl) = peek(i);
+        i += used;
+        line += nl;
+        let Some(c) = c else { break };
+        let (next, _, _) = peek(i + 1);
+        match st {
+            St::Code => match c {
+                '/' if next == Some('/') => {
+                    st = St::LineComment;
+                    let (_, u, n) = peek(i + 1);
+                    i += 1 + u;
+                    line += n;
+                }
+                '/' if next == Some('*') => {
+                    st = St::BlockComment;
+                    let (_, u, n) = peek(i + 1);
+                    i += 1 + u;
+                    line += n;
+                    cur.push(' ');
+                }
+                '"' | '\'' => {
+                    st = St::Str(c);
+                    cur.push(c);
+                }
+                '\n' => {
+                    out.push((start_line, std::mem::take(&mut cur)));
+                    line += 1;
+                    start_line = line;
+                }
+                _ => cur.push(c),
+            },
+            St::Str(q) => match c {
+                '\\' => {
+                    cur.push(c);
+                    if let Some(n) = next {
+                        if n != '\n' {
+                            cur.push(n);
+                            let (_, u, nl2) = peek(i + 1);
+                            i += 1 + u;
+                            line += nl2;
+                        }
+                    }
+                }
+                '\n' => {
+                    // An unterminated literal ends with its line.
+                    st = St::Code;
+                    out.push((start_line, std::mem::take(&mut cur)));
+                    line += 1;
+                    start_line = line;
+                }
+                _ => {
+                    cur.push(c);
+                    if c == q {
+                        st = St::Code;
+                    }
+                }
+            },
+            St::LineComment => {
+                if c == '\n' {
+                    st = St::Code;
+                    cur.push(' ');
+                    out.push((start_line, std::mem::take(&mut cur)));
+                    line += 1;
+                    start_line = line;
+                }
+            }
+            St::BlockComment => {
+                if c == '\n' {
+                    line += 1;
+                } else if c == '*' && next == Some('/') {
+                    st = St::Code;
+                    let (_, u, n) = peek(i + 1);
+                    i += 1 + u;
+                    line += n;
+                }
+            }
+        }
+        i += 1;
+    }
+    if !cur.is_empty() {
+        out.push((start_line, cur));
+    }
+    out
+}
+
+/// The identifiers of a logical line outside string and character literals.
+fn identifiers(line: &str) -> Vec<&str> {
+    let mut v = Vec::new();
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'"' || c == b'\'' {
+            i += 1;
+            while i < b.len() && b[i] != c {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let s = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            v.push(&line[s..i]);
+        } else if c.is_ascii_digit() {
+            // A pp-number (1e10, 0x1f, 42u) is not an identifier.
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    v
+}
+
 /// Refuse sources that could make clang read files of the host: only
-/// known headers may be included, and no `__has_include` or `.incbin`.
+/// known headers may be included, only the usual directives are allowed
+/// (recognised as the preprocessor does: after line splices and comments,
+/// `%:` as `#`), and no `__has_include` or assembler `.incbin`/`.include`.
+///
+/// These checks give a tenant a clear reason; they are not the boundary.
+/// Macros can assemble text no lexical check sees, so clang itself runs
+/// where it can read nothing of the host but `/usr` (see [`Compiler::build`]).
 ///
 /// # Errors
 /// [`Error::Refused`] naming the line.
 pub fn check_source(src: &str) -> Result<()> {
-    // Line splices first, as the preprocessor does.
-    let joined = src.replace("\\\r\n", "").replace("\\\n", "");
-    for word in ["__has_include", "incbin", "#embed"] {
-        if joined.contains(word) {
-            return Err(Error::Refused {
-                reason: format!("{word:?} is not allowed in tenant sources"),
-            });
+    let refuse = |n: usize, what: String| Error::Refused {
+        reason: format!("line {n}: {what}"),
+    };
+    if src.contains('\0') {
+        return Err(Error::Refused {
+            reason: "the source contains a NUL byte".into(),
+        });
+    }
+    // Trigraphs are off in clang's default C mode; refusing them outright
+    // keeps this check true whatever the language mode.
+    for (p, _) in src.match_indices("??") {
+        let next = src[p + 2..].chars().next();
+        if matches!(
+            next,
+            Some('=' | '/' | '\'' | '(' | ')' | '!' | '<' | '>' | '-')
+        ) {
+            let n = src[..p].matches('\n').count() + 1;
+            return Err(refuse(n, "trigraphs are not allowed".into()));
         }
     }
-    for (n, line) in joined.lines().enumerate() {
-        let t = line.trim_start();
-        let Some(rest) = t.strip_prefix('#') else {
+    for (n, line) in logical_lines(src) {
+        for word in REFUSED_TEXT {
+            if line.contains(word) {
+                return Err(refuse(
+                    n,
+                    format!("{word:?} is not allowed in tenant sources"),
+                ));
+            }
+        }
+        if let Some(id) = identifiers(&line)
+            .into_iter()
+            .find(|id| REFUSED_IDENTIFIERS.contains(id))
+        {
+            return Err(refuse(n, format!("{id} is not allowed in tenant sources")));
+        }
+        let t = line.trim_start_matches([' ', '\t', '\x0b', '\x0c', '\r']);
+        let Some(rest) = t.strip_prefix('#').or_else(|| t.strip_prefix("%:")) else {
             continue;
         };
-        let rest = rest.trim_start();
-        let directive: String = rest
-            .chars()
-            .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
-            .collect();
-        if matches!(
-            directive.as_str(),
-            "include" | "include_next" | "import" | "embed"
-        ) {
-            let arg = rest[directive.len()..].trim();
-            let target_end = match arg.chars().next() {
-                Some('<') => arg.find('>'),
-                Some('"') => arg[1..].find('"').map(|i| i + 1),
-                _ => None,
-            };
-            let ok = target_end.is_some_and(|e| {
-                let target = &arg[..=e];
-                let tail = arg[e + 1..].trim();
-                directive == "include"
-                    && include_allowed(target)
-                    && (tail.is_empty() || tail.starts_with("//"))
-            });
-            if !ok {
-                return Err(Error::Refused {
-                    reason: format!(
-                        "line {}: `{}` — only #include \"rampart_tenant.h\" and <linux/*.h>, <bpf/*.h> headers are allowed",
-                        n + 1,
-                        line.trim()
-                    ),
-                });
+        let rest = rest.trim_start_matches([' ', '\t', '\x0b', '\x0c', '\r']);
+        let name_len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let (name, arg) = rest.split_at(name_len);
+        let shown = line.trim();
+        if name.is_empty() {
+            if arg.trim().is_empty() {
+                continue; // the null directive
             }
+            return Err(refuse(
+                n,
+                format!("`{shown}` is not a directive tenant sources may use"),
+            ));
+        }
+        if name == "include" {
+            let target = arg.trim();
+            if !include_allowed(target) {
+                return Err(refuse(
+                    n,
+                    format!(
+                        "`{shown}` — only #include \"rampart_tenant.h\" and <linux/*.h>, <bpf/*.h>, <asm/*.h> headers are allowed"
+                    ),
+                ));
+            }
+        } else if !DIRECTIVES.contains(&name) {
+            return Err(refuse(
+                n,
+                format!(
+                    "`{shown}` — #{name} is not allowed in tenant sources (allowed: #include, #{})",
+                    DIRECTIVES.join(", #")
+                ),
+            ));
         }
     }
     Ok(())
@@ -378,6 +799,21 @@ mod tests {
         check_source("#include \"rampart_tenant.h\"\n#include <linux/if_ether.h>\n# include <bpf/bpf_endian.h> // x\n")
             .unwrap();
         for bad in [
+            "/**/#include \"/etc/passwd\"",
+            "#/**/include \"/etc/passwd\"",
+            "#/*\n*/include \"/etc/passwd\"",
+            "%:include \"/etc/passwd\"",
+            "%: include </etc/passwd>",
+            "#inc\\  \nlude \"/etc/passwd\"",
+            "#include <linux/x.h> /* ok */ \"/etc/passwd\"",
+            "# 1 \"/etc/passwd\"",
+            "#import <linux/bpf.h>",
+            "#embed \"/etc/shadow\"",
+            "#ident \"x\"",
+            "asm(\".include \\\"/etc/passwd\\\"\");",
+            "??=include \"/etc/passwd\"",
+            "int x = __has_include(<linux/bpf.h>);",
+            "int a\0;",
             "#include \"/etc/passwd\"",
             "#include </etc/shadow>",
             "#include <linux/../../etc/passwd.h>",
@@ -389,6 +825,28 @@ mod tests {
             "#include <stdio.h>",
         ] {
             assert!(check_source(bad).is_err(), "accepted: {bad}");
+        }
+        // What only looks like a directive is not one.
+        for good in [
+            "// #include \"/etc/passwd\"\nint x;",
+            "/* #include </etc/passwd>\n */ int x;",
+            "const char *s = \"#include </etc/passwd>\";",
+            "int a; // it's fine\n#include <linux/bpf.h>",
+            "#if 0\n#error don't\n#endif",
+            "int y = 1e10 + 0x1f;",
+            "#define X(a) #a\n#pragma once",
+        ] {
+            check_source(good).unwrap_or_else(|e| panic!("refused {good:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn the_stock_programs_pass_the_source_checks() {
+        for (name, src) in [
+            ("dns_ratelimit.c", crate::programs::DNS_RATELIMIT_C),
+            ("synproxy.c", crate::programs::SYNPROXY_C),
+        ] {
+            check_source(src).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
 

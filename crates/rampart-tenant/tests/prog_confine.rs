@@ -183,6 +183,60 @@ fn host_files_cannot_be_pulled_into_a_build() {
         Policy::default(),
     );
     assert!(why.contains("incbin"), "{why}");
+    // What only the preprocessor sees as a directive: comments before and
+    // inside the directive, a digraph, a line splice with blanks after the
+    // backslash.
+    for src in [
+        "/**/#include \"/etc/passwd\"\n",
+        "#/**/include \"/etc/passwd\"\n",
+        "%:include \"/etc/passwd\"\n",
+        "#inc\\ \nlude \"/etc/passwd\"\n",
+    ] {
+        let why = refused(
+            &format!("{src}int tenant_main(void *c) {{ return 2; }}"),
+            Policy::default(),
+        );
+        assert!(why.contains("only #include"), "{src:?}: {why}");
+    }
+}
+
+/// A file of the host with a line no compiler output may ever show.
+fn host_secret() -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("host_secret_{}_xyzzy", std::process::id());
+    let p = dir.path().join("secret.h");
+    std::fs::write(&p, format!("{marker} = 1;\n")).unwrap();
+    (dir, p, marker)
+}
+
+#[test]
+fn the_compiler_sees_no_host_file_whatever_the_source_assembles() {
+    // Lexical checks cannot see through macros: token pasting assembles an
+    // assembler `.include` of a host file. clang runs where no host file
+    // but /usr exists, so the build fails without showing the file.
+    let (_dir, path, marker) = host_secret();
+    let src = format!(
+        "#include \"rampart_tenant.h\"\n\
+         #define STR(x) #x\n#define XSTR(x) STR(x)\n#define CAT(a, b) a##b\n\
+         asm(XSTR(CAT(.inc, lude)) \" \\\"{}\\\"\");\n\
+         int tenant_main(struct xdp_md *ctx) {{ return XDP_PASS; }}\n",
+        path.display()
+    );
+    match Compiler::new(Policy::default())
+        .unwrap()
+        .build(Submission::C(&src))
+    {
+        Err(Error::Compile { stderr }) => {
+            assert!(!stderr.contains(&marker), "the host file leaked: {stderr}");
+            assert!(
+                stderr.contains("secret.h"),
+                "the assembler was asked for the file and could not open it: {stderr}"
+            );
+        }
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+    // The same file is readable outside the sandbox (the test is not vacuous).
+    assert!(std::fs::read_to_string(&path).unwrap().contains(&marker));
 }
 
 #[test]
