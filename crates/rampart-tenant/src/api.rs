@@ -236,7 +236,7 @@ async fn selectors_put(
 /// The body of `PUT /v1/selectors`.
 #[derive(Debug, Deserialize)]
 #[serde(transparent)]
-pub struct Selectors(Vec<String>);
+pub struct Selectors(pub Vec<String>);
 
 impl JsonBody for Selectors {
     const EXAMPLE: &'static str = r#"["prefix:10.20.1.0/24", "vlan:101"]"#;
@@ -304,7 +304,12 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn unhex(s: &str, want: u32, what: &str) -> Result<Vec<u8>, Error> {
+/// `want` bytes written as hex digits (an optional `0x` first), as map keys
+/// and values travel in the API.
+///
+/// # Errors
+/// [`Error::Invalid`] when the text is not exactly `2 × want` hex digits.
+pub fn unhex(s: &str, want: u32, what: &str) -> Result<Vec<u8>, Error> {
     let s = s.trim().trim_start_matches("0x");
     if s.len() != 2 * want as usize || !s.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(Error::Invalid(format!(
@@ -392,7 +397,7 @@ async fn map_dump(
 #[serde(deny_unknown_fields)]
 pub struct MapValue {
     /// The value, `value_size` bytes in hex (per-CPU maps: the same on every CPU).
-    value: String,
+    pub value: String,
 }
 
 impl JsonBody for MapValue {

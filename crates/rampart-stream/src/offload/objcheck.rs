@@ -128,8 +128,18 @@ pub fn inspect(path: &Path, program: &str) -> Result<ObjectReport> {
         ),
         err: e,
     })?;
+    inspect_bytes(&bytes, &what(), program)
+}
+
+/// Inspect `program` of an object held in memory (`name` says where it
+/// came from, in messages and in the report).
+///
+/// # Errors
+/// Not a BPF object, no such program, or a malformed one.
+pub fn inspect_bytes(bytes: &[u8], name: &str, program: &str) -> Result<ObjectReport> {
+    let what = || name.to_string();
     let bad = |m: String| Error::Invalid(format!("{}: {m}", what()));
-    let elf = object::File::parse(&*bytes).map_err(|e| bad(format!("not an ELF object: {e}")))?;
+    let elf = object::File::parse(bytes).map_err(|e| bad(format!("not an ELF object: {e}")))?;
 
     // The program: a function symbol.
     let sym = elf
@@ -144,15 +154,19 @@ pub fn inspect(path: &Path, program: &str) -> Result<ObjectReport> {
         .map_err(|e| bad(e.to_string()))?;
     let (start, size) = (sym.address(), sym.size());
     let code = sec.data().map_err(|e| bad(e.to_string()))?;
-    let body = code
-        .get(start as usize..(start + size) as usize)
-        .ok_or_else(|| bad(format!("program {program:?} lies outside its section")))?;
+    let outside = || bad(format!("program {program:?} lies outside its section"));
+    let end = start.checked_add(size).ok_or_else(outside)?;
+    let body = usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(end).ok())
+        .and_then(|(a, b)| code.get(a..b))
+        .ok_or_else(outside)?;
 
     // Relocations inside the program: maps and externs (kfuncs).
     let mut map_names = BTreeSet::new();
     let mut extern_at: BTreeMap<u64, String> = BTreeMap::new();
     for (off, rel) in sec.relocations() {
-        if off < start || off >= start + size {
+        if off < start || off >= end {
             continue;
         }
         let RelocationTarget::Symbol(si) = rel.target() else {
@@ -233,7 +247,7 @@ pub fn inspect(path: &Path, program: &str) -> Result<ObjectReport> {
 
     // Map definitions (BTF) through libbpf.
     let obj = libbpf_rs::ObjectBuilder::default()
-        .open_file(path)
+        .open_memory(bytes)
         .map_err(|e| bad(format!("libbpf cannot open it: {e}")))?;
     let insns = obj
         .progs()

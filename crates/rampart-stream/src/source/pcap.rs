@@ -64,6 +64,35 @@ fn tsresol_to_ns(raw: u64, tsresol: u8) -> u64 {
     }
 }
 
+/// pcap or pcapng, from the first four bytes.
+fn kind_of(data: &[u8]) -> std::result::Result<Kind, String> {
+    let Some(magic) = data.first_chunk::<4>() else {
+        return Err(format!(
+            "{} bytes: too short for a pcap or pcapng file",
+            data.len()
+        ));
+    };
+    match u32::from_le_bytes(*magic) {
+        0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => Ok(Kind::Pcap),
+        0x0a0d_0d0a => Ok(Kind::PcapNg),
+        m => Err(format!("not a pcap or pcapng file (magic {m:#010x})")),
+    }
+}
+
+/// Read a whole capture held in memory the way [`PcapSource`] reads a
+/// file: `f(index, ts_ns, frame)` for every record, in file order (`f`
+/// returns false to stop). Returns the number of records.
+///
+/// # Errors
+/// What makes the capture unusable (bad header, damaged record, a link
+/// type other than Ethernet), in one line.
+pub fn read_capture(
+    data: &[u8],
+    f: impl FnMut(u64, u64, &[u8]) -> bool,
+) -> std::result::Result<u64, String> {
+    walk(data, kind_of(data)?, f)
+}
+
 /// Walk every record: `f(index, ts_ns, frame)`; `f` returns false to stop.
 fn walk(
     data: &[u8],
@@ -190,11 +219,7 @@ impl PcapSource {
         // a capture that is still being written (rampart reads finished captures).
         let data =
             unsafe { memmap2::Mmap::map(&f) }.map_err(|e| cap(format!("cannot map: {e}")))?;
-        let kind = match u32::from_le_bytes([data[0], data[1], data[2], data[3]]) {
-            0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => Kind::Pcap,
-            0x0a0d_0d0a => Kind::PcapNg,
-            m => return Err(cap(format!("not a pcap or pcapng file (magic {m:#010x})"))),
-        };
+        let kind = kind_of(&data).map_err(cap)?;
         let records = walk(&data, kind, |_, _, _| true).map_err(cap)?;
         Ok(Self {
             path: path.into(),
