@@ -92,7 +92,10 @@ pub fn exists(path: &Path) -> Result<bool> {
     match path.try_exists() {
         Ok(b) => Ok(b),
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => Err(Error::NotRoot {
-            what: format!("reading rampart's BPF pins ({} is not readable)", path.display()),
+            what: format!(
+                "reading rampart's BPF pins ({} is not readable)",
+                path.display()
+            ),
         }),
         Err(e) => Err(Error::Io {
             context: format!("looking for {}", path.display()),

@@ -59,11 +59,11 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
             Some(rampart_stream::Error::Invalid(_))
         )
         || matches!(
-        e.downcast_ref::<rampart_lab::Error>(),
-        Some(rampart_lab::Error::InvalidSpec(_))
-    ) || e
-        .downcast_ref::<rampart_bench::Error>()
-        .is_some_and(rampart_bench::Error::is_usage)
+            e.downcast_ref::<rampart_lab::Error>(),
+            Some(rampart_lab::Error::InvalidSpec(_))
+        )
+        || e.downcast_ref::<rampart_bench::Error>()
+            .is_some_and(rampart_bench::Error::is_usage)
 }
 
 fn main() -> ExitCode {

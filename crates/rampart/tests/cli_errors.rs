@@ -52,12 +52,26 @@ fn usage_errors_exit_2_with_one_line() {
         (&["ddos", "block", "192.0.2.300"][..], "192.0.2.300"),
         (&["ddos", "block"][..], "no prefixes given"),
         (&["ddos", "list", "--window", "99"][..], "--window"),
-        (&["ddos", "attach", "--iface", "lo", "--mode", "hw"][..], "--mode hw"),
         (
-            &["stream", "run", "flowmeter", "--source", "synthetic:flows=1,tuples=1", "--idle-timeout", "0"][..],
+            &["ddos", "attach", "--iface", "lo", "--mode", "hw"][..],
+            "--mode hw",
+        ),
+        (
+            &[
+                "stream",
+                "run",
+                "flowmeter",
+                "--source",
+                "synthetic:flows=1,tuples=1",
+                "--idle-timeout",
+                "0",
+            ][..],
             "--idle-timeout",
         ),
-        (&["stream", "run", "flowmeter", "--source", "nosuch:x"][..], "nosuch"),
+        (
+            &["stream", "run", "flowmeter", "--source", "nosuch:x"][..],
+            "nosuch",
+        ),
         (&["tenant", "stats"][..], "no token"),
         (&["ddos", "nosuchcommand"][..], "nosuchcommand"),
     ] {

@@ -160,7 +160,8 @@ fn ttl_secs(s: &str) -> std::result::Result<u64, String> {
 
 fn read_prefixes(args: &[String], file: Option<&PathBuf>) -> Result<Vec<Prefix>> {
     // A bad prefix on the command line is a usage error (exit 2).
-    let mut v = prefix::parse_many(args.iter().map(String::as_str)).map_err(|e| usage(e.to_string()))?;
+    let mut v =
+        prefix::parse_many(args.iter().map(String::as_str)).map_err(|e| usage(e.to_string()))?;
     if let Some(f) = file {
         let text = if f.as_os_str() == "-" {
             std::io::read_to_string(std::io::stdin()).context("reading prefixes from stdin")?
@@ -180,7 +181,9 @@ fn read_prefixes(args: &[String], file: Option<&PathBuf>) -> Result<Vec<Prefix>>
         }
     }
     if v.is_empty() {
-        usage_bail!("no prefixes given: name them (e.g. 192.0.2.7 198.51.100.0/24) or use --file FILE");
+        usage_bail!(
+            "no prefixes given: name them (e.g. 192.0.2.7 198.51.100.0/24) or use --file FILE"
+        );
     }
     Ok(v)
 }
