@@ -24,13 +24,16 @@
  */
 enum parse_status {
 	PARSE_OK = 0,
-	/* Not IPv4/IPv6 (ARP, LLDP, ...): nothing past the Ethernet/VLAN headers is read. */
+	/* Not IPv4/IPv6 (ARP, LLDP, PPPoE control, ...): nothing past the L2 headers is read. */
 	PARSE_NOT_IP = 1,
-	/* Frame ends inside a header it announces. */
+	/* Frame ends inside a header it announces, or before the end of the IP
+	 * packet its header announces (IPv4 total length, IPv6 payload length;
+	 * bytes after the packet are Ethernet padding and allowed). */
 	PARSE_TRUNCATED = 2,
-	/* A header field is impossible (IPv4 IHL < 5, total length < header, TCP data offset < 5, ...). */
+	/* A header field is impossible (IPv4 IHL < 5, total length < header, TCP data offset < 5,
+	 * a PPPoE session header of another version or with a code, ...). */
 	PARSE_BAD_HEADER = 3,
-	/* More VLAN tags or IPv6 extension headers than we walk. */
+	/* More VLAN tags, MPLS labels or IPv6 extension headers than the limits walk. */
 	PARSE_TOO_DEEP = 4,
 	PARSE_STATUS_MAX = 5,
 };
@@ -44,8 +47,48 @@ enum parse_frag {
 	FRAG_LATER = 2,
 };
 
-#define PARSE_MAX_VLANS 2
-#define PARSE_MAX_V6_EXT 6
+/*
+ * A packet that carries another packet whose headers the parser does not
+ * walk: the addresses in pkt_info are the outer (tunnel) ones. Programs
+ * that judge sources count these under their own name (the ddos filter has
+ * a pass reason per kind and a switch to drop them all).
+ */
+enum parse_encap {
+	PARSE_ENCAP_NONE = 0,
+	/* GRE (IP protocol 47). */
+	PARSE_ENCAP_GRE = 1,
+	/* IP in IP: IPv4 (protocol 4) or IPv6 (41) inside the IP packet. */
+	PARSE_ENCAP_IPIP = 2,
+	/* VXLAN: UDP to port 4789. */
+	PARSE_ENCAP_VXLAN = 3,
+	/* Geneve: UDP to port 6081. */
+	PARSE_ENCAP_GENEVE = 4,
+	/* MPLS whose payload is not IP (an Ethernet pseudowire, a control word):
+	 * status PARSE_NOT_IP. */
+	PARSE_ENCAP_MPLS = 5,
+	PARSE_ENCAP_MAX = 6,
+};
+
+/* Shim headers between Ethernet/VLAN and IP that the parser walked (pkt_info.shim bits). */
+enum parse_shim {
+	PARSE_SHIM_PPPOE = 1,
+	PARSE_SHIM_MPLS = 2,
+};
+
+/* VLAN ids kept in pkt_info (the outermost tags). */
+#define PARSE_VLAN_IDS 2
+/* The depth limits of parse_packet(). Programs configured at load time pass
+ * their own (rodata) to parse_packet_lim(), up to the ceilings below. */
+#define PARSE_DEF_VLANS 4
+/* RFC 8200 §4.1: each extension header at most once, Destination Options
+ * at most twice — HBH, DST, RH, FRAG, AH, (ESP: ends the walk), DST = 6
+ * walked; 8 leaves room for what the RFC does not forbid. */
+#define PARSE_DEF_V6_EXT 8
+/* Ceilings of the limits: the walks' unrolled bounds. */
+#define PARSE_MAX_VLANS 8
+#define PARSE_MAX_V6_EXT 16
+/* MPLS label stack entries walked (fixed). */
+#define PARSE_MAX_MPLS 8
 
 /* Everything a program needs from the headers, in one place. */
 struct pkt_info {
@@ -60,14 +103,15 @@ struct pkt_info {
 	/* Offsets from the start of the frame. */
 	__u16 l3_off;
 	__u16 l4_off;
-	/* VLAN ids (host order), outermost first. */
-	__u16 vlan_id[PARSE_MAX_VLANS];
+	/* VLAN ids (host order) of the outermost PARSE_VLAN_IDS tags, outermost first. */
+	__u16 vlan_id[PARSE_VLAN_IDS];
 	/* IP total length as announced by the header (IPv6: 40 + payload length). */
 	__u16 ip_len;
 	/* IPPROTO_* of the L4 header (after IPv6 extension headers). */
 	__u8 l4_proto;
 	/* 4 or 6; 0 when not IP. */
 	__u8 family;
+	/* VLAN tags walked (all of them, not only those in vlan_id). */
 	__u8 vlan_depth;
 	/* enum parse_frag. */
 	__u8 frag;
@@ -78,6 +122,19 @@ struct pkt_info {
 	__u8 icmp_code;
 	/* IPv4 TTL / IPv6 hop limit. */
 	__u8 ttl;
+	/* enum parse_shim bits: PPPoE / MPLS headers before the IP header. */
+	__u8 shim;
+	/* enum parse_encap: what the packet carries, when it is a tunnel. */
+	__u8 encap;
+	__u8 _pad[2];
+};
+
+/* Depth limits of parse_packet_lim() (a program's load-time config). */
+struct parse_limits {
+	/* VLAN tags walked, 0 ..= PARSE_MAX_VLANS. */
+	__u8 max_vlans;
+	/* IPv6 extension headers walked, 0 ..= PARSE_MAX_V6_EXT. */
+	__u8 max_v6_ext;
 	__u8 _pad[2];
 };
 

@@ -2,16 +2,27 @@
 /*
  * Bounded, verifier-friendly packet parsing shared by every program.
  *
- *   Ethernet → up to PARSE_MAX_VLANS tags (802.1Q 0x8100, 802.1ad 0x88a8)
- *   → IPv4 (options skipped by IHL) | IPv6 (up to PARSE_MAX_V6_EXT extension
+ *   Ethernet → VLAN tags (802.1Q 0x8100, 802.1ad 0x88a8; up to max_vlans)
+ *   → PPPoE session (0x8864, PPP IPv4/IPv6) | MPLS (0x8847/0x8848, up to
+ *     PARSE_MAX_MPLS labels, payload IPv4/IPv6 by its version nibble)
+ *   → IPv4 (options skipped by IHL) | IPv6 (up to max_v6_ext extension
  *     headers: hop-by-hop, routing, fragment, destination options, AH)
- *   → TCP | UDP | ICMP | ICMPv6 (unless the packet is a non-first fragment).
+ *   → TCP | UDP | ICMP | ICMPv6 (unless the packet is a non-first fragment);
+ *   GRE, IP-in-IP, VXLAN and Geneve are reported in pi->encap (their inner
+ *   packet is not walked).
  *
  * Rules: a header is read only after its full length is bounds-checked; a
  * non-first fragment never has its payload read as an L4 header; an ESP or
- * unknown next header stops the walk with l4_proto set and no ports. The
- * return value is an enum parse_status; on anything but PARSE_OK the L3/L4
- * fields of `pi` are partial and must not be used for classification.
+ * unknown next header stops the walk with l4_proto set and no ports; an IP
+ * packet longer than the frame is truncated (a shorter one is followed by
+ * Ethernet padding, which is fine). The return value is an enum
+ * parse_status; on anything but PARSE_OK the L3/L4 fields of `pi` are
+ * partial and must not be used for classification — except that family,
+ * saddr and daddr are set as soon as the IP header itself is whole, so a
+ * filter can still judge the source of a frame cut short.
+ *
+ * crates/rampart-stream/src/parse.rs mirrors this line by line; the
+ * differential fuzz target and the parse tests hold the two to one outcome.
  */
 #ifndef RAMPART_COMMON_PARSE_H
 #define RAMPART_COMMON_PARSE_H
@@ -22,13 +33,35 @@
 #ifndef ETH_P_8021AD
 #define ETH_P_8021AD 0x88A8
 #endif
+#ifndef ETH_P_MPLS_UC
+#define ETH_P_MPLS_UC 0x8847
+#endif
+#ifndef ETH_P_MPLS_MC
+#define ETH_P_MPLS_MC 0x8848
+#endif
+#ifndef ETH_P_PPP_SES
+#define ETH_P_PPP_SES 0x8864
+#endif
 
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 
+#define PARSE_PPP_IP 0x0021
+#define PARSE_PPP_IPV6 0x0057
+#define PARSE_UDP_VXLAN 4789
+#define PARSE_UDP_GENEVE 6081
+
 struct rp_vlan_hdr {
 	__be16 tci;
 	__be16 encap_proto;
+};
+
+struct rp_pppoe_hdr {
+	__u8 ver_type;
+	__u8 code;
+	__be16 session;
+	__be16 length;
+	__be16 ppp_proto;
 };
 
 struct rp_ipv6_opt_hdr {
@@ -43,11 +76,24 @@ struct rp_ipv6_frag_hdr {
 	__be32 identification;
 };
 
+/* The tunnel an IP protocol number stands for (the UDP ones need the port). */
+static __always_inline __u8 parse_proto_encap(__u8 proto)
+{
+	if (proto == IPPROTO_GRE)
+		return PARSE_ENCAP_GRE;
+	if (proto == IPPROTO_IPIP || proto == IPPROTO_IPV6)
+		return PARSE_ENCAP_IPIP;
+	return PARSE_ENCAP_NONE;
+}
+
 static __always_inline int parse_l4(void *data, void *data_end, __u32 off, struct pkt_info *pi)
 {
 	pi->l4_off = off;
-	if (pi->frag == FRAG_LATER)
+	if (pi->frag == FRAG_LATER) {
+		/* A fragment of a tunnel packet is still one (a UDP port is not known here). */
+		pi->encap = parse_proto_encap(pi->l4_proto);
 		return PARSE_OK;
+	}
 	switch (pi->l4_proto) {
 	case IPPROTO_TCP: {
 		struct tcphdr *th = data + off;
@@ -68,6 +114,10 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 off, struc
 			return PARSE_TRUNCATED;
 		pi->sport = uh->source;
 		pi->dport = uh->dest;
+		if (uh->dest == bpf_htons(PARSE_UDP_VXLAN))
+			pi->encap = PARSE_ENCAP_VXLAN;
+		else if (uh->dest == bpf_htons(PARSE_UDP_GENEVE))
+			pi->encap = PARSE_ENCAP_GENEVE;
 		return PARSE_OK;
 	}
 	case IPPROTO_ICMP:
@@ -80,6 +130,11 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 off, struc
 		pi->icmp_code = ih[1];
 		return PARSE_OK;
 	}
+	case IPPROTO_GRE:
+	case IPPROTO_IPIP:
+	case IPPROTO_IPV6:
+		pi->encap = parse_proto_encap(pi->l4_proto);
+		return PARSE_OK;
 	default:
 		return PARSE_OK;
 	}
@@ -106,6 +161,9 @@ static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off, str
 	pi->daddr[0] = iph->daddr;
 	pi->l4_proto = iph->protocol;
 	pi->ttl = iph->ttl;
+	/* The packet must end inside the frame (what follows it is padding). */
+	if (off + pi->ip_len > (__u32)(data_end - data))
+		return PARSE_TRUNCATED;
 	frag = bpf_ntohs(iph->frag_off);
 	if (frag & IP_OFFSET)
 		pi->frag = FRAG_LATER;
@@ -114,9 +172,15 @@ static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off, str
 	return parse_l4(data, data_end, off + hlen, pi);
 }
 
-static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, struct pkt_info *pi)
+static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, struct pkt_info *pi,
+				      __u32 max_ext)
 {
 	struct ipv6hdr *ip6h = data + off;
+	/* Bit i set: the walk may take an (i+1)-th extension header. A mask,
+	 * not `i < max_ext`, so the loop keeps its constant trip count and
+	 * clang can unroll it (a runtime bound would make it a runtime loop). */
+	__u32 walk = (1u << (max_ext < PARSE_MAX_V6_EXT ? max_ext : PARSE_MAX_V6_EXT)) - 1;
+	__u16 payload;
 	__u8 nexthdr;
 	int i;
 
@@ -127,13 +191,19 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 	pi->family = 6;
 	__builtin_memcpy(pi->saddr, &ip6h->saddr, 16);
 	__builtin_memcpy(pi->daddr, &ip6h->daddr, 16);
-	pi->ip_len = bpf_ntohs(ip6h->payload_len) + 40;
+	payload = bpf_ntohs(ip6h->payload_len);
+	pi->ip_len = payload + 40;
 	pi->ttl = ip6h->hop_limit;
+	/* Payload length 0 is a jumbogram (RFC 2675): its length is in a hop-by-hop option. */
+	if (payload && off + 40 + payload > (__u32)(data_end - data))
+		return PARSE_TRUNCATED;
 	nexthdr = ip6h->nexthdr;
 	off += sizeof(*ip6h);
 
 #pragma unroll
 	for (i = 0; i < PARSE_MAX_V6_EXT; i++) {
+		if (!(walk & (1u << i)))
+			break;
 		switch (nexthdr) {
 		case IPPROTO_HOPOPTS:
 		case IPPROTO_ROUTING:
@@ -173,8 +243,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 				 */
 				pi->frag = FRAG_LATER;
 				pi->l4_proto = nexthdr;
-				pi->l4_off = off;
-				return PARSE_OK;
+				return parse_l4(data, data_end, off, pi);
 			}
 			if (fo & 1)
 				pi->frag = FRAG_FIRST;
@@ -190,7 +259,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 		if (off > 0x3fff)
 			return PARSE_TRUNCATED;
 	}
-	/* Still an extension header after PARSE_MAX_V6_EXT of them. */
+	/* Still an extension header after max_ext of them. */
 	switch (nexthdr) {
 	case IPPROTO_HOPOPTS:
 	case IPPROTO_ROUTING:
@@ -204,13 +273,18 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 }
 
 /*
- * Parse the frame [data, data_end) into *pi (zeroed by this function).
- * Returns an enum parse_status.
+ * Parse the frame [data, data_end) into *pi (zeroed by this function),
+ * walking at most `max_vlans` VLAN tags and `max_v6_ext` IPv6 extension
+ * headers (each capped at its PARSE_MAX_* ceiling). Returns an enum
+ * parse_status.
  */
-static __always_inline int parse_packet(void *data, void *data_end, struct pkt_info *pi)
+static __always_inline int parse_packet_lim(void *data, void *data_end, struct pkt_info *pi,
+					    __u32 max_vlans, __u32 max_v6_ext)
 {
 	struct ethhdr *eth = data;
 	__u32 off = sizeof(*eth);
+	/* As in parse_ipv6(): bit i set means a tag i may be walked. */
+	__u32 walk = (1u << (max_vlans < PARSE_MAX_VLANS ? max_vlans : PARSE_MAX_VLANS)) - 1;
 	__u16 proto;
 	int i;
 
@@ -223,12 +297,13 @@ static __always_inline int parse_packet(void *data, void *data_end, struct pkt_i
 	for (i = 0; i < PARSE_MAX_VLANS; i++) {
 		struct rp_vlan_hdr *vh;
 
-		if (proto != ETH_P_8021Q && proto != ETH_P_8021AD)
+		if (!(walk & (1u << i)) || (proto != ETH_P_8021Q && proto != ETH_P_8021AD))
 			break;
 		vh = data + off;
 		if ((void *)(vh + 1) > data_end)
 			return PARSE_TRUNCATED;
-		pi->vlan_id[i] = bpf_ntohs(vh->tci) & 0x0fff;
+		if (i < PARSE_VLAN_IDS)
+			pi->vlan_id[i] = bpf_ntohs(vh->tci) & 0x0fff;
 		pi->vlan_depth++;
 		proto = bpf_ntohs(vh->encap_proto);
 		off += sizeof(*vh);
@@ -237,11 +312,68 @@ static __always_inline int parse_packet(void *data, void *data_end, struct pkt_i
 	pi->l3_off = off;
 	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD)
 		return PARSE_TOO_DEEP;
+
+	if (proto == ETH_P_PPP_SES) {
+		struct rp_pppoe_hdr *ph = data + off;
+
+		if ((void *)(ph + 1) > data_end)
+			return PARSE_TRUNCATED;
+		/* RFC 2516: version 1, type 1, code 0 in session frames. */
+		if (ph->ver_type != 0x11 || ph->code != 0)
+			return PARSE_BAD_HEADER;
+		pi->shim |= PARSE_SHIM_PPPOE;
+		off += sizeof(*ph);
+		if (ph->ppp_proto == bpf_htons(PARSE_PPP_IP))
+			proto = ETH_P_IP;
+		else if (ph->ppp_proto == bpf_htons(PARSE_PPP_IPV6))
+			proto = ETH_P_IPV6;
+		else
+			return PARSE_NOT_IP; /* LCP, IPCP, ...: the session's control traffic */
+		pi->l3_proto = proto;
+		pi->l3_off = off;
+	} else if (proto == ETH_P_MPLS_UC || proto == ETH_P_MPLS_MC) {
+		__u8 *p;
+
+#pragma unroll
+		for (i = 0; i < PARSE_MAX_MPLS; i++) {
+			__u8 *lse = data + off;
+
+			if ((void *)(lse + 4) > data_end)
+				return PARSE_TRUNCATED;
+			off += 4;
+			/* Bottom of stack: the S bit, low bit of the third byte. */
+			if (lse[2] & 1)
+				break;
+		}
+		if (i == PARSE_MAX_MPLS)
+			return PARSE_TOO_DEEP;
+		pi->shim |= PARSE_SHIM_MPLS;
+		p = data + off;
+		if ((void *)(p + 1) > data_end)
+			return PARSE_TRUNCATED;
+		/* MPLS does not say what it carries: IP is known by its version. */
+		if (*p >> 4 == 4) {
+			proto = ETH_P_IP;
+		} else if (*p >> 4 == 6) {
+			proto = ETH_P_IPV6;
+		} else {
+			pi->encap = PARSE_ENCAP_MPLS;
+			return PARSE_NOT_IP;
+		}
+		pi->l3_proto = proto;
+		pi->l3_off = off;
+	}
 	if (proto == ETH_P_IP)
 		return parse_ipv4(data, data_end, off, pi);
 	if (proto == ETH_P_IPV6)
-		return parse_ipv6(data, data_end, off, pi);
+		return parse_ipv6(data, data_end, off, pi, max_v6_ext);
 	return PARSE_NOT_IP;
+}
+
+/* parse_packet_lim() with the default limits (PARSE_DEF_VLANS, PARSE_DEF_V6_EXT). */
+static __always_inline int parse_packet(void *data, void *data_end, struct pkt_info *pi)
+{
+	return parse_packet_lim(data, data_end, pi, PARSE_DEF_VLANS, PARSE_DEF_V6_EXT);
 }
 
 #endif /* RAMPART_COMMON_PARSE_H */

@@ -29,9 +29,12 @@ enum ddos_drop_reason {
 	DDOS_DROP_TRUNCATED = 2,
 	/* Malformed: an impossible header field (PARSE_BAD_HEADER). */
 	DDOS_DROP_BAD_HEADER = 3,
-	/* More VLAN tags or IPv6 extension headers than the parser walks (PARSE_TOO_DEEP). */
+	/* More VLAN tags, MPLS labels or IPv6 extension headers than the parser walks (PARSE_TOO_DEEP). */
 	DDOS_DROP_TOO_DEEP = 4,
-	DDOS_DROP_REASON_MAX = 5,
+	/* A tunnel packet (GRE, IP in IP, VXLAN, Geneve, MPLS without IP) while
+	 * the filter was loaded with drop_encap = 1: its inner source is not checked. */
+	DDOS_DROP_ENCAP = 5,
+	DDOS_DROP_REASON_MAX = 6,
 };
 
 /* Why the filter let a packet through. Same naming rule as the drop reasons. */
@@ -43,7 +46,18 @@ enum ddos_pass_reason {
 	DDOS_PASS_NOT_IP = 1,
 	/* Malformed but the filter was loaded with pass_malformed = 1. */
 	DDOS_PASS_MALFORMED = 2,
-	DDOS_PASS_REASON_MAX = 3,
+	/*
+	 * A tunnel packet whose outer source is not blacklisted; its inner
+	 * packet is not walked, so its inner source is not checked (load with
+	 * drop_encap = 1 to drop them instead). One reason per enum parse_encap,
+	 * in the same order. IP tunnels go on to the next stage like clean ones.
+	 */
+	DDOS_PASS_ENCAP_GRE = 3,
+	DDOS_PASS_ENCAP_IPIP = 4,
+	DDOS_PASS_ENCAP_VXLAN = 5,
+	DDOS_PASS_ENCAP_GENEVE = 6,
+	DDOS_PASS_ENCAP_MPLS = 7,
+	DDOS_PASS_REASON_MAX = 8,
 };
 
 struct ddos_pkt_counter {
@@ -75,6 +89,10 @@ struct ddos_filter_config {
 	__u32 sample_shift;
 	/* 1: malformed frames are passed (DDOS_PASS_MALFORMED) instead of dropped. */
 	__u32 pass_malformed;
+	/* 1: tunnel packets are dropped (DDOS_DROP_ENCAP) instead of passed. */
+	__u32 drop_encap;
+	/* How deep the parser walks (VLAN tags, IPv6 extension headers). */
+	struct parse_limits limits;
 };
 
 /*
@@ -268,6 +286,8 @@ struct ddos_feat_config {
 	__u32 ncpu;
 	/* Key of the IPv6 pair hash, random per load. */
 	__u32 seed;
+	/* The filter's parse limits (the same frames must parse the same way). */
+	struct parse_limits limits;
 };
 
 /* Feature stage control (map ddos_fctl, one element, mmapable). */

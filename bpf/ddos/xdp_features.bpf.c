@@ -218,7 +218,8 @@ int xdp_features(struct xdp_md *ctx)
 	if (!st || !ctl)
 		return XDP_PASS;
 
-	status = parse_packet(data, data_end, &pi);
+	status = parse_packet_lim(data, data_end, &pi, ddos_feat_cfg.limits.max_vlans,
+				  ddos_feat_cfg.limits.max_v6_ext);
 	if (status == PARSE_NOT_IP) {
 		st->skipped[DDOS_FEAT_SKIP_NOT_IP]++;
 		return XDP_PASS;

@@ -15,6 +15,10 @@
  *   PARSE_TRUNCATED   → DDOS_DROP_TRUNCATED     } XDP_DROP, or XDP_PASS with
  *   PARSE_BAD_HEADER  → DDOS_DROP_BAD_HEADER    } DDOS_PASS_MALFORMED when
  *   PARSE_TOO_DEEP    → DDOS_DROP_TOO_DEEP      } loaded with pass_malformed.
+ *   a tunnel (pi.encap: GRE, IP in IP, VXLAN, Geneve, MPLS without IP)
+ *                     → DDOS_PASS_ENCAP_<kind>, then on as a clean packet
+ *                       (MPLS without IP: XDP_PASS); or DDOS_DROP_ENCAP,
+ *                       XDP_DROP when loaded with drop_encap.
  *
  * Malformed frames are dropped by default: the stack would discard the
  * truncated and impossible ones anyway, and frames hiding their L4 header
@@ -24,6 +28,10 @@
  */
 #include "common/parse.h"
 #include "ddos/abi.h"
+
+_Static_assert(DDOS_PASS_ENCAP_MPLS - DDOS_PASS_ENCAP_GRE == PARSE_ENCAP_MPLS - PARSE_ENCAP_GRE &&
+		       DDOS_PASS_ENCAP_GRE + PARSE_ENCAP_MAX - 1 == DDOS_PASS_REASON_MAX,
+	       "one pass reason per enum parse_encap, in its order");
 
 const volatile struct ddos_filter_config ddos_filter_cfg = {};
 /* Never read: makes the ABI enums part of the object's BTF (see ddos.h). */
@@ -376,7 +384,8 @@ int xdp_filter(struct xdp_md *ctx)
 		if (m != MATCH_NONE)
 			goto drop;
 	}
-	status = parse_packet(data, data_end, &pi);
+	status = parse_packet_lim(data, data_end, &pi, ddos_filter_cfg.limits.max_vlans,
+				  ddos_filter_cfg.limits.max_v6_ext);
 	if (pi.family == 4 && !checked4)
 		m = match_v4(ctl, st, pi.saddr[0], len);
 	else if (pi.family == 6)
@@ -389,6 +398,21 @@ drop:
 	if (m == MATCH_PREFIX) {
 		bump(&st->drop[DDOS_DROP_BLACKLIST_PREFIX], len);
 		return XDP_DROP;
+	}
+
+	if (unlikely(pi.encap) && (status == PARSE_OK || status == PARSE_NOT_IP)) {
+		__u32 k = pi.encap;
+
+		if (ddos_filter_cfg.drop_encap) {
+			bump(&st->drop[DDOS_DROP_ENCAP], len);
+			return XDP_DROP;
+		}
+		if (k >= PARSE_ENCAP_MAX)
+			return XDP_ABORTED;
+		bump(&st->pass[DDOS_PASS_ENCAP_GRE + k - PARSE_ENCAP_GRE], len);
+		if (status == PARSE_NOT_IP)
+			return XDP_PASS;
+		goto next;
 	}
 
 	switch (status) {
@@ -412,6 +436,7 @@ drop:
 	}
 
 	bump(&st->pass[DDOS_PASS_CLEAN], len);
+next:
 	bpf_tail_call(ctx, &ddos_next, 0);
 	st->no_next_stage++;
 	return XDP_PASS;

@@ -1,11 +1,27 @@
 // SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /*
- * Test harness for common/parse.h: parses the frame, stores the result and
- * the pkt_info in `parse_out` (key 0), returns XDP_PASS. Never attached;
- * run only with BPF_PROG_RUN by the parse tests, so every parse path is
- * checked in the kernel's verifier and JIT exactly as programs use it.
+ * Test harness for common/parse.h: parses the frame with the limits in
+ * rodata (parse_packet()'s defaults unless a test sets others), stores the
+ * result and the pkt_info in `parse_out` (key 0), returns XDP_PASS. Never
+ * attached; run only with BPF_PROG_RUN by the parse tests and the
+ * differential fuzz target, so every parse path is checked in the kernel's
+ * verifier and JIT exactly as programs use it.
  */
 #include "common/parse.h"
+
+const volatile struct parse_limits parse_probe_limits = {
+	.max_vlans = PARSE_DEF_VLANS,
+	.max_v6_ext = PARSE_DEF_V6_EXT,
+};
+
+/* Never read: puts the parse enums into BTF (and the Rust skeleton types). */
+struct parse_abi_enums {
+	enum parse_status status;
+	enum parse_frag frag;
+	enum parse_encap encap;
+	enum parse_shim shim;
+};
+const volatile struct parse_abi_enums parse_abi = {};
 
 struct parse_out {
 	struct pkt_info info;
@@ -30,7 +46,8 @@ int xdp_parse_probe(struct xdp_md *ctx)
 
 	if (!out)
 		return XDP_ABORTED;
-	out->status = parse_packet(data, data_end, &out->info);
+	out->status = parse_packet_lim(data, data_end, &out->info, parse_probe_limits.max_vlans,
+				       parse_probe_limits.max_v6_ext);
 	return XDP_PASS;
 }
 

@@ -121,4 +121,73 @@ fn main() {
         .unwrap();
     }
     fs::write(out.join("skels.rs"), index).unwrap();
+    fs::write(out.join("labels.rs"), labels(&bpf_dir)).unwrap();
+}
+
+/// The enums whose names users see (metric labels, JSON keys), each with
+/// the prefix its constants share.
+const LABELLED_ENUMS: &[(&str, &str, &str)] = &[
+    ("common/abi.h", "parse_status", "PARSE_"),
+    ("common/abi.h", "parse_encap", "PARSE_ENCAP_"),
+    ("ddos/abi.h", "ddos_drop_reason", "DDOS_DROP_"),
+    ("ddos/abi.h", "ddos_pass_reason", "DDOS_PASS_"),
+    ("ddos/abi.h", "ddos_feat_skip", "DDOS_FEAT_SKIP_"),
+];
+
+/// One `pub const <ENUM>: [&str; N]` per [`LABELLED_ENUMS`] entry: the
+/// label of each value, in value order — the constant's name without the
+/// prefix, lower-cased (`DDOS_DROP_TOO_DEEP` → `too_deep`). The enum's last
+/// constant (`…_MAX`) is its count. Values must run 0, 1, 2, ... so a label
+/// table is indexed by the value the BPF program stores.
+fn labels(bpf_dir: &Path) -> String {
+    let mut out = String::new();
+    for (file, name, prefix) in LABELLED_ENUMS {
+        let text = fs::read_to_string(bpf_dir.join(file)).expect("abi header");
+        let start = text
+            .find(&format!("enum {name} {{"))
+            .unwrap_or_else(|| panic!("enum {name} not found in bpf/{file}"));
+        let body = &text[start..start + text[start..].find("};").expect("end of enum")];
+        // Constants are `NAME = value,` lines; comments in between are skipped.
+        let mut consts: Vec<(String, u32)> = Vec::new();
+        for line in body.lines().skip(1) {
+            let line = line.trim();
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            let k = k.trim();
+            if !k.starts_with(prefix) || k.contains(' ') {
+                continue;
+            }
+            let v: u32 = v
+                .trim()
+                .trim_end_matches(',')
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{k} in enum {name}: the value must be a number"));
+            consts.push((k.to_string(), v));
+        }
+        let (last, count) = consts.pop().expect("an enum with constants");
+        assert!(
+            last.ends_with("_MAX") && count as usize == consts.len(),
+            "enum {name}: the last constant must be the count (…_MAX = {})",
+            consts.len()
+        );
+        for (i, (k, v)) in consts.iter().enumerate() {
+            assert_eq!(*v as usize, i, "enum {name}: {k} must be {i} (dense, in order)");
+        }
+        let labels: Vec<String> = consts
+            .iter()
+            .map(|(k, _)| format!("{:?}", k[prefix.len()..].to_ascii_lowercase()))
+            .collect();
+        writeln!(
+            out,
+            "/// Labels of `enum {name}` (bpf/{file}), by value.\n\
+             pub const {}: [&str; {}] = [{}];",
+            name.to_ascii_uppercase(),
+            labels.len(),
+            labels.join(", ")
+        )
+        .unwrap();
+    }
+    out
 }

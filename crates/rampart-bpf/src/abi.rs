@@ -83,3 +83,4 @@ const _: fn(&StreamOffCfg) -> [u8; ST_OFF_CLAUSES] = |c| c.clause_mask;
 const _: fn(&StreamOffPrefix) -> [u32; 4] = |p| p.mask;
 
 pub mod ddos;
+pub mod parse;

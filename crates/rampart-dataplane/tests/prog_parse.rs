@@ -122,10 +122,13 @@ fn ipv4_options_are_skipped_by_ihl() {
 #[test]
 fn vlan_stacks() {
     let s = load();
+    // Four tags are walked by default (QinQ and beyond); the fifth is too deep.
     for (tags, want_status, depth) in [
         (1usize, PARSE_OK, 1u8),
         (2, PARSE_OK, 2),
-        (3, PARSE_TOO_DEEP, 2),
+        (3, PARSE_OK, 3),
+        (4, PARSE_OK, 4),
+        (5, PARSE_TOO_DEEP, 4),
     ] {
         let base = udp4(4);
         let mut v = base[..12].to_vec();
@@ -295,19 +298,22 @@ fn ipv6_extension_chains() {
         (PARSE_OK, 17, 443)
     );
     assert_eq!(o.info.l4_off as usize, 14 + 40 + 8 + 16 + 8);
-    // Six extension headers is the limit; seven is too deep.
-    let six: Vec<_> = (0..6)
-        .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
-        .collect();
+    // Eight extension headers are walked by default (RFC 8200's order has
+    // at most six: HBH, DST, RH, FRAG, AH, DST); nine are too deep.
+    let n = |k: usize| -> Vec<_> {
+        (0..k)
+            .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
+            .collect()
+    };
+    for k in [6, 7, 8] {
+        assert_eq!(
+            parse(&s, &v6_with_ext(&n(k), IpNumber::UDP, &udp_bytes(1, 2))).status,
+            PARSE_OK,
+            "{k} extension headers"
+        );
+    }
     assert_eq!(
-        parse(&s, &v6_with_ext(&six, IpNumber::UDP, &udp_bytes(1, 2))).status,
-        PARSE_OK
-    );
-    let seven: Vec<_> = (0..7)
-        .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
-        .collect();
-    assert_eq!(
-        parse(&s, &v6_with_ext(&seven, IpNumber::UDP, &udp_bytes(1, 2))).status,
+        parse(&s, &v6_with_ext(&n(9), IpNumber::UDP, &udp_bytes(1, 2))).status,
         PARSE_TOO_DEEP
     );
     // An extension header that runs past the frame.
@@ -366,4 +372,204 @@ fn ipv6_truncated_and_esp() {
         (o.status, o.info.l4_proto, o.info.sport, o.info.dport),
         (PARSE_OK, 50, 0, 0)
     );
+}
+
+/// The probe with other depth limits in its rodata (as the ddos filter loads them).
+fn load_with(max_vlans: u8, max_v6_ext: u8) -> XdpParseProbeSkel<'static> {
+    let mut open = XdpParseProbeSkelBuilder::default()
+        .open(rampart_dataplane::skel::object_storage())
+        .expect("open");
+    let ro = open.maps.rodata_data.as_deref_mut().expect("rodata");
+    ro.parse_probe_limits.max_vlans = max_vlans;
+    ro.parse_probe_limits.max_v6_ext = max_v6_ext;
+    open.load().expect("load xdp_parse_probe (verifier)")
+}
+
+#[test]
+fn depth_limits_come_from_the_loader() {
+    let vlans = |tags: usize| {
+        let base = udp4(4);
+        let mut v = base[..12].to_vec();
+        for t in 0..tags {
+            v.extend_from_slice(&0x8100u16.to_be_bytes());
+            v.extend_from_slice(&(10 + t as u16).to_be_bytes());
+        }
+        v.extend_from_slice(&base[12..]);
+        v
+    };
+    let ext = |k: usize| {
+        let chain: Vec<_> = (0..k)
+            .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
+            .collect();
+        v6_with_ext(&chain, IpNumber::UDP, &udp_bytes(1, 2))
+    };
+    for (lv, le) in [(0u8, 0u8), (1, 2), (8, 16)] {
+        let s = load_with(lv, le);
+        let (lv, le) = (usize::from(lv), usize::from(le));
+        assert_eq!(parse(&s, &vlans(lv)).status, PARSE_OK, "{lv} tags, limit {lv}");
+        assert_eq!(parse(&s, &vlans(lv + 1)).status, PARSE_TOO_DEEP, "limit {lv}");
+        assert_eq!(parse(&s, &ext(le)).status, PARSE_OK, "{le} headers, limit {le}");
+        assert_eq!(parse(&s, &ext(le + 1)).status, PARSE_TOO_DEEP, "limit {le}");
+    }
+}
+
+const ENCAP_NONE: u8 = 0;
+const ENCAP_GRE: u8 = 1;
+const ENCAP_IPIP: u8 = 2;
+const ENCAP_VXLAN: u8 = 3;
+const ENCAP_GENEVE: u8 = 4;
+const ENCAP_MPLS: u8 = 5;
+const SHIM_PPPOE: u8 = 1;
+const SHIM_MPLS: u8 = 2;
+
+#[test]
+fn ip_lengths_are_checked_against_the_frame() {
+    let s = load();
+    // Ethernet padding after the packet is fine: ip_len stays the packet's.
+    let mut padded = udp4(0);
+    padded.extend_from_slice(&[0; 18]);
+    let o = parse(&s, &padded);
+    assert_eq!((o.status, o.info.ip_len), (PARSE_OK, 28));
+    // An IPv4 packet longer than the frame is truncated, however whole its
+    // headers are; its addresses are known (the header itself is whole).
+    let mut v = udp4(10);
+    v[16..18].copy_from_slice(&(20 + 8 + 11u16).to_be_bytes());
+    let o = parse(&s, &v);
+    assert_eq!((o.status, o.info.family), (PARSE_TRUNCATED, 4));
+    assert_eq!(o.info.saddr, v4_words([192, 0, 2, 1]));
+    // Exactly the frame: fine.
+    v[16..18].copy_from_slice(&(20 + 8 + 10u16).to_be_bytes());
+    assert_eq!(parse(&s, &v).status, PARSE_OK);
+    // IPv6: the payload length likewise; 0 (a jumbogram) is not checked.
+    let mut v = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 2));
+    v[18..20].copy_from_slice(&9u16.to_be_bytes());
+    assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED);
+    v[18..20].copy_from_slice(&0u16.to_be_bytes());
+    assert_eq!(parse(&s, &v).status, PARSE_OK);
+}
+
+fn shim(frame: &[u8], ethertype: u16, header: &[u8]) -> Vec<u8> {
+    let mut v = frame[..12].to_vec();
+    v.extend_from_slice(&ethertype.to_be_bytes());
+    v.extend_from_slice(header);
+    v.extend_from_slice(&frame[14..]);
+    v
+}
+
+fn mpls_labels(n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| ((16u32 + i as u32) << 12 | u32::from(i + 1 == n) << 8 | 64).to_be_bytes())
+        .collect()
+}
+
+#[test]
+fn mpls_label_stacks() {
+    let s = load();
+    let o = parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(1)));
+    assert_eq!(
+        (o.status, o.info.shim, o.info.l3_proto, o.info.l3_off, o.info.l4_off),
+        (PARSE_OK, SHIM_MPLS, 0x0800, 18, 38)
+    );
+    assert_eq!(u16::from_be(o.info.dport), 53);
+    let v6 = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 443));
+    let o = parse(&s, &shim(&v6, 0x8848, &mpls_labels(3)));
+    assert_eq!(
+        (o.status, o.info.family, o.info.l3_off, u16::from_be(o.info.dport)),
+        (PARSE_OK, 6, 14 + 12, 443)
+    );
+    assert_eq!(parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(8))).status, PARSE_OK);
+    assert_eq!(
+        parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(9))).status,
+        PARSE_TOO_DEEP
+    );
+    // No bottom of stack before the frame ends.
+    let mut no_bos = mpls_labels(2);
+    no_bos[6] &= !1;
+    assert_eq!(parse(&s, &shim(&udp4(0), 0x8847, &no_bos)[..22]).status, PARSE_TRUNCATED);
+    // An Ethernet pseudowire (control word, first nibble 0): not IP, a tunnel.
+    let mut pw = vec![0u8; 4];
+    pw.extend_from_slice(&udp4(4));
+    let mut v = shim(&udp4(0)[..14], 0x8847, &mpls_labels(1));
+    v.extend_from_slice(&pw);
+    let o = parse(&s, &v);
+    assert_eq!((o.status, o.info.encap, o.info.shim), (PARSE_NOT_IP, ENCAP_MPLS, SHIM_MPLS));
+    assert_eq!(o.info.l3_proto, 0x8847);
+}
+
+#[test]
+fn pppoe_sessions() {
+    let pppoe = |inner: &[u8], ppp: u16| {
+        let mut h = vec![0x11, 0, 0x12, 0x34];
+        h.extend_from_slice(&((inner.len() - 14 + 2) as u16).to_be_bytes());
+        h.extend_from_slice(&ppp.to_be_bytes());
+        shim(inner, 0x8864, &h)
+    };
+    let s = load();
+    let o = parse(&s, &pppoe(&udp4(4), 0x0021));
+    assert_eq!(
+        (o.status, o.info.shim, o.info.l3_proto, o.info.l3_off),
+        (PARSE_OK, SHIM_PPPOE, 0x0800, 22)
+    );
+    assert_eq!(o.info.saddr, v4_words([192, 0, 2, 1]));
+    let v6 = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 443));
+    let o = parse(&s, &pppoe(&v6, 0x0057));
+    assert_eq!((o.status, o.info.family, o.info.l3_off), (PARSE_OK, 6, 22));
+    // Behind a VLAN tag.
+    let tagged = {
+        let p = pppoe(&udp4(4), 0x0021);
+        let mut v = p[..12].to_vec();
+        v.extend_from_slice(&[0x81, 0x00, 0, 7]);
+        v.extend_from_slice(&p[12..]);
+        v
+    };
+    let o = parse(&s, &tagged);
+    assert_eq!((o.status, o.info.vlan_depth, o.info.l3_off), (PARSE_OK, 1, 26));
+    // The session's own control traffic (LCP) is not IP.
+    let o = parse(&s, &pppoe(&udp4(4), 0xc021));
+    assert_eq!((o.status, o.info.l3_proto), (PARSE_NOT_IP, 0x8864));
+    // Another version/type or a code: impossible in a session frame.
+    let mut v = pppoe(&udp4(4), 0x0021);
+    v[14] = 0x12;
+    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    let mut v = pppoe(&udp4(4), 0x0021);
+    v[15] = 0x09;
+    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    assert_eq!(parse(&s, &pppoe(&udp4(4), 0x0021)[..20]).status, PARSE_TRUNCATED);
+}
+
+#[test]
+fn tunnels_are_reported() {
+    let s = load();
+    let carrying = |proto: u8| {
+        let mut v = udp4(0)[..34].to_vec();
+        v.extend_from_slice(&[0, 0, 8, 0]);
+        v.extend_from_slice(&udp4(4)[14..]);
+        let tot = (v.len() - 14) as u16;
+        v[16..18].copy_from_slice(&tot.to_be_bytes());
+        v[14 + 9] = proto;
+        v
+    };
+    for (proto, want) in [(47u8, ENCAP_GRE), (4, ENCAP_IPIP), (41, ENCAP_IPIP), (17, ENCAP_NONE)] {
+        let mut v = carrying(proto);
+        if proto == 17 {
+            v[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&8u16.to_be_bytes());
+        }
+        let o = parse(&s, &v);
+        assert_eq!((o.status, o.info.encap, o.info.l4_proto), (PARSE_OK, want, proto));
+    }
+    // A later fragment of a GRE packet is a GRE packet too.
+    let mut v = carrying(47);
+    v[14 + 6..14 + 8].copy_from_slice(&0x0010u16.to_be_bytes());
+    let o = parse(&s, &v);
+    assert_eq!((o.info.frag, o.info.encap), (FRAG_LATER, ENCAP_GRE));
+    for (port, want) in [(4789u16, ENCAP_VXLAN), (6081, ENCAP_GENEVE), (4790, ENCAP_NONE)] {
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2(MAC_A, MAC_B)
+            .ipv4([203, 0, 113, 9], [198, 51, 100, 7], 64)
+            .udp(40000, port)
+            .write(&mut v, &[8, 0, 0, 0, 0, 0, 42, 0])
+            .unwrap();
+        let o = parse(&s, &v);
+        assert_eq!((o.status, o.info.encap), (PARSE_OK, want), "port {port}");
+    }
 }

@@ -37,6 +37,8 @@ use rampart_bpf::abi::ddos::{
     BL4_N_EMPTY, BL4_N_SLOTS_PER_BUCKET, BL4_SLOTS_PER_BUCKET, DROP_REASONS, META_USED,
     PASS_REASONS,
 };
+/// The parse depth limits: defaults and ceilings of `max_vlans` / `max_v6_ext`.
+pub use rampart_bpf::abi::parse::{PARSE_DEF_V6_EXT, PARSE_DEF_VLANS, PARSE_MAX_V6_EXT, PARSE_MAX_VLANS};
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
 use rampart_dataplane::error::BpfContext;
@@ -181,6 +183,14 @@ pub struct FilterConfig {
     pub features: bool,
     /// (src, dst) pairs one feature interval holds.
     pub features_capacity: u32,
+    /// Drop tunnel packets (GRE, IP in IP, VXLAN, Geneve, MPLS without IP),
+    /// whose inner source the filter does not check, instead of passing
+    /// them (counted as `encap_<kind>` either way).
+    pub drop_encap: bool,
+    /// VLAN tags the parser walks (more: `too_deep`).
+    pub max_vlans: u32,
+    /// IPv6 extension headers the parser walks (more: `too_deep`).
+    pub max_v6_ext: u32,
 }
 
 impl Default for FilterConfig {
@@ -192,6 +202,9 @@ impl Default for FilterConfig {
             pass_malformed: false,
             features: true,
             features_capacity: 1 << 18,
+            drop_encap: false,
+            max_vlans: PARSE_DEF_VLANS,
+            max_v6_ext: PARSE_DEF_V6_EXT,
         }
     }
 }
@@ -218,6 +231,18 @@ impl FilterConfig {
             return Err(Error::Invalid(format!(
                 "--sample-shift {} out of range: use 0 (count every packet) ..= 15",
                 self.sample_shift
+            )));
+        }
+        if self.max_vlans > PARSE_MAX_VLANS {
+            return Err(Error::Invalid(format!(
+                "--max-vlans {} out of range: use 0..={PARSE_MAX_VLANS} (VLAN tags walked)",
+                self.max_vlans
+            )));
+        }
+        if self.max_v6_ext > PARSE_MAX_V6_EXT {
+            return Err(Error::Invalid(format!(
+                "--max-v6-ext {} out of range: use 0..={PARSE_MAX_V6_EXT} (IPv6 extension headers walked)",
+                self.max_v6_ext
             )));
         }
         if self.features && (self.features_capacity == 0 || self.features_capacity > 1 << 24) {
@@ -372,28 +397,20 @@ pub struct PktBytes {
     pub bytes: u64,
 }
 
-/// Name of a drop reason index (the metric label).
+/// Name of a drop reason index (the metric label), from `enum ddos_drop_reason`.
 pub fn drop_reason_name(i: usize) -> &'static str {
-    use rampart_bpf::abi::ddos::DropReason as D;
-    match i as u32 {
-        x if x == D::DDOS_DROP_BLACKLIST.0 => "blacklist",
-        x if x == D::DDOS_DROP_BLACKLIST_PREFIX.0 => "blacklist_prefix",
-        x if x == D::DDOS_DROP_TRUNCATED.0 => "truncated",
-        x if x == D::DDOS_DROP_BAD_HEADER.0 => "bad_header",
-        x if x == D::DDOS_DROP_TOO_DEEP.0 => "too_deep",
-        _ => "unknown",
-    }
+    rampart_bpf::labels::DDOS_DROP_REASON
+        .get(i)
+        .copied()
+        .unwrap_or("unknown")
 }
 
-/// Name of a pass reason index (the metric label).
+/// Name of a pass reason index (the metric label), from `enum ddos_pass_reason`.
 pub fn pass_reason_name(i: usize) -> &'static str {
-    use rampart_bpf::abi::ddos::PassReason as P;
-    match i as u32 {
-        x if x == P::DDOS_PASS_CLEAN.0 => "clean",
-        x if x == P::DDOS_PASS_NOT_IP.0 => "not_ip",
-        x if x == P::DDOS_PASS_MALFORMED.0 => "malformed",
-        _ => "unknown",
-    }
+    rampart_bpf::labels::DDOS_PASS_REASON
+        .get(i)
+        .copied()
+        .unwrap_or("unknown")
 }
 
 /// The filter's counters, summed over CPUs.
@@ -581,6 +598,9 @@ impl Filter {
             .ok_or_else(|| Error::Invalid("internal: xdp_filter has no rodata".into()))?;
         ro.ddos_filter_cfg.sample_shift = cfg.sample_shift;
         ro.ddos_filter_cfg.pass_malformed = u32::from(cfg.pass_malformed);
+        ro.ddos_filter_cfg.drop_encap = u32::from(cfg.drop_encap);
+        ro.ddos_filter_cfg.limits.max_vlans = cfg.max_vlans as u8;
+        ro.ddos_filter_cfg.limits.max_v6_ext = cfg.max_v6_ext as u8;
         let cap_buckets = cfg.cap_buckets();
         open.maps
             .ddos_bl4_keys
@@ -629,6 +649,8 @@ impl Filter {
             fro.ddos_feat_cfg.cap6 = cap6;
             fro.ddos_feat_cfg.ncpu = ncpu;
             fro.ddos_feat_cfg.seed = rand::random();
+            fro.ddos_feat_cfg.limits.max_vlans = cfg.max_vlans as u8;
+            fro.ddos_feat_cfg.limits.max_v6_ext = cfg.max_v6_ext as u8;
             let m = &mut fopen.maps;
             m.ddos_fkeys4
                 .set_max_entries(2 * cap4)

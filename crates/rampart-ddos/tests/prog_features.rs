@@ -88,7 +88,7 @@ fn standalone_feature_program_skips_malformed() {
     let feats = Features::open(f.filter.name()).unwrap();
     let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
     assert_eq!(run(&feat_prog, &good[..14 + 20 + 4], 1), XDP_PASS);
-    assert_eq!(run(&feat_prog, &vlan(&good, 3), 1), XDP_PASS);
+    assert_eq!(run(&feat_prog, &vlan(&good, 5), 1), XDP_PASS);
     assert_eq!(run(&feat_prog, &arp(), 1), XDP_PASS);
     assert_eq!(run(&feat_prog, &good, 1), XDP_PASS);
     let st = feats.stats().unwrap();

@@ -106,14 +106,14 @@ fn malformed_frames_have_a_reason() {
     f.block(&["192.0.2.66"]);
     let prog = f.prog();
     let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
-    // Truncated inside UDP, bad IHL, three VLAN tags, not IP.
+    // Truncated inside UDP, bad IHL, five VLAN tags, not IP.
     assert_eq!(run(&prog, &good[..14 + 20 + 4], 1), XDP_DROP);
     let mut bad_ihl = good.clone();
     bad_ihl[14] = 0x44;
     assert_eq!(run(&prog, &bad_ihl, 1), XDP_DROP);
-    assert_eq!(run(&prog, &vlan(&good, 3), 1), XDP_DROP);
+    assert_eq!(run(&prog, &vlan(&good, 5), 1), XDP_DROP);
     assert_eq!(run(&prog, &arp(), 1), XDP_PASS);
-    // Two VLAN tags are walked: clean passes, blacklisted drops.
+    // Up to four VLAN tags are walked: clean passes, blacklisted drops.
     assert_eq!(run(&prog, &vlan(&good, 2), 1), XDP_PASS);
     assert_eq!(
         run(
@@ -150,10 +150,84 @@ fn pass_malformed_mode_passes_them_counted() {
     let prog = f.prog();
     let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
     assert_eq!(run(&prog, &good[..14 + 20 + 4], 1), XDP_PASS);
-    assert_eq!(run(&prog, &vlan(&good, 3), 1), XDP_PASS);
+    assert_eq!(run(&prog, &vlan(&good, 5), 1), XDP_PASS);
     let s = f.filter.stats().unwrap();
     assert_eq!(s.passed("malformed"), 2);
     assert_eq!(s.dropped("truncated") + s.dropped("too_deep"), 0);
+}
+
+#[test]
+fn drop_encap_drops_every_tunnel_and_keeps_the_rest() {
+    let cfg = FilterConfig {
+        drop_encap: true,
+        ..exact_cfg()
+    };
+    let f = Installed::new("pf", &cfg);
+    let prog = f.prog();
+    let inner = udp("192.0.2.1", "198.51.100.1", 53, 10);
+    let tunnels = [
+        ip4_carrying(&inner, 47, &[0, 0, 0x08, 0x00]),
+        ip4_carrying(&inner, 4, &[]),
+        udp_carrying(&inner, 4789, &[8, 0, 0, 0, 0, 0, 42, 0], true),
+        udp_carrying(&inner, 6081, &[0, 0, 0x65, 0x58, 0, 0, 42, 0], true),
+    ];
+    for t in &tunnels {
+        assert_eq!(run(&prog, t, 1), XDP_DROP);
+    }
+    // Plain traffic, MPLS and PPPoE carrying IP are not tunnels.
+    for p in [inner.clone(), mpls(&inner, 2), pppoe(&inner, 0x0021)] {
+        assert_eq!(run(&prog, &p, 1), XDP_PASS);
+    }
+    let s = f.filter.stats().unwrap();
+    assert_eq!(s.dropped("encap"), tunnels.len() as u64);
+    assert_eq!(s.passed("clean"), 3);
+    for k in ["encap_gre", "encap_ipip", "encap_vxlan", "encap_geneve"] {
+        assert_eq!(s.passed(k), 0, "{k}");
+    }
+}
+
+#[test]
+fn parse_depth_limits_are_set_at_load() {
+    // Stricter than the defaults: two VLAN tags, three IPv6 extension headers.
+    let cfg = FilterConfig {
+        max_vlans: 2,
+        max_v6_ext: 3,
+        ..exact_cfg()
+    };
+    let f = Installed::new("pf", &cfg);
+    let prog = f.prog();
+    let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
+    assert_eq!(run(&prog, &vlan(&good, 2), 1), XDP_PASS);
+    assert_eq!(run(&prog, &vlan(&good, 3), 1), XDP_DROP);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 3, false), 1), XDP_PASS);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 4, false), 1), XDP_DROP);
+    assert_eq!(f.filter.stats().unwrap().dropped("too_deep"), 2);
+    drop(f);
+    // The ceilings: eight tags, sixteen extension headers.
+    let cfg = FilterConfig {
+        max_vlans: 8,
+        max_v6_ext: 16,
+        ..exact_cfg()
+    };
+    let f = Installed::new("pf", &cfg);
+    let prog = f.prog();
+    assert_eq!(run(&prog, &vlan(&good, 8), 1), XDP_PASS);
+    assert_eq!(run(&prog, &vlan(&good, 9), 1), XDP_DROP);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 16, false), 1), XDP_PASS);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 17, false), 1), XDP_DROP);
+    let s = f.filter.stats().unwrap();
+    assert_eq!((s.passed("clean"), s.dropped("too_deep")), (2, 2));
+    drop(f);
+    // Beyond the ceilings: refused before anything is loaded.
+    for (v, e) in [(9, 8), (4, 17)] {
+        let cfg = FilterConfig {
+            max_vlans: v,
+            max_v6_ext: e,
+            ..exact_cfg()
+        };
+        let msg = cfg.validate().unwrap_err().to_string();
+        assert!(msg.contains("out of range"), "{msg}");
+    }
 }
 
 #[test]
@@ -491,11 +565,11 @@ fn ipv6_malformed_and_fragments() {
     let mut f = Installed::new("pf", &exact_cfg());
     f.block(&["2001:db8::66"]);
     let prog = f.prog();
-    // Six extension headers are walked; seven are too deep.
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 6, false), 1), XDP_PASS);
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 7, false), 1), XDP_DROP);
+    // Eight extension headers are walked (RFC 8200's order has six); nine are too deep.
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 8, false), 1), XDP_PASS);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 9, false), 1), XDP_DROP);
     // A blacklisted source is dropped as blacklisted even behind too many headers.
-    assert_eq!(run(&prog, &v6_ext("2001:db8::66", 7, false), 1), XDP_DROP);
+    assert_eq!(run(&prog, &v6_ext("2001:db8::66", 9, false), 1), XDP_DROP);
     // A chain cut short: truncated.
     let cut = v6_ext("2001:db8::1", 3, false);
     assert_eq!(run(&prog, &cut[..14 + 40 + 12], 1), XDP_DROP);
@@ -549,6 +623,29 @@ fn v4_frag(frame: &[u8], l4: usize, frag: u16) -> Vec<u8> {
     let mut v = frame[..34 + l4].to_vec();
     v[16..18].copy_from_slice(&((20 + l4) as u16).to_be_bytes());
     v[20..22].copy_from_slice(&frag.to_be_bytes());
+    v
+}
+
+/// An IPv4 frame from 203.0.113.9 to 198.51.100.1 whose payload is
+/// `header` then the IP packet inside `inner` (GRE, IP in IP).
+fn ip4_carrying(inner: &[u8], proto: u8, header: &[u8]) -> Vec<u8> {
+    let mut payload = header.to_vec();
+    payload.extend_from_slice(&inner[14..]);
+    let mut v = udp("203.0.113.9", "198.51.100.1", 53, 0)[..34].to_vec();
+    v.extend_from_slice(&payload);
+    v[16..18].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+    v[14 + 9] = proto;
+    v
+}
+
+/// A UDP packet to `dport` whose payload is `header` then `inner` (with its
+/// Ethernet header when `ethernet`): VXLAN, Geneve.
+fn udp_carrying(inner: &[u8], dport: u16, header: &[u8], ethernet: bool) -> Vec<u8> {
+    let mut payload = header.to_vec();
+    payload.extend_from_slice(if ethernet { inner } else { &inner[14..] });
+    let mut v = udp("203.0.113.9", "198.51.100.1", dport, payload.len());
+    let n = v.len();
+    v[n - payload.len()..].copy_from_slice(&payload);
     v
 }
 
@@ -635,6 +732,81 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
         ),
         ("802.1Q", vlan(&udp4, 1), XDP_PASS, "pass.clean"),
         ("802.1ad + 802.1Q", qinq.clone(), XDP_PASS, "pass.clean"),
+        ("three vlan tags", vlan(&udp4, 3), XDP_PASS, "pass.clean"),
+        ("four vlan tags", vlan(&udp4, 4), XDP_PASS, "pass.clean"),
+        (
+            "ipv4 with Ethernet padding after it",
+            {
+                let mut v = udp(c4, d4, 53, 0);
+                v.extend_from_slice(&[0; 18]);
+                v
+            },
+            XDP_PASS,
+            "pass.clean",
+        ),
+        ("mpls ipv4", mpls(&udp4, 1), XDP_PASS, "pass.clean"),
+        (
+            "mpls two labels ipv6",
+            mpls(&v6_chain(c6, &[], (17, udp_l4)), 2),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        ("mpls eight labels", mpls(&udp4, 8), XDP_PASS, "pass.clean"),
+        ("pppoe ipv4", pppoe(&udp4, 0x0021), XDP_PASS, "pass.clean"),
+        (
+            "pppoe ipv6",
+            pppoe(&v6_chain(c6, &[], (6, &tcp_l4)), 0x0057),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        ("802.1Q + pppoe ipv4", vlan(&pppoe(&udp4, 0x0021), 1), XDP_PASS, "pass.clean"),
+        ("pppoe lcp", pppoe(&udp4, 0xc021), XDP_PASS, "pass.not_ip"),
+        (
+            "ipv6 seven extension headers",
+            v6_chain(
+                c6,
+                &[
+                    hop.clone(),
+                    dst.clone(),
+                    routing.clone(),
+                    ah.clone(),
+                    frag_first.clone(),
+                    dst.clone(),
+                    dst.clone(),
+                ],
+                (17, udp_l4),
+            ),
+            XDP_PASS,
+            "pass.clean",
+        ),
+        ("ipv6 eight extension headers", v6_ext(c6, 8, false), XDP_PASS, "pass.clean"),
+        // Tunnels: passed and counted by kind (the inner source is not checked).
+        ("gre", ip4_carrying(&udp4, 47, &[0, 0, 0x08, 0x00]), XDP_PASS, "pass.encap_gre"),
+        ("ipip", ip4_carrying(&udp4, 4, &[]), XDP_PASS, "pass.encap_ipip"),
+        ("6in4", ip4_carrying(&v6_chain(c6, &[], (17, udp_l4)), 41, &[]), XDP_PASS, "pass.encap_ipip"),
+        ("vxlan", udp_carrying(&udp4, 4789, &[8, 0, 0, 0, 0, 0, 42, 0], true), XDP_PASS, "pass.encap_vxlan"),
+        ("geneve", udp_carrying(&udp4, 6081, &[0, 0, 0x65, 0x58, 0, 0, 42, 0], true), XDP_PASS, "pass.encap_geneve"),
+        (
+            "gre later fragment",
+            v4_frag(&ip4_carrying(&udp4, 47, &[0, 0, 0x08, 0x00]), 8, 0x0004),
+            XDP_PASS,
+            "pass.encap_gre",
+        ),
+        (
+            "mpls ethernet pseudowire",
+            {
+                // Control word (first nibble 0), then an Ethernet frame.
+                let mut pw = vec![0u8; 4];
+                pw.extend_from_slice(&udp4);
+                let mut v = udp4[..12].to_vec();
+                v.extend_from_slice(&0x8847u16.to_be_bytes());
+                v.extend_from_slice(&((16u32 << 12) | (1 << 8) | 64).to_be_bytes());
+                v.extend_from_slice(&pw);
+                v
+            },
+            XDP_PASS,
+            "pass.encap_mpls",
+        ),
         (
             "ipv4 first fragment",
             v4_frag(&udp4, 18, 0x2000),
@@ -758,7 +930,47 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_DROP,
             "drop.truncated",
         ),
-        ("three vlan tags", vlan(&udp4, 3), XDP_DROP, "drop.too_deep"),
+        ("five vlan tags", vlan(&udp4, 5), XDP_DROP, "drop.too_deep"),
+        // The IP packet is longer than the frame: cut short on the way.
+        (
+            "ipv4 shorter than its total length",
+            {
+                let mut v = udp4.clone();
+                v[16..18].copy_from_slice(&(20 + 8 + 11u16).to_be_bytes());
+                v
+            },
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        (
+            "ipv6 shorter than its payload length",
+            {
+                let mut v = v6_chain(c6, &[], (17, udp_l4));
+                v[18..20].copy_from_slice(&9u16.to_be_bytes());
+                v
+            },
+            XDP_DROP,
+            "drop.truncated",
+        ),
+        ("mpls nine labels", mpls(&udp4, 9), XDP_DROP, "drop.too_deep"),
+        ("mpls label cut", mpls(&udp4, 2)[..16].to_vec(), XDP_DROP, "drop.truncated"),
+        (
+            "pppoe version 2",
+            {
+                let mut v = pppoe(&udp4, 0x0021);
+                v[14] = 0x21;
+                v
+            },
+            XDP_DROP,
+            "drop.bad_header",
+        ),
+        ("pppoe header cut", pppoe(&udp4, 0x0021)[..20].to_vec(), XDP_DROP, "drop.truncated"),
+        (
+            "ipv6 nine extension headers",
+            v6_ext(c6, 9, false),
+            XDP_DROP,
+            "drop.too_deep",
+        ),
         (
             "ipv6 header cut",
             bad_ver6[..14 + 30].to_vec(),
@@ -796,24 +1008,7 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_DROP,
             "drop.truncated",
         ),
-        (
-            "ipv6 seven extension headers",
-            v6_chain(
-                c6,
-                &[
-                    hop.clone(),
-                    dst.clone(),
-                    dst.clone(),
-                    dst.clone(),
-                    dst.clone(),
-                    dst.clone(),
-                    dst.clone(),
-                ],
-                (17, udp_l4),
-            ),
-            XDP_DROP,
-            "drop.too_deep",
-        ),
+
         // Blacklisted sources: dropped as blacklisted whatever the path or the rest of the frame.
         (
             "bl ipv4 udp",
@@ -868,6 +1063,37 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
         (
             "bl ipv6 later fragment",
             v6_chain(b6, std::slice::from_ref(&frag_later), (6, &[1, 2, 3])),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        ("bl three vlan tags", vlan(&udp(b4, d4, 53, 10), 3), XDP_DROP, "drop.blacklist"),
+        ("bl mpls ipv4", mpls(&udp(b4, d4, 53, 10), 3), XDP_DROP, "drop.blacklist"),
+        ("bl pppoe ipv4", pppoe(&udp(b4, d4, 53, 10), 0x0021), XDP_DROP, "drop.blacklist"),
+        (
+            "bl pppoe ipv6",
+            pppoe(&v6_chain(b6, &[], (17, udp_l4)), 0x0057),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        ("bl ipv6 behind eight headers", v6_ext(b6, 8, false), XDP_DROP, "drop.blacklist"),
+        (
+            "bl gre (outer source)",
+            ip4_carrying(&udp(c4, d4, 53, 10), 47, &[0, 0, 0x08, 0x00])
+                .iter()
+                .copied()
+                .enumerate()
+                .map(|(i, b)| if (26..30).contains(&i) { [192, 0, 2, 66][i - 26] } else { b })
+                .collect(),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl ipv4 shorter than its total length",
+            {
+                let mut v = udp(b4, d4, 53, 10);
+                v[16..18].copy_from_slice(&200u16.to_be_bytes());
+                v
+            },
             XDP_DROP,
             "drop.blacklist",
         ),

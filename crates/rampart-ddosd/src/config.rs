@@ -96,6 +96,14 @@ pub struct FilterSection {
     pub features_capacity: u32,
     /// XDP attach mode: `native` or `generic`. Default `native`.
     pub xdp_mode: String,
+    /// Drop tunnel packets (GRE, IP in IP, VXLAN, Geneve, MPLS without
+    /// IP), whose inner source is not checked. Default false (passed and
+    /// counted as `encap_<kind>`).
+    pub drop_encap: bool,
+    /// VLAN tags the parser walks (more: dropped as `too_deep`). Default 4; 0 ≤ x ≤ 8.
+    pub max_vlans: u32,
+    /// IPv6 extension headers the parser walks (more: `too_deep`). Default 8; 0 ≤ x ≤ 16.
+    pub max_v6_ext: u32,
 }
 
 impl Default for FilterSection {
@@ -106,6 +114,9 @@ impl Default for FilterSection {
             sample_shift: 4,
             features_capacity: 1 << 18,
             xdp_mode: "native".into(),
+            drop_encap: false,
+            max_vlans: 4,
+            max_v6_ext: 8,
         }
     }
 }
@@ -209,6 +220,14 @@ impl Config {
     /// # Errors
     /// [`Error::Config`] naming the key.
     pub fn validate(&self) -> Result<()> {
+        use rampart_ddos::filter::{PARSE_MAX_V6_EXT, PARSE_MAX_VLANS};
+        let f = &self.filter;
+        if f.max_vlans > PARSE_MAX_VLANS || f.max_v6_ext > PARSE_MAX_V6_EXT {
+            return Err(Error::Config(format!(
+                "filter.max_vlans = {}, filter.max_v6_ext = {}: use 0 ≤ max_vlans ≤ {PARSE_MAX_VLANS}, 0 ≤ max_v6_ext ≤ {PARSE_MAX_V6_EXT}",
+                f.max_vlans, f.max_v6_ext
+            )));
+        }
         let d = &self.daemon;
         if !(d.interval_s.is_finite() && (0.05..=1.0).contains(&d.interval_s)) {
             return Err(Error::Config(format!(

@@ -449,6 +449,9 @@ impl Daemon {
             pass_malformed: false,
             features: true,
             features_capacity: cfg.filter.features_capacity,
+            drop_encap: cfg.filter.drop_encap,
+            max_vlans: cfg.filter.max_vlans,
+            max_v6_ext: cfg.filter.max_v6_ext,
         };
         let mode = d.mode;
         let alerts = Arc::new(Alerts::open(&d.alerts)?);

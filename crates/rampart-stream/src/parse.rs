@@ -1,28 +1,34 @@
 //! Frame → [`StreamTuple`] in userspace: the "no offload" path (raw
 //! AF_XDP frames, pcap records).
 //!
-//! A line-by-line mirror of `bpf/common/parse.h` + `stream_tuple_from_frame`
-//! in `bpf/stream/tuple.h` — same limits (2 VLAN tags, 6 IPv6 extension
-//! headers), same statuses, same treatment of fragments and truncation —
-//! so a tuple is the same whichever side built it. `tests/prog_stream_tuple.rs`
-//! runs both on the same frames and compares them field by field. Written
-//! by hand rather than with etherparse because the point is to reproduce
-//! the BPF parser's exact semantics (etherparse rejects or accepts other
-//! frames, e.g. it checks IPv4 total length against the slice).
+//! [`parse_packet`] is a line-by-line mirror of `bpf/common/parse.h` — same
+//! walk (VLAN tags, PPPoE, MPLS, IPv6 extension headers, tunnels reported
+//! in `encap`), same limits, same statuses, same treatment of fragments and
+//! truncation — filling the same `struct pkt_info`; [`parse_frame`] builds
+//! the tuple from it as `stream_tuple_from_frame` in `bpf/stream/tuple.h`
+//! does, so a tuple is the same whichever side built it. The parse tests
+//! and the differential fuzz target (fuzz/, `frame_xdp`) run both on the
+//! same frames. Written by hand rather than with etherparse because the
+//! point is to reproduce the BPF parser's exact semantics.
 
 use crate::tuple::{StreamTuple, ST_F_FRAG_FIRST, ST_F_FRAG_LATER, ST_F_IPV6};
+pub use rampart_bpf::abi::parse::{
+    Encap, PktInfo, PARSE_DEF_V6_EXT, PARSE_DEF_VLANS, PARSE_MAX_MPLS, PARSE_MAX_V6_EXT,
+    PARSE_MAX_VLANS, PARSE_SHIM_MPLS, PARSE_SHIM_PPPOE, PARSE_VLAN_IDS,
+};
 
 /// Why a frame gave no tuple (`enum parse_status`, minus `PARSE_OK`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParseStatus {
-    /// Not IPv4/IPv6 (ARP, LLDP, ...).
+    /// Not IPv4/IPv6 (ARP, LLDP, PPPoE control, ...).
     NotIp = 1,
-    /// The frame ends inside a header it announces.
+    /// The frame ends inside a header it announces, or before the end of
+    /// the IP packet its header announces.
     Truncated = 2,
     /// An impossible header field.
     BadHeader = 3,
-    /// More VLAN tags or IPv6 extension headers than the parser walks.
+    /// More VLAN tags, MPLS labels or IPv6 extension headers than the parser walks.
     TooDeep = 4,
 }
 
@@ -41,34 +47,64 @@ impl ParseStatus {
     }
 }
 
-/// Same limits as bpf/common/abi.h.
-pub const PARSE_MAX_VLANS: usize = 2;
-/// Same limits as bpf/common/abi.h.
-pub const PARSE_MAX_V6_EXT: usize = 6;
+/// Depth limits (`struct parse_limits`): what `parse_packet_lim` walks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// VLAN tags, 0 ..= [`PARSE_MAX_VLANS`].
+    pub max_vlans: u32,
+    /// IPv6 extension headers, 0 ..= [`PARSE_MAX_V6_EXT`].
+    pub max_v6_ext: u32,
+}
+
+impl Default for Limits {
+    /// `parse_packet()`'s limits.
+    fn default() -> Self {
+        Self {
+            max_vlans: PARSE_DEF_VLANS,
+            max_v6_ext: PARSE_DEF_V6_EXT,
+        }
+    }
+}
 
 const ETH_P_IP: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86DD;
 const ETH_P_8021Q: u16 = 0x8100;
 const ETH_P_8021AD: u16 = 0x88A8;
+const ETH_P_MPLS_UC: u16 = 0x8847;
+const ETH_P_MPLS_MC: u16 = 0x8848;
+const ETH_P_PPP_SES: u16 = 0x8864;
+const PPP_IP: u16 = 0x0021;
+const PPP_IPV6: u16 = 0x0057;
+const UDP_VXLAN: u16 = 4789;
+const UDP_GENEVE: u16 = 6081;
 
-#[derive(Default)]
-struct Info {
-    frag: u8, // 0 none, 1 first, 2 later
-    l4_proto: u8,
-    sport: u16,
-    dport: u16,
-    tcp_flags: u8,
-    icmp: Option<(u8, u8)>,
-}
+const FRAG_FIRST: u8 = 1;
+const FRAG_LATER: u8 = 2;
 
 #[inline(always)]
 fn be16(d: &[u8], off: usize) -> u16 {
     u16::from_be_bytes([d[off], d[off + 1]])
 }
 
+/// Network-order bytes as the `__be16` field of `struct pkt_info` holds them.
 #[inline(always)]
-fn parse_l4(d: &[u8], off: usize, pi: &mut Info) -> Result<(), ParseStatus> {
-    if pi.frag == 2 {
+fn ne16(d: &[u8], off: usize) -> u16 {
+    u16::from_ne_bytes([d[off], d[off + 1]])
+}
+
+fn proto_encap(proto: u8) -> u8 {
+    match proto {
+        47 => Encap::PARSE_ENCAP_GRE.0 as u8,
+        4 | 41 => Encap::PARSE_ENCAP_IPIP.0 as u8,
+        _ => Encap::PARSE_ENCAP_NONE.0 as u8,
+    }
+}
+
+#[inline(always)]
+fn parse_l4(d: &[u8], off: usize, pi: &mut PktInfo) -> Result<(), ParseStatus> {
+    pi.l4_off = off as u16;
+    if pi.frag == FRAG_LATER {
+        pi.encap = proto_encap(pi.l4_proto);
         return Ok(());
     }
     match pi.l4_proto {
@@ -79,183 +115,284 @@ fn parse_l4(d: &[u8], off: usize, pi: &mut Info) -> Result<(), ParseStatus> {
             if d[off + 12] >> 4 < 5 {
                 return Err(ParseStatus::BadHeader);
             }
-            pi.sport = be16(d, off);
-            pi.dport = be16(d, off + 2);
+            pi.sport = ne16(d, off);
+            pi.dport = ne16(d, off + 2);
             pi.tcp_flags = d[off + 13];
         }
         17 => {
             if off + 8 > d.len() {
                 return Err(ParseStatus::Truncated);
             }
-            pi.sport = be16(d, off);
-            pi.dport = be16(d, off + 2);
+            pi.sport = ne16(d, off);
+            pi.dport = ne16(d, off + 2);
+            match be16(d, off + 2) {
+                UDP_VXLAN => pi.encap = Encap::PARSE_ENCAP_VXLAN.0 as u8,
+                UDP_GENEVE => pi.encap = Encap::PARSE_ENCAP_GENEVE.0 as u8,
+                _ => {}
+            }
         }
         1 | 58 => {
             if off + 4 > d.len() {
                 return Err(ParseStatus::Truncated);
             }
-            pi.icmp = Some((d[off], d[off + 1]));
+            pi.icmp_type = d[off];
+            pi.icmp_code = d[off + 1];
         }
+        47 | 4 | 41 => pi.encap = proto_encap(pi.l4_proto),
         _ => {}
     }
     Ok(())
 }
 
-/// Parse one Ethernet frame (without FCS) captured at `ts_ns`.
+fn parse_ipv4(d: &[u8], off: usize, pi: &mut PktInfo) -> Result<(), ParseStatus> {
+    if off + 20 > d.len() {
+        return Err(ParseStatus::Truncated);
+    }
+    let (ver, ihl) = (d[off] >> 4, d[off] & 0x0f);
+    if ver != 4 || ihl < 5 {
+        return Err(ParseStatus::BadHeader);
+    }
+    let hlen = usize::from(ihl) * 4;
+    if off + hlen > d.len() {
+        return Err(ParseStatus::Truncated);
+    }
+    pi.ip_len = be16(d, off + 2);
+    if usize::from(pi.ip_len) < hlen {
+        return Err(ParseStatus::BadHeader);
+    }
+    pi.family = 4;
+    pi.saddr[0] = u32::from_ne_bytes([d[off + 12], d[off + 13], d[off + 14], d[off + 15]]);
+    pi.daddr[0] = u32::from_ne_bytes([d[off + 16], d[off + 17], d[off + 18], d[off + 19]]);
+    pi.l4_proto = d[off + 9];
+    pi.ttl = d[off + 8];
+    // The packet must end inside the frame (what follows it is padding).
+    if off + usize::from(pi.ip_len) > d.len() {
+        return Err(ParseStatus::Truncated);
+    }
+    let frag = be16(d, off + 6);
+    if frag & 0x1fff != 0 {
+        pi.frag = FRAG_LATER;
+    } else if frag & 0x2000 != 0 {
+        pi.frag = FRAG_FIRST;
+    }
+    parse_l4(d, off + hlen, pi)
+}
+
+fn parse_ipv6(d: &[u8], mut off: usize, pi: &mut PktInfo, max_ext: u32) -> Result<(), ParseStatus> {
+    if off + 40 > d.len() {
+        return Err(ParseStatus::Truncated);
+    }
+    if d[off] >> 4 != 6 {
+        return Err(ParseStatus::BadHeader);
+    }
+    pi.family = 6;
+    for i in 0..4 {
+        let s = off + 8 + i * 4;
+        pi.saddr[i] = u32::from_ne_bytes([d[s], d[s + 1], d[s + 2], d[s + 3]]);
+        let s = off + 24 + i * 4;
+        pi.daddr[i] = u32::from_ne_bytes([d[s], d[s + 1], d[s + 2], d[s + 3]]);
+    }
+    let payload = be16(d, off + 4);
+    // As in C: a __u16 sum, so it wraps for the largest payload lengths.
+    pi.ip_len = payload.wrapping_add(40);
+    pi.ttl = d[off + 7];
+    // Payload length 0 is a jumbogram (RFC 2675).
+    if payload != 0 && off + 40 + usize::from(payload) > d.len() {
+        return Err(ParseStatus::Truncated);
+    }
+    let mut nexthdr = d[off + 6];
+    off += 40;
+    for i in 0..PARSE_MAX_V6_EXT {
+        if i >= max_ext {
+            break;
+        }
+        match nexthdr {
+            0 | 43 | 60 => {
+                if off + 2 > d.len() {
+                    return Err(ParseStatus::Truncated);
+                }
+                nexthdr = d[off];
+                off += (usize::from(d[off + 1]) + 1) * 8;
+            }
+            51 => {
+                if off + 2 > d.len() {
+                    return Err(ParseStatus::Truncated);
+                }
+                nexthdr = d[off];
+                off += (usize::from(d[off + 1]) + 2) * 4;
+            }
+            44 => {
+                if off + 8 > d.len() {
+                    return Err(ParseStatus::Truncated);
+                }
+                let fo = be16(d, off + 2);
+                nexthdr = d[off];
+                off += 8;
+                if fo & 0xfff8 != 0 {
+                    // A later fragment: what follows is fragment payload
+                    // (extension headers of the fragmentable part
+                    // included); never walk it.
+                    pi.frag = FRAG_LATER;
+                    pi.l4_proto = nexthdr;
+                    return parse_l4(d, off, pi);
+                }
+                if fo & 1 != 0 {
+                    pi.frag = FRAG_FIRST;
+                }
+            }
+            _ => {
+                pi.l4_proto = nexthdr;
+                if off > 0xffff {
+                    return Err(ParseStatus::BadHeader);
+                }
+                return parse_l4(d, off, pi);
+            }
+        }
+        // Bounded as in C (the verifier needs it there).
+        if off > 0x3fff {
+            return Err(ParseStatus::Truncated);
+        }
+    }
+    if matches!(nexthdr, 0 | 43 | 60 | 51 | 44) {
+        return Err(ParseStatus::TooDeep);
+    }
+    pi.l4_proto = nexthdr;
+    parse_l4(d, off, pi)
+}
+
+/// `parse_packet_lim`: parse one Ethernet frame (without FCS) into a
+/// `struct pkt_info`, walking at most `lim` VLAN tags and IPv6 extension
+/// headers (each capped at its ceiling).
+///
+/// # Errors
+/// The [`ParseStatus`] of a frame that is not a well-formed IP packet; the
+/// [`PktInfo`] then holds what was read before (as the C side leaves it):
+/// partial, not for classification, but with the IP addresses once the IP
+/// header itself is whole.
+pub fn parse_packet(d: &[u8], lim: Limits) -> (PktInfo, Result<(), ParseStatus>) {
+    let mut pi = PktInfo::default();
+    let r = parse_into(d, lim, &mut pi);
+    (pi, r)
+}
+
+fn parse_into(d: &[u8], lim: Limits, pi: &mut PktInfo) -> Result<(), ParseStatus> {
+    if d.len() < 14 {
+        return Err(ParseStatus::Truncated);
+    }
+    let mut proto = be16(d, 12);
+    let mut off = 14usize;
+    for i in 0..PARSE_MAX_VLANS {
+        if i >= lim.max_vlans || (proto != ETH_P_8021Q && proto != ETH_P_8021AD) {
+            break;
+        }
+        if off + 4 > d.len() {
+            return Err(ParseStatus::Truncated);
+        }
+        if (i as usize) < PARSE_VLAN_IDS {
+            pi.vlan_id[i as usize] = be16(d, off) & 0x0fff;
+        }
+        pi.vlan_depth += 1;
+        proto = be16(d, off + 2);
+        off += 4;
+    }
+    pi.l3_proto = proto;
+    pi.l3_off = off as u16;
+    if proto == ETH_P_8021Q || proto == ETH_P_8021AD {
+        return Err(ParseStatus::TooDeep);
+    }
+    if proto == ETH_P_PPP_SES {
+        if off + 8 > d.len() {
+            return Err(ParseStatus::Truncated);
+        }
+        // RFC 2516: version 1, type 1, code 0 in session frames.
+        if d[off] != 0x11 || d[off + 1] != 0 {
+            return Err(ParseStatus::BadHeader);
+        }
+        pi.shim |= PARSE_SHIM_PPPOE;
+        let ppp = be16(d, off + 6);
+        off += 8;
+        proto = match ppp {
+            PPP_IP => ETH_P_IP,
+            PPP_IPV6 => ETH_P_IPV6,
+            // LCP, IPCP, ...: the session's control traffic.
+            _ => return Err(ParseStatus::NotIp),
+        };
+        pi.l3_proto = proto;
+        pi.l3_off = off as u16;
+    } else if proto == ETH_P_MPLS_UC || proto == ETH_P_MPLS_MC {
+        let mut bottom = false;
+        for _ in 0..PARSE_MAX_MPLS {
+            if off + 4 > d.len() {
+                return Err(ParseStatus::Truncated);
+            }
+            let s = d[off + 2] & 1;
+            off += 4;
+            if s != 0 {
+                bottom = true;
+                break;
+            }
+        }
+        if !bottom {
+            return Err(ParseStatus::TooDeep);
+        }
+        pi.shim |= PARSE_SHIM_MPLS;
+        if off + 1 > d.len() {
+            return Err(ParseStatus::Truncated);
+        }
+        // MPLS does not say what it carries: IP is known by its version.
+        proto = match d[off] >> 4 {
+            4 => ETH_P_IP,
+            6 => ETH_P_IPV6,
+            _ => {
+                pi.encap = Encap::PARSE_ENCAP_MPLS.0 as u8;
+                return Err(ParseStatus::NotIp);
+            }
+        };
+        pi.l3_proto = proto;
+        pi.l3_off = off as u16;
+    }
+    match proto {
+        ETH_P_IP => parse_ipv4(d, off, pi),
+        ETH_P_IPV6 => parse_ipv6(d, off, pi, lim.max_v6_ext),
+        _ => Err(ParseStatus::NotIp),
+    }
+}
+
+/// Parse one Ethernet frame (without FCS) captured at `ts_ns` into a tuple
+/// (`parse_packet` with the default limits, then `stream_tuple_from_frame`).
 ///
 /// # Errors
 /// The [`ParseStatus`] that says why there is no tuple; malformed frames
 /// never yield one.
 #[inline]
 pub fn parse_frame(d: &[u8], ts_ns: u64) -> Result<StreamTuple, ParseStatus> {
+    let (pi, r) = parse_packet(d, Limits::default());
+    r?;
     let mut t = StreamTuple {
         ts_ns,
+        saddr: pi.saddr,
+        daddr: pi.daddr,
+        proto: pi.l4_proto,
+        ip_len: pi.ip_len,
         ..Default::default()
     };
-    if d.len() < 14 {
-        return Err(ParseStatus::Truncated);
+    if pi.family == 6 {
+        t.flags |= ST_F_IPV6;
     }
-    let mut proto = be16(d, 12);
-    let mut off = 14usize;
-    let mut depth = 0;
-    while depth < PARSE_MAX_VLANS {
-        if proto != ETH_P_8021Q && proto != ETH_P_8021AD {
-            break;
-        }
-        if off + 4 > d.len() {
-            return Err(ParseStatus::Truncated);
-        }
-        if depth == 0 {
-            t.vlan_id = be16(d, off) & 0x0fff;
-        }
-        proto = be16(d, off + 2);
-        off += 4;
-        depth += 1;
-    }
-    if proto == ETH_P_8021Q || proto == ETH_P_8021AD {
-        return Err(ParseStatus::TooDeep);
-    }
-    let mut pi = Info::default();
-    match proto {
-        ETH_P_IP => {
-            if off + 20 > d.len() {
-                return Err(ParseStatus::Truncated);
-            }
-            let (ver, ihl) = (d[off] >> 4, d[off] & 0x0f);
-            if ver != 4 || ihl < 5 {
-                return Err(ParseStatus::BadHeader);
-            }
-            let hlen = usize::from(ihl) * 4;
-            if off + hlen > d.len() {
-                return Err(ParseStatus::Truncated);
-            }
-            t.ip_len = be16(d, off + 2);
-            if usize::from(t.ip_len) < hlen {
-                return Err(ParseStatus::BadHeader);
-            }
-            t.saddr[0] = u32::from_ne_bytes([d[off + 12], d[off + 13], d[off + 14], d[off + 15]]);
-            t.daddr[0] = u32::from_ne_bytes([d[off + 16], d[off + 17], d[off + 18], d[off + 19]]);
-            pi.l4_proto = d[off + 9];
-            let frag = be16(d, off + 6);
-            if frag & 0x1fff != 0 {
-                pi.frag = 2;
-            } else if frag & 0x2000 != 0 {
-                pi.frag = 1;
-            }
-            parse_l4(d, off + hlen, &mut pi)?;
-        }
-        ETH_P_IPV6 => {
-            if off + 40 > d.len() {
-                return Err(ParseStatus::Truncated);
-            }
-            if d[off] >> 4 != 6 {
-                return Err(ParseStatus::BadHeader);
-            }
-            t.flags |= ST_F_IPV6;
-            for i in 0..4 {
-                let s = off + 8 + i * 4;
-                t.saddr[i] = u32::from_ne_bytes([d[s], d[s + 1], d[s + 2], d[s + 3]]);
-                let s = off + 24 + i * 4;
-                t.daddr[i] = u32::from_ne_bytes([d[s], d[s + 1], d[s + 2], d[s + 3]]);
-            }
-            // As in C: a __u16 sum, so it wraps for jumbo payload lengths.
-            t.ip_len = be16(d, off + 4).wrapping_add(40);
-            let mut nexthdr = d[off + 6];
-            off += 40;
-            let mut done = false;
-            for _ in 0..PARSE_MAX_V6_EXT {
-                match nexthdr {
-                    0 | 43 | 60 => {
-                        if off + 2 > d.len() {
-                            return Err(ParseStatus::Truncated);
-                        }
-                        nexthdr = d[off];
-                        off += (usize::from(d[off + 1]) + 1) * 8;
-                    }
-                    51 => {
-                        if off + 2 > d.len() {
-                            return Err(ParseStatus::Truncated);
-                        }
-                        nexthdr = d[off];
-                        off += (usize::from(d[off + 1]) + 2) * 4;
-                    }
-                    44 => {
-                        if off + 8 > d.len() {
-                            return Err(ParseStatus::Truncated);
-                        }
-                        let fo = be16(d, off + 2);
-                        nexthdr = d[off];
-                        off += 8;
-                        if fo & 0xfff8 != 0 {
-                            // A later fragment: what follows is fragment
-                            // payload (extension headers of the
-                            // fragmentable part included); never walk it
-                            // (as bpf/common/parse.h).
-                            pi.frag = 2;
-                            pi.l4_proto = nexthdr;
-                            done = true;
-                            break;
-                        }
-                        if fo & 1 != 0 {
-                            pi.frag = 1;
-                        }
-                    }
-                    _ => {
-                        pi.l4_proto = nexthdr;
-                        if off > 0xffff {
-                            return Err(ParseStatus::BadHeader);
-                        }
-                        parse_l4(d, off, &mut pi)?;
-                        done = true;
-                        break;
-                    }
-                }
-                if off > 0x3fff {
-                    return Err(ParseStatus::Truncated);
-                }
-            }
-            if !done {
-                if matches!(nexthdr, 0 | 43 | 60 | 51 | 44) {
-                    return Err(ParseStatus::TooDeep);
-                }
-                pi.l4_proto = nexthdr;
-                parse_l4(d, off, &mut pi)?;
-            }
-        }
-        _ => return Err(ParseStatus::NotIp),
-    }
-    t.proto = pi.l4_proto;
     match pi.frag {
-        1 => t.flags |= ST_F_FRAG_FIRST,
-        2 => t.flags |= ST_F_FRAG_LATER,
+        FRAG_FIRST => t.flags |= ST_F_FRAG_FIRST,
+        FRAG_LATER => t.flags |= ST_F_FRAG_LATER,
         _ => {}
     }
-    if pi.frag != 2 {
-        if let Some((ty, code)) = pi.icmp {
-            t.dport = (u16::from(ty) << 8) | u16::from(code);
+    if pi.vlan_depth > 0 {
+        t.vlan_id = pi.vlan_id[0];
+    }
+    if pi.frag != FRAG_LATER {
+        if pi.l4_proto == 1 || pi.l4_proto == 58 {
+            t.dport = (u16::from(pi.icmp_type) << 8) | u16::from(pi.icmp_code);
         } else {
-            t.sport = pi.sport;
-            t.dport = pi.dport;
+            t.sport = u16::from_be(pi.sport);
+            t.dport = u16::from_be(pi.dport);
             t.tcp_flags = pi.tcp_flags;
         }
     }

@@ -69,9 +69,9 @@ const _: () = assert!(size_of::<PktCounter>() == 16);
 const _: () = assert!(size_of::<FilterStats>() == 16 * (DROP_REASONS + PASS_REASONS) + 3 * 8 + 8);
 // The fast path's counters share the first cache line.
 const _: () = assert!(std::mem::offset_of!(FilterStats, drop) == 16);
-const _: () = assert!(size_of::<FilterConfig>() == 8);
+const _: () = assert!(size_of::<FilterConfig>() == 16);
 const _: () = assert!(size_of::<FeatAddr6>() == 32);
-const _: () = assert!(size_of::<FeatConfig>() == 16);
+const _: () = assert!(size_of::<FeatConfig>() == 20);
 const _: () = assert!(size_of::<FeatVal>() == 64);
 const _: () = assert!(size_of::<FeatCtl>() == 16);
 const _: () = assert!(size_of::<FeatStats>() == 8 * (2 + FEAT_SKIPS));

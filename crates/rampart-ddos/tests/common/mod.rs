@@ -191,6 +191,36 @@ pub fn vlan(frame: &[u8], tags: usize) -> Vec<u8> {
     v
 }
 
+/// A shim between Ethernet and IP: the frame's EtherType becomes `ethertype`,
+/// `header` goes before the IP header.
+pub fn shim(frame: &[u8], ethertype: u16, header: &[u8]) -> Vec<u8> {
+    let mut v = frame[..12].to_vec();
+    v.extend_from_slice(&ethertype.to_be_bytes());
+    v.extend_from_slice(header);
+    v.extend_from_slice(&frame[14..]);
+    v
+}
+
+/// MPLS (0x8847) with `labels` label stack entries before the IP header.
+pub fn mpls(frame: &[u8], labels: usize) -> Vec<u8> {
+    let mut h = Vec::new();
+    for i in 0..labels {
+        let bos = u32::from(i + 1 == labels);
+        h.extend_from_slice(&((((16 + i as u32) << 12) | (bos << 8) | 64).to_be_bytes()));
+    }
+    shim(frame, 0x8847, &h)
+}
+
+/// A PPPoE session frame (0x8864) carrying the IP packet of `frame` as PPP
+/// protocol `ppp` (0x0021 IPv4, 0x0057 IPv6).
+pub fn pppoe(frame: &[u8], ppp: u16) -> Vec<u8> {
+    let len = (frame.len() - 14 + 2) as u16;
+    let mut h = vec![0x11, 0, 0, 7];
+    h.extend_from_slice(&len.to_be_bytes());
+    h.extend_from_slice(&ppp.to_be_bytes());
+    shim(frame, 0x8864, &h)
+}
+
 pub fn arp() -> Vec<u8> {
     let mut v = vec![0xffu8; 6];
     v.extend_from_slice(&MAC_A);

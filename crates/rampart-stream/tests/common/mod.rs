@@ -203,7 +203,7 @@ pub fn corpus() -> Vec<(String, Vec<u8>)> {
     add("ipv4-options", v);
     // VLAN stacks.
     let base = c[0].1.clone();
-    for tags in 1..=3usize {
+    for tags in 1..=5usize {
         let mut v = base[..12].to_vec();
         for t in 0..tags {
             let tpid: u16 = if t == 0 && tags > 1 { 0x88a8 } else { 0x8100 };
@@ -302,6 +302,76 @@ pub fn corpus() -> Vec<(String, Vec<u8>)> {
         "v6-seven-ext".into(),
         v6((0..7).map(|_| (60, ext(0))).collect(), 17, udp(1, 2)),
     ));
+    c.push((
+        "v6-nine-ext".into(),
+        v6((0..9).map(|_| (60, ext(0))).collect(), 17, udp(1, 2)),
+    ));
+    let v6udp = v6(vec![], 17, udp(7, 53));
+    let mut v = v6udp.clone();
+    v[18..20].copy_from_slice(&200u16.to_be_bytes());
+    c.push(("v6-payload-past-frame".into(), v));
+    // IPv4 lengths against the frame: padding after the packet, a packet
+    // longer than the frame.
+    let mut v = base.clone();
+    v.extend_from_slice(&[0; 18]);
+    c.push(("ipv4-padded".into(), v));
+    let mut v = base.clone();
+    let tot = u16::from_be_bytes([v[16], v[17]]) + 1;
+    v[16..18].copy_from_slice(&tot.to_be_bytes());
+    c.push(("ipv4-past-frame".into(), v));
+    // Shims: MPLS and PPPoE session headers before the IP header.
+    let shim = |f: &[u8], et: u16, h: &[u8]| {
+        let mut v = f[..12].to_vec();
+        v.extend_from_slice(&et.to_be_bytes());
+        v.extend_from_slice(h);
+        v.extend_from_slice(&f[14..]);
+        v
+    };
+    let labels = |n: usize| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| ((16u32 + i as u32) << 12 | u32::from(i + 1 == n) << 8 | 64).to_be_bytes())
+            .collect()
+    };
+    c.push(("mpls-ipv4".into(), shim(&base, 0x8847, &labels(2))));
+    c.push(("mpls-ipv6".into(), shim(&v6udp, 0x8848, &labels(1))));
+    c.push(("mpls-nine".into(), shim(&base, 0x8847, &labels(9))));
+    let mut pw = labels(1);
+    pw.extend_from_slice(&[0, 0, 0, 0]);
+    pw.extend_from_slice(&base[..14]);
+    c.push(("mpls-pseudowire".into(), shim(&base, 0x8847, &pw)));
+    let pppoe = |f: &[u8], ppp: u16| {
+        let mut h = vec![0x11, 0, 0, 1];
+        h.extend_from_slice(&((f.len() - 12) as u16).to_be_bytes());
+        h.extend_from_slice(&ppp.to_be_bytes());
+        shim(f, 0x8864, &h)
+    };
+    c.push(("pppoe-ipv4".into(), pppoe(&base, 0x21)));
+    c.push(("pppoe-ipv6".into(), pppoe(&v6udp, 0x57)));
+    c.push(("pppoe-lcp".into(), pppoe(&base, 0xc021)));
+    let mut v = pppoe(&base, 0x21);
+    v[14] = 0x22;
+    c.push(("pppoe-bad-version".into(), v));
+    // Tunnels: GRE, IP in IP, VXLAN, Geneve (reported, not walked).
+    for (name, proto) in [("gre", 47u8), ("ipip", 4), ("sit", 41)] {
+        let mut v = base[..34].to_vec();
+        if proto == 47 {
+            v.extend_from_slice(&[0, 0, 8, 0]);
+        }
+        v.extend_from_slice(&base[14..]);
+        let tot = (v.len() - 14) as u16;
+        v[16..18].copy_from_slice(&tot.to_be_bytes());
+        v[14 + 9] = proto;
+        c.push((name.into(), v));
+    }
+    for (name, port) in [("vxlan", 4789u16), ("geneve", 6081)] {
+        let mut v = Vec::new();
+        PacketBuilder::ethernet2(A, B)
+            .ipv4([203, 0, 113, 9], [198, 51, 100, 7], 64)
+            .udp(40000, port)
+            .write(&mut v, &[&[8u8, 0, 0, 0, 0, 0, 42, 0][..], &base].concat())
+            .unwrap();
+        c.push((name.into(), v));
+    }
     c.push((
         "v6-esp".into(),
         v6(vec![], 50, vec![0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]),

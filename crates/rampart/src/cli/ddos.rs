@@ -141,6 +141,16 @@ pub struct AttachArgs {
     /// Pass malformed frames instead of dropping them.
     #[arg(long)]
     pub pass_malformed: bool,
+    /// Drop tunnel packets (GRE, IP in IP, VXLAN, Geneve, MPLS without IP),
+    /// whose inner source is not checked, instead of passing them.
+    #[arg(long)]
+    pub drop_encap: bool,
+    /// VLAN tags the parser walks before a frame is `too_deep` (0-8).
+    #[arg(long, default_value_t = rampart_bpf::abi::parse::PARSE_DEF_VLANS)]
+    pub max_vlans: u32,
+    /// IPv6 extension headers the parser walks before a frame is `too_deep` (0-16).
+    #[arg(long, default_value_t = rampart_bpf::abi::parse::PARSE_DEF_V6_EXT)]
+    pub max_v6_ext: u32,
     /// Do not chain the feature extraction stage.
     #[arg(long)]
     pub no_features: bool,
@@ -260,6 +270,9 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
                 pass_malformed: a.pass_malformed,
                 features: !a.no_features,
                 features_capacity: a.features_capacity,
+                drop_encap: a.drop_encap,
+                max_vlans: a.max_vlans,
+                max_v6_ext: a.max_v6_ext,
             };
             let f = Filter::attach(&scope, &cfg, mode)?;
             println!(
