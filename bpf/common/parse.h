@@ -114,10 +114,17 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 off, struc
 			return PARSE_TRUNCATED;
 		pi->sport = uh->source;
 		pi->dport = uh->dest;
-		if (uh->dest == bpf_htons(PARSE_UDP_VXLAN))
-			pi->encap = PARSE_ENCAP_VXLAN;
-		else if (uh->dest == bpf_htons(PARSE_UDP_GENEVE))
-			pi->encap = PARSE_ENCAP_GENEVE;
+		{
+			__u16 d = bpf_ntohs(uh->dest);
+
+			/* One compare for the ports of neither tunnel (the flood case). */
+			if (unlikely((__u16)(d - PARSE_UDP_VXLAN) <= PARSE_UDP_GENEVE - PARSE_UDP_VXLAN)) {
+				if (d == PARSE_UDP_VXLAN)
+					pi->encap = PARSE_ENCAP_VXLAN;
+				else if (d == PARSE_UDP_GENEVE)
+					pi->encap = PARSE_ENCAP_GENEVE;
+			}
+		}
 		return PARSE_OK;
 	}
 	case IPPROTO_ICMP:
@@ -172,6 +179,13 @@ static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off, str
 	return parse_l4(data, data_end, off + hlen, pi);
 }
 
+/* Is this IPv6 next header an extension header the walk steps over? */
+static __always_inline int parse_v6_ext(__u8 nexthdr)
+{
+	return nexthdr == IPPROTO_HOPOPTS || nexthdr == IPPROTO_ROUTING || nexthdr == IPPROTO_DSTOPTS ||
+	       nexthdr == IPPROTO_AH || nexthdr == IPPROTO_FRAGMENT;
+}
+
 static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, struct pkt_info *pi,
 				      __u32 max_ext)
 {
@@ -202,30 +216,16 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 
 #pragma unroll
 	for (i = 0; i < PARSE_MAX_V6_EXT; i++) {
+		if (!parse_v6_ext(nexthdr)) {
+			pi->l4_proto = nexthdr;
+			if (off > 0xffff)
+				return PARSE_BAD_HEADER;
+			return parse_l4(data, data_end, off, pi);
+		}
+		/* The limit is looked at only when there is a header to walk. */
 		if (!(walk & (1u << i)))
-			break;
-		switch (nexthdr) {
-		case IPPROTO_HOPOPTS:
-		case IPPROTO_ROUTING:
-		case IPPROTO_DSTOPTS: {
-			struct rp_ipv6_opt_hdr *oh = data + off;
-
-			if ((void *)(oh + 1) > data_end)
-				return PARSE_TRUNCATED;
-			nexthdr = oh->nexthdr;
-			off += (oh->hdrlen + 1) * 8;
-			break;
-		}
-		case IPPROTO_AH: {
-			struct rp_ipv6_opt_hdr *oh = data + off;
-
-			if ((void *)(oh + 1) > data_end)
-				return PARSE_TRUNCATED;
-			nexthdr = oh->nexthdr;
-			off += (oh->hdrlen + 2) * 4;
-			break;
-		}
-		case IPPROTO_FRAGMENT: {
+			return PARSE_TOO_DEEP;
+		if (nexthdr == IPPROTO_FRAGMENT) {
 			struct rp_ipv6_frag_hdr *fh = data + off;
 			__u16 fo;
 
@@ -247,27 +247,25 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 			}
 			if (fo & 1)
 				pi->frag = FRAG_FIRST;
-			break;
-		}
-		default:
-			pi->l4_proto = nexthdr;
-			if (off > 0xffff)
-				return PARSE_BAD_HEADER;
-			return parse_l4(data, data_end, off, pi);
+		} else {
+			struct rp_ipv6_opt_hdr *oh = data + off;
+
+			if ((void *)(oh + 1) > data_end)
+				return PARSE_TRUNCATED;
+			/* AH counts its length in 4-byte units minus 2, the others in 8-byte units minus 1. */
+			if (nexthdr == IPPROTO_AH)
+				off += (oh->hdrlen + 2) * 4;
+			else
+				off += (oh->hdrlen + 1) * 8;
+			nexthdr = oh->nexthdr;
 		}
 		/* Keep the offset bounded for the verifier (max frame is far below). */
 		if (off > 0x3fff)
 			return PARSE_TRUNCATED;
 	}
-	/* Still an extension header after max_ext of them. */
-	switch (nexthdr) {
-	case IPPROTO_HOPOPTS:
-	case IPPROTO_ROUTING:
-	case IPPROTO_DSTOPTS:
-	case IPPROTO_AH:
-	case IPPROTO_FRAGMENT:
+	/* PARSE_MAX_V6_EXT headers walked and still one: too deep. */
+	if (parse_v6_ext(nexthdr))
 		return PARSE_TOO_DEEP;
-	}
 	pi->l4_proto = nexthdr;
 	return parse_l4(data, data_end, off, pi);
 }
@@ -283,8 +281,6 @@ static __always_inline int parse_packet_lim(void *data, void *data_end, struct p
 {
 	struct ethhdr *eth = data;
 	__u32 off = sizeof(*eth);
-	/* As in parse_ipv6(): bit i set means a tag i may be walked. */
-	__u32 walk = (1u << (max_vlans < PARSE_MAX_VLANS ? max_vlans : PARSE_MAX_VLANS)) - 1;
 	__u16 proto;
 	int i;
 
@@ -293,29 +289,40 @@ static __always_inline int parse_packet_lim(void *data, void *data_end, struct p
 		return PARSE_TRUNCATED;
 	proto = bpf_ntohs(eth->h_proto);
 
+	/* Plain IPv4 first: the flood fast path pays for nothing else. */
+	if (likely(proto == ETH_P_IP))
+		goto ip;
+	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
+		/* As in parse_ipv6(): bit i set means tag i may be walked (a mask
+		 * keeps the loop's trip count constant for the unroller). */
+		__u32 walk = (1u << (max_vlans < PARSE_MAX_VLANS ? max_vlans : PARSE_MAX_VLANS)) - 1;
+
 #pragma unroll
-	for (i = 0; i < PARSE_MAX_VLANS; i++) {
-		struct rp_vlan_hdr *vh;
+		for (i = 0; i < PARSE_MAX_VLANS; i++) {
+			struct rp_vlan_hdr *vh;
 
-		if (!(walk & (1u << i)) || (proto != ETH_P_8021Q && proto != ETH_P_8021AD))
-			break;
-		vh = data + off;
-		if ((void *)(vh + 1) > data_end)
-			return PARSE_TRUNCATED;
-		if (i < PARSE_VLAN_IDS)
-			pi->vlan_id[i] = bpf_ntohs(vh->tci) & 0x0fff;
-		pi->vlan_depth++;
-		proto = bpf_ntohs(vh->encap_proto);
-		off += sizeof(*vh);
+			if (!(walk & (1u << i)) || (proto != ETH_P_8021Q && proto != ETH_P_8021AD))
+				break;
+			vh = data + off;
+			if ((void *)(vh + 1) > data_end)
+				return PARSE_TRUNCATED;
+			if (i < PARSE_VLAN_IDS)
+				pi->vlan_id[i] = bpf_ntohs(vh->tci) & 0x0fff;
+			pi->vlan_depth++;
+			proto = bpf_ntohs(vh->encap_proto);
+			off += sizeof(*vh);
+		}
+		if (proto == ETH_P_8021Q || proto == ETH_P_8021AD) {
+			pi->l3_proto = proto;
+			pi->l3_off = off;
+			return PARSE_TOO_DEEP;
+		}
 	}
-	pi->l3_proto = proto;
-	pi->l3_off = off;
-	if (proto == ETH_P_8021Q || proto == ETH_P_8021AD)
-		return PARSE_TOO_DEEP;
-
 	if (proto == ETH_P_PPP_SES) {
 		struct rp_pppoe_hdr *ph = data + off;
 
+		pi->l3_proto = proto;
+		pi->l3_off = off;
 		if ((void *)(ph + 1) > data_end)
 			return PARSE_TRUNCATED;
 		/* RFC 2516: version 1, type 1, code 0 in session frames. */
@@ -329,11 +336,11 @@ static __always_inline int parse_packet_lim(void *data, void *data_end, struct p
 			proto = ETH_P_IPV6;
 		else
 			return PARSE_NOT_IP; /* LCP, IPCP, ...: the session's control traffic */
-		pi->l3_proto = proto;
-		pi->l3_off = off;
 	} else if (proto == ETH_P_MPLS_UC || proto == ETH_P_MPLS_MC) {
 		__u8 *p;
 
+		pi->l3_proto = proto;
+		pi->l3_off = off;
 #pragma unroll
 		for (i = 0; i < PARSE_MAX_MPLS; i++) {
 			__u8 *lse = data + off;
@@ -360,14 +367,32 @@ static __always_inline int parse_packet_lim(void *data, void *data_end, struct p
 			pi->encap = PARSE_ENCAP_MPLS;
 			return PARSE_NOT_IP;
 		}
-		pi->l3_proto = proto;
-		pi->l3_off = off;
 	}
-	if (proto == ETH_P_IP)
+	if (proto == ETH_P_IP) {
+ip:
+		pi->l3_proto = ETH_P_IP;
+		pi->l3_off = off;
 		return parse_ipv4(data, data_end, off, pi);
+	}
+	pi->l3_proto = proto;
+	pi->l3_off = off;
 	if (proto == ETH_P_IPV6)
 		return parse_ipv6(data, data_end, off, pi, max_v6_ext);
 	return PARSE_NOT_IP;
+}
+
+/*
+ * What parse_packet_lim() does with an untagged IPv4 frame, for a caller
+ * that already checked that the frame is one (EtherType ETH_P_IP, the
+ * Ethernet header inside the frame): the same result without looking at
+ * the Ethernet header again.
+ */
+static __always_inline int parse_packet_ipv4(void *data, void *data_end, struct pkt_info *pi)
+{
+	__builtin_memset(pi, 0, sizeof(*pi));
+	pi->l3_proto = ETH_P_IP;
+	pi->l3_off = sizeof(struct ethhdr);
+	return parse_ipv4(data, data_end, sizeof(struct ethhdr), pi);
 }
 
 /* parse_packet_lim() with the default limits (PARSE_DEF_VLANS, PARSE_DEF_V6_EXT). */

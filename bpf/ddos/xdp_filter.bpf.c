@@ -384,8 +384,11 @@ int xdp_filter(struct xdp_md *ctx)
 		if (m != MATCH_NONE)
 			goto drop;
 	}
-	status = parse_packet_lim(data, data_end, &pi, ddos_filter_cfg.limits.max_vlans,
-				  ddos_filter_cfg.limits.max_v6_ext);
+	if (checked4)
+		status = parse_packet_ipv4(data, data_end, &pi);
+	else
+		status = parse_packet_lim(data, data_end, &pi, ddos_filter_cfg.limits.max_vlans,
+					  ddos_filter_cfg.limits.max_v6_ext);
 	if (pi.family == 4 && !checked4)
 		m = match_v4(ctl, st, pi.saddr[0], len);
 	else if (pi.family == 6)
