@@ -3,8 +3,9 @@
  * Bounded, verifier-friendly packet parsing shared by every program.
  *
  *   Ethernet → VLAN tags (802.1Q 0x8100, 802.1ad 0x88a8; up to max_vlans)
- *   → PPPoE session (0x8864, PPP IPv4/IPv6) | MPLS (0x8847/0x8848, up to
- *     PARSE_MAX_MPLS labels, payload IPv4/IPv6 by its version nibble)
+ *   → when asked (shims): PPPoE session (0x8864, PPP IPv4/IPv6) | MPLS
+ *     (0x8847/0x8848, up to PARSE_MAX_MPLS labels, payload IPv4/IPv6 by its
+ *     version nibble)
  *   → IPv4 (options skipped by IHL) | IPv6 (up to max_v6_ext extension
  *     headers: hop-by-hop, routing, fragment, destination options, AH)
  *   → TCP | UDP | ICMP | ICMPv6 (unless the packet is a non-first fragment);
@@ -100,6 +101,7 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 off, struc
 
 		if ((void *)(th + 1) > data_end)
 			return PARSE_TRUNCATED;
+		barrier_var(th);
 		if (th->doff < 5)
 			return PARSE_BAD_HEADER;
 		pi->sport = th->source;
@@ -112,10 +114,14 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 off, struc
 
 		if ((void *)(uh + 1) > data_end)
 			return PARSE_TRUNCATED;
+		/* Keep the checked pointer: clang would otherwise recompute
+		 * data + off further down, a pointer the verifier has not seen checked. */
+		barrier_var(uh);
 		pi->sport = uh->source;
 		pi->dport = uh->dest;
 		{
-			__u16 d = bpf_ntohs(uh->dest);
+			/* From pi, not the packet again: one read of the header. */
+			__u16 d = bpf_ntohs(pi->dport);
 
 			/* One compare for the ports of neither tunnel (the flood case). */
 			if (unlikely((__u16)(d - PARSE_UDP_VXLAN) <= PARSE_UDP_GENEVE - PARSE_UDP_VXLAN)) {
@@ -273,11 +279,11 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 /*
  * Parse the frame [data, data_end) into *pi (zeroed by this function),
  * walking at most `max_vlans` VLAN tags and `max_v6_ext` IPv6 extension
- * headers (each capped at its PARSE_MAX_* ceiling). Returns an enum
- * parse_status.
+ * headers (each capped at its PARSE_MAX_* ceiling), and PPPoE/MPLS when
+ * `shims`. Returns an enum parse_status.
  */
 static __always_inline int parse_packet_lim(void *data, void *data_end, struct pkt_info *pi,
-					    __u32 max_vlans, __u32 max_v6_ext)
+					    __u32 max_vlans, __u32 max_v6_ext, __u32 shims)
 {
 	struct ethhdr *eth = data;
 	__u32 off = sizeof(*eth);
@@ -318,7 +324,7 @@ static __always_inline int parse_packet_lim(void *data, void *data_end, struct p
 			return PARSE_TOO_DEEP;
 		}
 	}
-	if (proto == ETH_P_PPP_SES) {
+	if (proto == ETH_P_PPP_SES && shims) {
 		struct rp_pppoe_hdr *ph = data + off;
 
 		pi->l3_proto = proto;
@@ -336,7 +342,7 @@ static __always_inline int parse_packet_lim(void *data, void *data_end, struct p
 			proto = ETH_P_IPV6;
 		else
 			return PARSE_NOT_IP; /* LCP, IPCP, ...: the session's control traffic */
-	} else if (proto == ETH_P_MPLS_UC || proto == ETH_P_MPLS_MC) {
+	} else if ((proto == ETH_P_MPLS_UC || proto == ETH_P_MPLS_MC) && shims) {
 		__u8 *p;
 
 		pi->l3_proto = proto;
@@ -395,10 +401,11 @@ static __always_inline int parse_packet_ipv4(void *data, void *data_end, struct 
 	return parse_ipv4(data, data_end, sizeof(struct ethhdr), pi);
 }
 
-/* parse_packet_lim() with the default limits (PARSE_DEF_VLANS, PARSE_DEF_V6_EXT). */
+/* parse_packet_lim() with the default limits (PARSE_DEF_VLANS,
+ * PARSE_DEF_V6_EXT, no PPPoE/MPLS: see PARSE_DEF_VLANS in abi.h). */
 static __always_inline int parse_packet(void *data, void *data_end, struct pkt_info *pi)
 {
-	return parse_packet_lim(data, data_end, pi, PARSE_DEF_VLANS, PARSE_DEF_V6_EXT);
+	return parse_packet_lim(data, data_end, pi, PARSE_DEF_VLANS, PARSE_DEF_V6_EXT, 0);
 }
 
 #endif /* RAMPART_COMMON_PARSE_H */

@@ -219,7 +219,7 @@ int xdp_features(struct xdp_md *ctx)
 		return XDP_PASS;
 
 	status = parse_packet_lim(data, data_end, &pi, ddos_feat_cfg.limits.max_vlans,
-				  ddos_feat_cfg.limits.max_v6_ext);
+				  ddos_feat_cfg.limits.max_v6_ext, ddos_feat_cfg.limits.shims);
 	if (status == PARSE_NOT_IP) {
 		st->skipped[DDOS_FEAT_SKIP_NOT_IP]++;
 		return XDP_PASS;

@@ -388,7 +388,7 @@ int xdp_filter(struct xdp_md *ctx)
 		status = parse_packet_ipv4(data, data_end, &pi);
 	else
 		status = parse_packet_lim(data, data_end, &pi, ddos_filter_cfg.limits.max_vlans,
-					  ddos_filter_cfg.limits.max_v6_ext);
+					  ddos_filter_cfg.limits.max_v6_ext, ddos_filter_cfg.limits.shims);
 	if (pi.family == 4 && !checked4)
 		m = match_v4(ctl, st, pi.saddr[0], len);
 	else if (pi.family == 6)

@@ -47,7 +47,7 @@ int xdp_parse_probe(struct xdp_md *ctx)
 	if (!out)
 		return XDP_ABORTED;
 	out->status = parse_packet_lim(data, data_end, &out->info, parse_probe_limits.max_vlans,
-				       parse_probe_limits.max_v6_ext);
+				       parse_probe_limits.max_v6_ext, parse_probe_limits.shims);
 	return XDP_PASS;
 }
 

@@ -173,7 +173,10 @@ fn labels(bpf_dir: &Path) -> String {
             consts.len()
         );
         for (i, (k, v)) in consts.iter().enumerate() {
-            assert_eq!(*v as usize, i, "enum {name}: {k} must be {i} (dense, in order)");
+            assert_eq!(
+                *v as usize, i,
+                "enum {name}: {k} must be {i} (dense, in order)"
+            );
         }
         let labels: Vec<String> = consts
             .iter()

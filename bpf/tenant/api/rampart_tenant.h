@@ -27,7 +27,8 @@
  *  - maps of these types only: HASH, ARRAY, PERCPU_HASH, PERCPU_ARRAY,
  *    LRU_HASH, LRU_PERCPU_HASH, LPM_TRIE, QUEUE, STACK, BLOOM_FILTER; no
  *    pinning attribute (rampart keeps your maps across program swaps when
- *    name, type and sizes are unchanged);
+ *    name, type and sizes are unchanged); at most the operator's number of
+ *    maps and bytes of map memory (a per-CPU value counts on every CPU);
  *  - at most the operator's instruction budget (see `rampart tenant status`).
  *
  * Allowed helpers: bpf_map_lookup_elem, bpf_map_update_elem,
@@ -40,9 +41,9 @@
  * bpf_spin_lock, bpf_spin_unlock, bpf_strncmp,
  * bpf_tcp_raw_gen_syncookie_ipv4/ipv6, bpf_tcp_raw_check_syncookie_ipv4/ipv6.
  *
- * Also available: parse_packet() from parse.h (Ethernet, VLAN, IPv4,
- * IPv6 with extension headers, TCP/UDP/ICMP; bounded and tested) and the
- * checksum helpers of csum.h.
+ * Also available: parse_packet() from parse.h (Ethernet, VLAN, PPPoE, MPLS,
+ * IPv4, IPv6 with extension headers, TCP/UDP/ICMP, tunnels reported in
+ * pkt_info.encap; bounded and tested) and the checksum helpers of csum.h.
  */
 #ifndef RAMPART_TENANT_H
 #define RAMPART_TENANT_H

@@ -122,13 +122,16 @@ fn ipv4_options_are_skipped_by_ihl() {
 #[test]
 fn vlan_stacks() {
     let s = load();
-    // Four tags are walked by default (QinQ and beyond); the fifth is too deep.
-    for (tags, want_status, depth) in [
-        (1usize, PARSE_OK, 1u8),
-        (2, PARSE_OK, 2),
-        (3, PARSE_OK, 3),
-        (4, PARSE_OK, 4),
-        (5, PARSE_TOO_DEEP, 4),
+    // parse_packet() walks two tags (QinQ), the ddos filter four (the
+    // probe loaded with its limit); one more is too deep.
+    let filter_like = load_with(4, 8, 1);
+    for (s, tags, want_status, depth) in [
+        (&s, 1usize, PARSE_OK, 1u8),
+        (&s, 2, PARSE_OK, 2),
+        (&s, 3, PARSE_TOO_DEEP, 2),
+        (&filter_like, 3, PARSE_OK, 3),
+        (&filter_like, 4, PARSE_OK, 4),
+        (&filter_like, 5, PARSE_TOO_DEEP, 4),
     ] {
         let base = udp4(4);
         let mut v = base[..12].to_vec();
@@ -138,7 +141,7 @@ fn vlan_stacks() {
             v.extend_from_slice(&(100u16 + t as u16).to_be_bytes());
         }
         v.extend_from_slice(&base[12..]);
-        let o = parse(&s, &v);
+        let o = parse(s, &v);
         assert_eq!(o.status, want_status, "{tags} tags");
         assert_eq!(o.info.vlan_depth, depth);
         assert_eq!(o.info.vlan_id[0], 100);
@@ -374,14 +377,15 @@ fn ipv6_truncated_and_esp() {
     );
 }
 
-/// The probe with other depth limits in its rodata (as the ddos filter loads them).
-fn load_with(max_vlans: u8, max_v6_ext: u8) -> XdpParseProbeSkel<'static> {
+/// The probe with other limits in its rodata (as the ddos filter loads them).
+fn load_with(max_vlans: u8, max_v6_ext: u8, shims: u8) -> XdpParseProbeSkel<'static> {
     let mut open = XdpParseProbeSkelBuilder::default()
         .open(rampart_dataplane::skel::object_storage())
         .expect("open");
     let ro = open.maps.rodata_data.as_deref_mut().expect("rodata");
     ro.parse_probe_limits.max_vlans = max_vlans;
     ro.parse_probe_limits.max_v6_ext = max_v6_ext;
+    ro.parse_probe_limits.shims = shims;
     open.load().expect("load xdp_parse_probe (verifier)")
 }
 
@@ -404,11 +408,23 @@ fn depth_limits_come_from_the_loader() {
         v6_with_ext(&chain, IpNumber::UDP, &udp_bytes(1, 2))
     };
     for (lv, le) in [(0u8, 0u8), (1, 2), (8, 16)] {
-        let s = load_with(lv, le);
+        let s = load_with(lv, le, 0);
         let (lv, le) = (usize::from(lv), usize::from(le));
-        assert_eq!(parse(&s, &vlans(lv)).status, PARSE_OK, "{lv} tags, limit {lv}");
-        assert_eq!(parse(&s, &vlans(lv + 1)).status, PARSE_TOO_DEEP, "limit {lv}");
-        assert_eq!(parse(&s, &ext(le)).status, PARSE_OK, "{le} headers, limit {le}");
+        assert_eq!(
+            parse(&s, &vlans(lv)).status,
+            PARSE_OK,
+            "{lv} tags, limit {lv}"
+        );
+        assert_eq!(
+            parse(&s, &vlans(lv + 1)).status,
+            PARSE_TOO_DEEP,
+            "limit {lv}"
+        );
+        assert_eq!(
+            parse(&s, &ext(le)).status,
+            PARSE_OK,
+            "{le} headers, limit {le}"
+        );
         assert_eq!(parse(&s, &ext(le + 1)).status, PARSE_TOO_DEEP, "limit {le}");
     }
 }
@@ -463,21 +479,51 @@ fn mpls_labels(n: usize) -> Vec<u8> {
 }
 
 #[test]
-fn mpls_label_stacks() {
+fn mpls_and_pppoe_are_not_ip_unless_asked() {
+    // parse_packet() (tenant programs, the stream tap) does not walk them.
     let s = load();
+    for (et, h) in [
+        (0x8847u16, mpls_labels(1)),
+        (0x8864, vec![0x11, 0, 0, 1, 0, 30, 0, 0x21]),
+    ] {
+        let o = parse(&s, &shim(&udp4(4), et, &h));
+        assert_eq!(
+            (o.status, o.info.l3_proto, o.info.shim),
+            (PARSE_NOT_IP, et, 0)
+        );
+    }
+}
+
+#[test]
+fn mpls_label_stacks() {
+    let s = load_with(4, 8, 1);
     let o = parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(1)));
     assert_eq!(
-        (o.status, o.info.shim, o.info.l3_proto, o.info.l3_off, o.info.l4_off),
+        (
+            o.status,
+            o.info.shim,
+            o.info.l3_proto,
+            o.info.l3_off,
+            o.info.l4_off
+        ),
         (PARSE_OK, SHIM_MPLS, 0x0800, 18, 38)
     );
     assert_eq!(u16::from_be(o.info.dport), 53);
     let v6 = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 443));
     let o = parse(&s, &shim(&v6, 0x8848, &mpls_labels(3)));
     assert_eq!(
-        (o.status, o.info.family, o.info.l3_off, u16::from_be(o.info.dport)),
+        (
+            o.status,
+            o.info.family,
+            o.info.l3_off,
+            u16::from_be(o.info.dport)
+        ),
         (PARSE_OK, 6, 14 + 12, 443)
     );
-    assert_eq!(parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(8))).status, PARSE_OK);
+    assert_eq!(
+        parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(8))).status,
+        PARSE_OK
+    );
     assert_eq!(
         parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(9))).status,
         PARSE_TOO_DEEP
@@ -485,14 +531,20 @@ fn mpls_label_stacks() {
     // No bottom of stack before the frame ends.
     let mut no_bos = mpls_labels(2);
     no_bos[6] &= !1;
-    assert_eq!(parse(&s, &shim(&udp4(0), 0x8847, &no_bos)[..22]).status, PARSE_TRUNCATED);
+    assert_eq!(
+        parse(&s, &shim(&udp4(0), 0x8847, &no_bos)[..22]).status,
+        PARSE_TRUNCATED
+    );
     // An Ethernet pseudowire (control word, first nibble 0): not IP, a tunnel.
     let mut pw = vec![0u8; 4];
     pw.extend_from_slice(&udp4(4));
     let mut v = shim(&udp4(0)[..14], 0x8847, &mpls_labels(1));
     v.extend_from_slice(&pw);
     let o = parse(&s, &v);
-    assert_eq!((o.status, o.info.encap, o.info.shim), (PARSE_NOT_IP, ENCAP_MPLS, SHIM_MPLS));
+    assert_eq!(
+        (o.status, o.info.encap, o.info.shim),
+        (PARSE_NOT_IP, ENCAP_MPLS, SHIM_MPLS)
+    );
     assert_eq!(o.info.l3_proto, 0x8847);
 }
 
@@ -504,7 +556,7 @@ fn pppoe_sessions() {
         h.extend_from_slice(&ppp.to_be_bytes());
         shim(inner, 0x8864, &h)
     };
-    let s = load();
+    let s = load_with(4, 8, 1);
     let o = parse(&s, &pppoe(&udp4(4), 0x0021));
     assert_eq!(
         (o.status, o.info.shim, o.info.l3_proto, o.info.l3_off),
@@ -523,7 +575,10 @@ fn pppoe_sessions() {
         v
     };
     let o = parse(&s, &tagged);
-    assert_eq!((o.status, o.info.vlan_depth, o.info.l3_off), (PARSE_OK, 1, 26));
+    assert_eq!(
+        (o.status, o.info.vlan_depth, o.info.l3_off),
+        (PARSE_OK, 1, 26)
+    );
     // The session's own control traffic (LCP) is not IP.
     let o = parse(&s, &pppoe(&udp4(4), 0xc021));
     assert_eq!((o.status, o.info.l3_proto), (PARSE_NOT_IP, 0x8864));
@@ -534,7 +589,10 @@ fn pppoe_sessions() {
     let mut v = pppoe(&udp4(4), 0x0021);
     v[15] = 0x09;
     assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
-    assert_eq!(parse(&s, &pppoe(&udp4(4), 0x0021)[..20]).status, PARSE_TRUNCATED);
+    assert_eq!(
+        parse(&s, &pppoe(&udp4(4), 0x0021)[..20]).status,
+        PARSE_TRUNCATED
+    );
 }
 
 #[test]
@@ -549,20 +607,32 @@ fn tunnels_are_reported() {
         v[14 + 9] = proto;
         v
     };
-    for (proto, want) in [(47u8, ENCAP_GRE), (4, ENCAP_IPIP), (41, ENCAP_IPIP), (17, ENCAP_NONE)] {
+    for (proto, want) in [
+        (47u8, ENCAP_GRE),
+        (4, ENCAP_IPIP),
+        (41, ENCAP_IPIP),
+        (17, ENCAP_NONE),
+    ] {
         let mut v = carrying(proto);
         if proto == 17 {
             v[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&8u16.to_be_bytes());
         }
         let o = parse(&s, &v);
-        assert_eq!((o.status, o.info.encap, o.info.l4_proto), (PARSE_OK, want, proto));
+        assert_eq!(
+            (o.status, o.info.encap, o.info.l4_proto),
+            (PARSE_OK, want, proto)
+        );
     }
     // A later fragment of a GRE packet is a GRE packet too.
     let mut v = carrying(47);
     v[14 + 6..14 + 8].copy_from_slice(&0x0010u16.to_be_bytes());
     let o = parse(&s, &v);
     assert_eq!((o.info.frag, o.info.encap), (FRAG_LATER, ENCAP_GRE));
-    for (port, want) in [(4789u16, ENCAP_VXLAN), (6081, ENCAP_GENEVE), (4790, ENCAP_NONE)] {
+    for (port, want) in [
+        (4789u16, ENCAP_VXLAN),
+        (6081, ENCAP_GENEVE),
+        (4790, ENCAP_NONE),
+    ] {
         let mut v = Vec::new();
         PacketBuilder::ethernet2(MAC_A, MAC_B)
             .ipv4([203, 0, 113, 9], [198, 51, 100, 7], 64)

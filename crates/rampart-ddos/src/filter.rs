@@ -38,7 +38,11 @@ use rampart_bpf::abi::ddos::{
     PASS_REASONS,
 };
 /// The parse depth limits: defaults and ceilings of `max_vlans` / `max_v6_ext`.
-pub use rampart_bpf::abi::parse::{PARSE_DEF_V6_EXT, PARSE_DEF_VLANS, PARSE_MAX_V6_EXT, PARSE_MAX_VLANS};
+pub use rampart_bpf::abi::parse::{PARSE_DEF_V6_EXT, PARSE_MAX_V6_EXT, PARSE_MAX_VLANS};
+
+/// VLAN tags the filter walks by default: QinQ and beyond (the generic
+/// `parse_packet()` walks 2; the filter has the verifier budget for more).
+pub const FILTER_DEF_VLANS: u32 = 4;
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
 use rampart_dataplane::error::BpfContext;
@@ -203,7 +207,7 @@ impl Default for FilterConfig {
             features: true,
             features_capacity: 1 << 18,
             drop_encap: false,
-            max_vlans: PARSE_DEF_VLANS,
+            max_vlans: FILTER_DEF_VLANS,
             max_v6_ext: PARSE_DEF_V6_EXT,
         }
     }
@@ -601,6 +605,8 @@ impl Filter {
         ro.ddos_filter_cfg.drop_encap = u32::from(cfg.drop_encap);
         ro.ddos_filter_cfg.limits.max_vlans = cfg.max_vlans as u8;
         ro.ddos_filter_cfg.limits.max_v6_ext = cfg.max_v6_ext as u8;
+        // PPPoE and MPLS are walked: a blacklisted source inside them is judged.
+        ro.ddos_filter_cfg.limits.shims = 1;
         let cap_buckets = cfg.cap_buckets();
         open.maps
             .ddos_bl4_keys
@@ -651,6 +657,7 @@ impl Filter {
             fro.ddos_feat_cfg.seed = rand::random();
             fro.ddos_feat_cfg.limits.max_vlans = cfg.max_vlans as u8;
             fro.ddos_feat_cfg.limits.max_v6_ext = cfg.max_v6_ext as u8;
+            fro.ddos_feat_cfg.limits.shims = 1;
             let m = &mut fopen.maps;
             m.ddos_fkeys4
                 .set_max_entries(2 * cap4)

@@ -759,7 +759,12 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_PASS,
             "pass.clean",
         ),
-        ("802.1Q + pppoe ipv4", vlan(&pppoe(&udp4, 0x0021), 1), XDP_PASS, "pass.clean"),
+        (
+            "802.1Q + pppoe ipv4",
+            vlan(&pppoe(&udp4, 0x0021), 1),
+            XDP_PASS,
+            "pass.clean",
+        ),
         ("pppoe lcp", pppoe(&udp4, 0xc021), XDP_PASS, "pass.not_ip"),
         (
             "ipv6 seven extension headers",
@@ -779,13 +784,43 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_PASS,
             "pass.clean",
         ),
-        ("ipv6 eight extension headers", v6_ext(c6, 8, false), XDP_PASS, "pass.clean"),
+        (
+            "ipv6 eight extension headers",
+            v6_ext(c6, 8, false),
+            XDP_PASS,
+            "pass.clean",
+        ),
         // Tunnels: passed and counted by kind (the inner source is not checked).
-        ("gre", ip4_carrying(&udp4, 47, &[0, 0, 0x08, 0x00]), XDP_PASS, "pass.encap_gre"),
-        ("ipip", ip4_carrying(&udp4, 4, &[]), XDP_PASS, "pass.encap_ipip"),
-        ("6in4", ip4_carrying(&v6_chain(c6, &[], (17, udp_l4)), 41, &[]), XDP_PASS, "pass.encap_ipip"),
-        ("vxlan", udp_carrying(&udp4, 4789, &[8, 0, 0, 0, 0, 0, 42, 0], true), XDP_PASS, "pass.encap_vxlan"),
-        ("geneve", udp_carrying(&udp4, 6081, &[0, 0, 0x65, 0x58, 0, 0, 42, 0], true), XDP_PASS, "pass.encap_geneve"),
+        (
+            "gre",
+            ip4_carrying(&udp4, 47, &[0, 0, 0x08, 0x00]),
+            XDP_PASS,
+            "pass.encap_gre",
+        ),
+        (
+            "ipip",
+            ip4_carrying(&udp4, 4, &[]),
+            XDP_PASS,
+            "pass.encap_ipip",
+        ),
+        (
+            "6in4",
+            ip4_carrying(&v6_chain(c6, &[], (17, udp_l4)), 41, &[]),
+            XDP_PASS,
+            "pass.encap_ipip",
+        ),
+        (
+            "vxlan",
+            udp_carrying(&udp4, 4789, &[8, 0, 0, 0, 0, 0, 42, 0], true),
+            XDP_PASS,
+            "pass.encap_vxlan",
+        ),
+        (
+            "geneve",
+            udp_carrying(&udp4, 6081, &[0, 0, 0x65, 0x58, 0, 0, 42, 0], true),
+            XDP_PASS,
+            "pass.encap_geneve",
+        ),
         (
             "gre later fragment",
             v4_frag(&ip4_carrying(&udp4, 47, &[0, 0, 0x08, 0x00]), 8, 0x0004),
@@ -952,8 +987,18 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_DROP,
             "drop.truncated",
         ),
-        ("mpls nine labels", mpls(&udp4, 9), XDP_DROP, "drop.too_deep"),
-        ("mpls label cut", mpls(&udp4, 2)[..16].to_vec(), XDP_DROP, "drop.truncated"),
+        (
+            "mpls nine labels",
+            mpls(&udp4, 9),
+            XDP_DROP,
+            "drop.too_deep",
+        ),
+        (
+            "mpls label cut",
+            mpls(&udp4, 2)[..16].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
         (
             "pppoe version 2",
             {
@@ -964,7 +1009,12 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_DROP,
             "drop.bad_header",
         ),
-        ("pppoe header cut", pppoe(&udp4, 0x0021)[..20].to_vec(), XDP_DROP, "drop.truncated"),
+        (
+            "pppoe header cut",
+            pppoe(&udp4, 0x0021)[..20].to_vec(),
+            XDP_DROP,
+            "drop.truncated",
+        ),
         (
             "ipv6 nine extension headers",
             v6_ext(c6, 9, false),
@@ -1008,7 +1058,6 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_DROP,
             "drop.truncated",
         ),
-
         // Blacklisted sources: dropped as blacklisted whatever the path or the rest of the frame.
         (
             "bl ipv4 udp",
@@ -1066,23 +1115,49 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
             XDP_DROP,
             "drop.blacklist",
         ),
-        ("bl three vlan tags", vlan(&udp(b4, d4, 53, 10), 3), XDP_DROP, "drop.blacklist"),
-        ("bl mpls ipv4", mpls(&udp(b4, d4, 53, 10), 3), XDP_DROP, "drop.blacklist"),
-        ("bl pppoe ipv4", pppoe(&udp(b4, d4, 53, 10), 0x0021), XDP_DROP, "drop.blacklist"),
+        (
+            "bl three vlan tags",
+            vlan(&udp(b4, d4, 53, 10), 3),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl mpls ipv4",
+            mpls(&udp(b4, d4, 53, 10), 3),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
+        (
+            "bl pppoe ipv4",
+            pppoe(&udp(b4, d4, 53, 10), 0x0021),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
         (
             "bl pppoe ipv6",
             pppoe(&v6_chain(b6, &[], (17, udp_l4)), 0x0057),
             XDP_DROP,
             "drop.blacklist",
         ),
-        ("bl ipv6 behind eight headers", v6_ext(b6, 8, false), XDP_DROP, "drop.blacklist"),
+        (
+            "bl ipv6 behind eight headers",
+            v6_ext(b6, 8, false),
+            XDP_DROP,
+            "drop.blacklist",
+        ),
         (
             "bl gre (outer source)",
             ip4_carrying(&udp(c4, d4, 53, 10), 47, &[0, 0, 0x08, 0x00])
                 .iter()
                 .copied()
                 .enumerate()
-                .map(|(i, b)| if (26..30).contains(&i) { [192, 0, 2, 66][i - 26] } else { b })
+                .map(|(i, b)| {
+                    if (26..30).contains(&i) {
+                        [192, 0, 2, 66][i - 26]
+                    } else {
+                        b
+                    }
+                })
                 .collect(),
             XDP_DROP,
             "drop.blacklist",

@@ -47,21 +47,24 @@ impl ParseStatus {
     }
 }
 
-/// Depth limits (`struct parse_limits`): what `parse_packet_lim` walks.
+/// What `parse_packet_lim` walks (`struct parse_limits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// VLAN tags, 0 ..= [`PARSE_MAX_VLANS`].
     pub max_vlans: u32,
     /// IPv6 extension headers, 0 ..= [`PARSE_MAX_V6_EXT`].
     pub max_v6_ext: u32,
+    /// Walk PPPoE session and MPLS headers (else their frames are not IP).
+    pub shims: bool,
 }
 
 impl Default for Limits {
-    /// `parse_packet()`'s limits.
+    /// `parse_packet()`'s limits (no PPPoE/MPLS, as in C: see `PARSE_DEF_VLANS`).
     fn default() -> Self {
         Self {
             max_vlans: PARSE_DEF_VLANS,
             max_v6_ext: PARSE_DEF_V6_EXT,
+            shims: false,
         }
     }
 }
@@ -300,7 +303,7 @@ fn parse_into(d: &[u8], lim: Limits, pi: &mut PktInfo) -> Result<(), ParseStatus
     if proto == ETH_P_8021Q || proto == ETH_P_8021AD {
         return Err(ParseStatus::TooDeep);
     }
-    if proto == ETH_P_PPP_SES {
+    if proto == ETH_P_PPP_SES && lim.shims {
         if off + 8 > d.len() {
             return Err(ParseStatus::Truncated);
         }
@@ -319,7 +322,7 @@ fn parse_into(d: &[u8], lim: Limits, pi: &mut PktInfo) -> Result<(), ParseStatus
         };
         pi.l3_proto = proto;
         pi.l3_off = off as u16;
-    } else if proto == ETH_P_MPLS_UC || proto == ETH_P_MPLS_MC {
+    } else if (proto == ETH_P_MPLS_UC || proto == ETH_P_MPLS_MC) && lim.shims {
         let mut bottom = false;
         for _ in 0..PARSE_MAX_MPLS {
             if off + 4 > d.len() {

@@ -27,12 +27,13 @@ fn load(lim: Limits) -> XdpParseProbeSkel<'static> {
     let ro = open.maps.rodata_data.as_deref_mut().expect("rodata");
     ro.parse_probe_limits.max_vlans = lim.max_vlans as u8;
     ro.parse_probe_limits.max_v6_ext = lim.max_v6_ext as u8;
+    ro.parse_probe_limits.shims = u8::from(lim.shims);
     open.load().expect("load xdp_parse_probe (verifier)")
 }
 
 fn kernel(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
-    let out = testrun::run_packet(skel.progs.xdp_parse_probe.as_fd().as_raw_fd(), frame, 0)
-        .expect("run");
+    let out =
+        testrun::run_packet(skel.progs.xdp_parse_probe.as_fd().as_raw_fd(), frame, 0).expect("run");
     assert_eq!(out.retval, 2, "XDP_PASS");
     let v = skel
         .maps
@@ -62,22 +63,31 @@ fn check(skel: &XdpParseProbeSkel<'_>, lim: Limits, frame: &[u8], what: &str) ->
 
 #[test]
 fn corpus_and_every_truncation_match_the_kernel() {
-    let lim = Limits::default();
-    let s = load(lim);
-    let mut seen = [0usize; 5];
-    for (name, f) in corpus() {
-        seen[check(&s, lim, &f, &name) as usize] += 1;
-        // BPF_PROG_RUN refuses frames shorter than an Ethernet header (drivers never deliver them).
-        for n in 14..f.len() {
-            check(&s, lim, &f[..n], &format!("{name} cut at {n}"));
+    // parse_packet()'s defaults, and the ddos filter's (PPPoE and MPLS walked).
+    for shims in [false, true] {
+        let lim = Limits {
+            shims,
+            ..Limits::default()
+        };
+        let s = load(lim);
+        let mut seen = [0usize; 5];
+        for (name, f) in corpus() {
+            seen[check(&s, lim, &f, &name) as usize] += 1;
+            // BPF_PROG_RUN refuses frames shorter than an Ethernet header (drivers never deliver them).
+            for n in 14..f.len() {
+                check(&s, lim, &f[..n], &format!("{name} cut at {n}"));
+            }
         }
+        assert!(seen.iter().all(|n| *n > 0), "statuses covered: {seen:?}");
     }
-    assert!(seen.iter().all(|n| *n > 0), "statuses covered: {seen:?}");
 }
 
 #[test]
 fn random_mutations_match_the_kernel() {
-    let lim = Limits::default();
+    let lim = Limits {
+        shims: true,
+        ..Limits::default()
+    };
     let s = load(lim);
     let c = corpus();
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -104,10 +114,12 @@ fn random_mutations_match_the_kernel() {
 
 #[test]
 fn other_depth_limits_match_the_kernel() {
-    for (max_vlans, max_v6_ext) in [(0, 0), (1, 3), (2, 6), (8, 16)] {
+    for (max_vlans, max_v6_ext, shims) in [(0, 0, true), (1, 3, false), (2, 6, true), (8, 16, true)]
+    {
         let lim = Limits {
             max_vlans,
             max_v6_ext,
+            shims,
         };
         let s = load(lim);
         for (name, f) in corpus() {

@@ -229,7 +229,9 @@ async fn selectors_put(
 ) -> ApiResult<Json<Vec<String>>> {
     let sels = crate::selector::parse_list(&items.0)?;
     let out = sels.iter().map(ToString::to_string).collect();
-    s.agent.run(move |a| a.set_selectors(id, sels)).await??;
+    s.agent
+        .run(move |a| a.request_selectors(id, sels))
+        .await??;
     Ok(Json(out))
 }
 

@@ -244,6 +244,9 @@ pub struct LimitsConfig {
     /// Map memory budget per tenant, bytes.
     #[serde(default = "default_map_bytes")]
     pub max_map_bytes: u64,
+    /// Most maps per tenant program.
+    #[serde(default = "default_maps")]
+    pub max_maps: usize,
 }
 
 fn default_insns() -> usize {
@@ -252,12 +255,16 @@ fn default_insns() -> usize {
 fn default_map_bytes() -> u64 {
     Policy::default().max_map_bytes
 }
+fn default_maps() -> usize {
+    Policy::default().max_maps
+}
 
 impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             max_insns: default_insns(),
             max_map_bytes: default_map_bytes(),
+            max_maps: default_maps(),
         }
     }
 }
@@ -268,6 +275,7 @@ impl LimitsConfig {
         Policy {
             max_insns: self.max_insns,
             max_map_bytes: self.max_map_bytes,
+            max_maps: self.max_maps,
         }
     }
 }
@@ -423,6 +431,11 @@ impl Config {
                 self.infra.used_flush_us
             )));
         }
+        if self.limits.max_maps == 0 || self.limits.max_maps > 1024 {
+            return Err(Error::Invalid(
+                "limits.max_maps must be within 1..=1024".into(),
+            ));
+        }
         if self.limits.max_insns == 0 || self.limits.max_insns > 1_000_000 {
             return Err(Error::Invalid(
                 "limits.max_insns must be within 1..=1000000".into(),
@@ -491,6 +504,14 @@ impl Config {
                 return Err(Error::Invalid(format!(
                     "tenant {:?}: at most {TENANT_PORTS_MAX} ports",
                     t.name
+                )));
+            }
+            if t.selectors.len() > crate::selector::MAX_SELECTORS {
+                return Err(Error::Invalid(format!(
+                    "tenant {:?}: {} selectors, at most {}",
+                    t.name,
+                    t.selectors.len(),
+                    crate::selector::MAX_SELECTORS
                 )));
             }
             for s in &t.selectors {

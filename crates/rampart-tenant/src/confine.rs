@@ -15,7 +15,8 @@
 //!   maps, and the static linker cannot resolve anything of it to ours;
 //! - **maps**: allow-listed types only (no program arrays, devmaps, map in
 //!   map, ring buffers…), no `pinning` attribute (which would make libbpf
-//!   open a pinned map by name), and a memory budget;
+//!   open a pinned map by name), a memory budget (per-CPU values counted on
+//!   every CPU) and a number of maps;
 //! - **size**: at most the instruction budget.
 //!
 //! Everything the program can reach is then its own object's: maps are
@@ -107,8 +108,11 @@ pub const ALLOWED_MAP_TYPES: &[(u32, &str)] = &[
 pub struct Policy {
     /// Most BPF instructions (8-byte slots) in the tenant's code.
     pub max_insns: usize,
-    /// Most bytes of map memory (keys + values × entries, summed).
+    /// Most bytes of map memory (keys + values × entries, summed; a
+    /// per-CPU value counts once per possible CPU).
     pub max_map_bytes: u64,
+    /// Most maps (the object's global data sections count: each is a map).
+    pub max_maps: usize,
 }
 
 impl Default for Policy {
@@ -116,6 +120,7 @@ impl Default for Policy {
         Self {
             max_insns: 4096,
             max_map_bytes: 64 << 20,
+            max_maps: 16,
         }
     }
 }
@@ -373,8 +378,11 @@ pub fn check_maps(obj: &[u8], policy: &Policy, report: &mut CheckReport) -> Resu
         .open_memory(obj)
         .map_err(|e| refuse(format!("libbpf cannot open the object: {e}")))?;
     let mut total = 0u64;
+    let mut count = 0usize;
+    let ncpu = rampart_dataplane::maps::possible_cpus() as u64;
     let mut maps = Vec::new();
     for m in open.maps() {
+        count += 1;
         let name = m.name().to_string_lossy().into_owned();
         let raw = m.as_libbpf_object().as_ptr();
         // SAFETY: `raw` is a live map of the open object.
@@ -390,7 +398,11 @@ pub fn check_maps(obj: &[u8], policy: &Policy, report: &mut CheckReport) -> Resu
         let key = m.key_size();
         let val = m.value_size();
         let entries = m.max_entries();
-        total += (u64::from(key) + u64::from(val)) * u64::from(entries);
+        // A per-CPU map holds its value once per possible CPU. Saturating:
+        // the sizes come from the tenant's object and could overflow.
+        let copies = if matches!(ty, 5 | 6 | 10) { ncpu } else { 1 };
+        let per_entry = u64::from(key).saturating_add(u64::from(val).saturating_mul(copies));
+        total = total.saturating_add(per_entry.saturating_mul(u64::from(entries)));
         if internal {
             continue;
         }
@@ -411,6 +423,12 @@ pub fn check_maps(obj: &[u8], policy: &Policy, report: &mut CheckReport) -> Resu
             value_size: val,
             max_entries: entries,
         });
+    }
+    if count > policy.max_maps {
+        return Err(refuse(format!(
+            "{count} maps, more than the limit of {}: merge some (global variables count as one map per section)",
+            policy.max_maps
+        )));
     }
     if total > policy.max_map_bytes {
         return Err(refuse(format!(

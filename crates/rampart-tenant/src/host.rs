@@ -37,7 +37,7 @@ use crate::compiler::Built;
 use crate::config::{Config, DefaultAction, TenantConfig};
 use crate::confine::MapDecl;
 use crate::error::{Error, Result};
-use crate::selector::Selector;
+use crate::selector::{Selector, MAX_SELECTORS};
 use crate::tokens::{TenantTokens, TokenGenerator};
 
 /// Prefix of the maps every object of an instance shares.
@@ -51,6 +51,9 @@ const WRAPPER_PROG: &str = "rampart_tenant_entry";
 #[derive(Debug)]
 struct Tenant {
     cfg: TenantConfig,
+    /// What the operator gave the tenant (its configured selectors): what
+    /// it may select over the API (see [`HostAgent::request_selectors`]).
+    grants: Vec<Selector>,
     program: Option<Program>,
     versions: u64,
 }
@@ -534,6 +537,7 @@ impl HostAgent {
         self.tenants.insert(
             tid,
             Tenant {
+                grants: sels.clone(),
                 cfg: TenantConfig {
                     selectors: Vec::new(),
                     ..t
@@ -561,8 +565,60 @@ impl HostAgent {
         })
     }
 
+    /// A tenant's own request to replace its selectors (`PUT /v1/selectors`).
+    ///
+    /// Selectors decide whose program sees which packets, so a tenant may
+    /// only narrow or re-split what the operator gave it: every selector
+    /// must lie within one of its configured ones (a prefix inside a
+    /// configured prefix of the same family; a VLAN, VNI or interface equal
+    /// to a configured one), none may lie within (or equal) a selector of
+    /// another tenant — the demultiplexer picks the longest prefix, so a more
+    /// specific prefix inside another tenant's would take its packets — and
+    /// at most [`MAX_SELECTORS`] of them. Nothing changes on refusal.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a selector outside the tenant's grant or too
+    /// many; [`Error::Conflict`] for one inside another tenant's.
+    pub fn request_selectors(&mut self, tid: u32, sels: Vec<Selector>) -> Result<()> {
+        let t = self
+            .tenants
+            .get(&tid)
+            .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
+        if sels.len() > MAX_SELECTORS {
+            return Err(Error::Invalid(format!(
+                "{} selectors: at most {MAX_SELECTORS}",
+                sels.len()
+            )));
+        }
+        if let Some(s) = sels.iter().find(|s| !t.grants.iter().any(|g| g.covers(s))) {
+            return Err(Error::Invalid(format!(
+                "selector {s} is outside what the operator gave you ({}): choose within it",
+                t.grants
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        for (oid, o) in &self.tenants {
+            if *oid == tid {
+                continue;
+            }
+            if let Some(s) = sels
+                .iter()
+                .find(|s| o.cfg.selectors.iter().any(|x| x.covers(s)))
+            {
+                return Err(Error::Conflict(format!(
+                    "selector {s} lies within another tenant's: choose another"
+                )));
+            }
+        }
+        self.set_selectors(tid, sels)
+    }
+
     /// Replace a tenant's selectors (new ones are installed before old
-    /// ones are removed, so a selector kept in both is never missing).
+    /// ones are removed, so a selector kept in both is never missing; if
+    /// an installation fails, what was installed is taken back).
     ///
     /// # Errors
     /// [`Error::Conflict`] if another tenant owns one of them; bad interface names.
@@ -593,8 +649,17 @@ impl HostAgent {
             old_keys.extend(self.selector_keys(s)?);
         }
         let fd = self.shared_fd("rampart_t_sel");
-        for k in &new_keys {
-            rampart_dataplane::maps::update_raw(fd, abi::bytes(k), &tid.to_ne_bytes(), 0)?;
+        for (i, k) in new_keys.iter().enumerate() {
+            if let Err(e) =
+                rampart_dataplane::maps::update_raw(fd, abi::bytes(k), &tid.to_ne_bytes(), 0)
+            {
+                for done in &new_keys[..i] {
+                    if !old_keys.iter().any(|o| abi::bytes(o) == abi::bytes(done)) {
+                        let _ = delete_raw(fd, abi::bytes(done));
+                    }
+                }
+                return Err(e.into());
+            }
         }
         for k in old_keys
             .iter()

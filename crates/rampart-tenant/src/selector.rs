@@ -108,7 +108,21 @@ impl<'de> Deserialize<'de> for Selector {
     }
 }
 
+/// Most selectors a tenant may hold (the demultiplexer's table is shared
+/// by every tenant: one tenant must not fill it).
+pub const MAX_SELECTORS: usize = 64;
+
 impl Selector {
+    /// Does `self` cover `other`: every packet `other` selects, `self`
+    /// selects too (a prefix containing the other, or the same VLAN, VNI
+    /// or interface)?
+    pub fn covers(&self, other: &Selector) -> bool {
+        match (self, other) {
+            (Selector::Prefix(a), Selector::Prefix(b)) => a.contains(b),
+            (a, b) => a == b,
+        }
+    }
+
     /// Do two selectors claim overlapping packets in a way that makes the
     /// owner ambiguous? Exact duplicates always do; prefixes never do (the
     /// longest match wins, so nested prefixes of different tenants are a
@@ -158,10 +172,17 @@ impl Selector {
 /// # Errors
 /// The first bad or duplicate selector.
 pub fn parse_list(items: &[String]) -> Result<Vec<Selector>> {
+    if items.len() > MAX_SELECTORS {
+        return Err(Error::Invalid(format!(
+            "{} selectors: at most {MAX_SELECTORS}",
+            items.len()
+        )));
+    }
     let mut out: Vec<Selector> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for s in items {
         let sel: Selector = s.parse()?;
-        if out.contains(&sel) {
+        if !seen.insert(sel.clone()) {
             return Err(Error::Invalid(format!("selector {sel} is listed twice")));
         }
         out.push(sel);

@@ -50,7 +50,7 @@ fn server() -> Api {
         attach = false
         [[tenant]]
         name = "a"
-        selectors = ["prefix:10.20.1.0/24"]
+        selectors = ["prefix:10.20.1.0/24", "vlan:101"]
         [[tenant]]
         name = "b"
         selectors = ["prefix:10.20.2.0/24"]
@@ -178,6 +178,10 @@ fn a_tenant_sees_and_changes_only_its_own_things() {
         (me["name"].as_str(), me["selectors"][0].as_str()),
         (Some("a"), Some("prefix:10.20.1.0/24"))
     );
+    // Narrowed to the prefix alone: the VLAN stays a's to take back.
+    a.put("/v1/selectors", br#"["prefix:10.20.1.0/24"]"#)
+        .unwrap()
+        .unwrap();
     assert!(me["program"].is_null());
 
     let info = a
@@ -226,12 +230,13 @@ fn a_tenant_sees_and_changes_only_its_own_things() {
         e.message()
     );
 
-    // Selectors: b cannot take a's, a can change its own.
+    // Selectors: b cannot take a's (it is outside what b was given), a can change its own.
     let e = b
         .put("/v1/selectors", br#"["prefix:10.20.1.0/24"]"#)
         .unwrap()
         .unwrap_err();
-    assert_eq!(e.status, 409, "{}", e.message());
+    assert_eq!(e.status, 400, "{}", e.message());
+    assert!(e.message().contains("outside"), "{}", e.message());
     let e = b
         .put("/v1/selectors", br#"["vlan:99999"]"#)
         .unwrap()

@@ -13,7 +13,7 @@ pub use crate::xdp_parse_probe::types::{
 /// `PARSE_VLAN_IDS`: VLAN ids kept in `pkt_info.vlan_id`.
 pub const PARSE_VLAN_IDS: usize = 2;
 /// `PARSE_DEF_VLANS`: VLAN tags `parse_packet()` walks.
-pub const PARSE_DEF_VLANS: u32 = 4;
+pub const PARSE_DEF_VLANS: u32 = 2;
 /// `PARSE_DEF_V6_EXT`: IPv6 extension headers `parse_packet()` walks.
 pub const PARSE_DEF_V6_EXT: u32 = 8;
 /// `PARSE_MAX_VLANS`: ceiling of the VLAN limit.

@@ -329,7 +329,9 @@ pub fn corpus() -> Vec<(String, Vec<u8>)> {
     };
     let labels = |n: usize| -> Vec<u8> {
         (0..n)
-            .flat_map(|i| ((16u32 + i as u32) << 12 | u32::from(i + 1 == n) << 8 | 64).to_be_bytes())
+            .flat_map(|i| {
+                ((16u32 + i as u32) << 12 | u32::from(i + 1 == n) << 8 | 64).to_be_bytes()
+            })
             .collect()
     };
     c.push(("mpls-ipv4".into(), shim(&base, 0x8847, &labels(2))));

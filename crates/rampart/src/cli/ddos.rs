@@ -146,10 +146,10 @@ pub struct AttachArgs {
     #[arg(long)]
     pub drop_encap: bool,
     /// VLAN tags the parser walks before a frame is `too_deep` (0-8).
-    #[arg(long, default_value_t = rampart_bpf::abi::parse::PARSE_DEF_VLANS)]
+    #[arg(long, default_value_t = rampart_ddos::filter::FILTER_DEF_VLANS)]
     pub max_vlans: u32,
     /// IPv6 extension headers the parser walks before a frame is `too_deep` (0-16).
-    #[arg(long, default_value_t = rampart_bpf::abi::parse::PARSE_DEF_V6_EXT)]
+    #[arg(long, default_value_t = rampart_ddos::filter::PARSE_DEF_V6_EXT)]
     pub max_v6_ext: u32,
     /// Do not chain the feature extraction stage.
     #[arg(long)]
