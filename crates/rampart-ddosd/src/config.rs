@@ -292,8 +292,8 @@ impl Config {
 
 fn config_error(e: ConfigError) -> Error {
     match e {
-        ConfigError::Read { path, source } => {
-            Error::io(format!("reading config {}", path.display()), source)
+        ConfigError::Read { path, err } => {
+            Error::io(format!("reading config {}", path.display()), err)
         }
         // Validation errors already carry "config: " from Error::Config.
         e => Error::Config(e.to_string().replacen("config: ", "", 1)),

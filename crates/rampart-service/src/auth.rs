@@ -40,13 +40,13 @@ pub struct Principal {
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
     /// The file cannot be read.
-    #[error("server.token_file {}: {source}", path.display())]
+    #[error("server.token_file {}: {err}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
     /// A line is wrong.
     #[error("server.token_file {} line {line}: {reason}", path.display())]
@@ -98,9 +98,9 @@ impl Tokens {
     /// # Errors
     /// [`TokenError`] naming the file and line.
     pub fn load(path: &Path) -> Result<Self, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+        let text = std::fs::read_to_string(path).map_err(|err| TokenError::Read {
             path: path.to_path_buf(),
-            source,
+            err,
         })?;
         let mut t = Self::parse(&text).map_err(|(line, reason)| TokenError::Line {
             path: path.to_path_buf(),

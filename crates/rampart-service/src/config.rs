@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file cannot be read.
-    #[error("reading config {}: {source}", path.display())]
+    #[error("reading config {}: {err}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
     /// Bad TOML, an unknown key, a wrong type.
     #[error("{}{}{message}{}", file_prefix(.path), key_prefix(.key), line_suffix(*.line))]
@@ -119,9 +119,9 @@ pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
 /// # Errors
 /// [`ConfigError::Read`] or as [`parse`], naming the file.
 pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|err| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        err,
     })?;
     parse(&text).map_err(|e| e.in_file(path))
 }

@@ -33,6 +33,8 @@ pub enum ErrorKind {
     MethodNotAllowed,
     /// The request clashes with the current state (409 `conflict`).
     Conflict,
+    /// The request body is larger than the server reads (413 `too_large`).
+    TooLarge,
     /// Well-formed but refused by a rule of the domain (422 `refused`).
     Refused,
     /// The daemon cannot answer now, e.g. its loop has stopped (503 `unavailable`).
@@ -50,6 +52,7 @@ impl ErrorKind {
             ErrorKind::NotFound | ErrorKind::NoRoute => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::Refused => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -65,6 +68,7 @@ impl ErrorKind {
             ErrorKind::NoRoute => "no_route",
             ErrorKind::MethodNotAllowed => "method_not_allowed",
             ErrorKind::Conflict => "conflict",
+            ErrorKind::TooLarge => "too_large",
             ErrorKind::Refused => "refused",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
@@ -235,6 +239,29 @@ pub fn parse_json<T: JsonBody>(body: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// A body that could not be read: over the size limit (413 `too_large`,
+/// the status a client expects for it) or cut short (400).
+fn unread_body(
+    e: &axum::extract::rejection::BytesRejection,
+    bad: impl FnOnce(String) -> ApiError,
+) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            ErrorKind::TooLarge,
+            format!(
+                "request body larger than the {} MiB this server reads: send less",
+                BODY_LIMIT >> 20
+            ),
+        )
+    } else {
+        bad(e.body_text())
+    }
+}
+
+/// The most a request body may hold (axum's default limit, which every
+/// body extractor here applies).
+pub const BODY_LIMIT: usize = 2 << 20;
+
 /// A JSON body extractor whose rejection is an [`ApiError`] saying how to
 /// fix the request (the `Content-Type` is not checked: curl's default works).
 #[derive(Debug, Clone)]
@@ -246,8 +273,28 @@ impl<T: JsonBody, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state)
             .await
-            .map_err(|e| bad_body::<T>(e.body_text()))?;
+            .map_err(|e| unread_body(&e, bad_body::<T>))?;
         parse_json(&bytes).map(ApiJson)
+    }
+}
+
+/// A raw body extractor (a program, a file) whose rejection is an
+/// [`ApiError`] like every other error of the API.
+#[derive(Debug, Clone)]
+pub struct ApiBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state)
+            .await
+            .map(ApiBytes)
+            .map_err(|e| {
+                unread_body(&e, |m| {
+                    ApiError::new(ErrorKind::Invalid, format!("bad request body: {m}"))
+                })
+            })
     }
 }
 
@@ -274,6 +321,7 @@ mod tests {
             (ErrorKind::NoRoute, 404, "no_route"),
             (ErrorKind::MethodNotAllowed, 405, "method_not_allowed"),
             (ErrorKind::Conflict, 409, "conflict"),
+            (ErrorKind::TooLarge, 413, "too_large"),
             (ErrorKind::Refused, 422, "refused"),
             (ErrorKind::Unavailable, 503, "unavailable"),
             (ErrorKind::Internal, 500, "internal"),

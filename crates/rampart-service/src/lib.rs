@@ -26,7 +26,7 @@ pub mod testing;
 
 pub use auth::{Principal, Tokens};
 pub use config::{ConfigError, ServerConfig};
-pub use error::{ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, ToApiError};
+pub use error::{ApiBytes, ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, ToApiError};
 pub use metrics::{Metrics, Samples, StateCollector};
 pub use owner::{Owned, Owner, OwnerHandle, SpawnError, Stopped};
 pub use server::{Routes, Server, ServerError, Service};

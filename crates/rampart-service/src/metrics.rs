@@ -21,9 +21,16 @@ pub struct Metrics {
 }
 
 /// A metric that cannot be registered (a programming error: names clash).
+/// prometheus's error is in the message only, not also a `source()`.
 #[derive(Debug, thiserror::Error)]
 #[error("metrics: {0}")]
-pub struct MetricsError(#[from] prometheus::Error);
+pub struct MetricsError(prometheus::Error);
+
+impl From<prometheus::Error> for MetricsError {
+    fn from(e: prometheus::Error) -> Self {
+        Self(e)
+    }
+}
 
 impl Metrics {
     /// An empty registry.

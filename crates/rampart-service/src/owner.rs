@@ -45,9 +45,9 @@ pub enum SpawnError<E> {
     /// The state's constructor failed (on the owner thread).
     #[error(transparent)]
     Init(E),
-    /// The thread could not be created.
+    /// The thread could not be created (the OS error in the message only).
     #[error("starting the owner thread: {0}")]
-    Thread(#[source] std::io::Error),
+    Thread(std::io::Error),
     /// The thread died while building the state (a panic).
     #[error("the owner thread died while starting")]
     Died,

@@ -85,19 +85,19 @@ pub enum ServerError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// An address that cannot be bound.
-    #[error("binding {addr} ({key}): {source}")]
+    #[error("binding {addr} ({key}): {err}")]
     Bind {
         /// `server.listen` or `server.metrics_listen`.
         key: &'static str,
         /// The address.
         addr: SocketAddr,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message once, deliberately not a `source()`
+        /// (a printed chain would repeat it).
+        err: std::io::Error,
     },
-    /// The async runtime could not start.
+    /// The async runtime could not start (the OS error in the message only).
     #[error("starting the API runtime: {0}")]
-    Runtime(#[source] std::io::Error),
+    Runtime(std::io::Error),
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "service",
@@ -267,13 +267,10 @@ impl std::fmt::Debug for Server {
 }
 
 fn bind(key: &'static str, addr: SocketAddr) -> Result<std::net::TcpListener, ServerError> {
-    let l = std::net::TcpListener::bind(addr).map_err(|source| ServerError::Bind {
-        key,
-        addr,
-        source,
-    })?;
+    let l =
+        std::net::TcpListener::bind(addr).map_err(|err| ServerError::Bind { key, addr, err })?;
     l.set_nonblocking(true)
-        .map_err(|source| ServerError::Bind { key, addr, source })?;
+        .map_err(|err| ServerError::Bind { key, addr, err })?;
     Ok(l)
 }
 

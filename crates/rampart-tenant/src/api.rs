@@ -27,12 +27,13 @@ use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
-use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::request::Parts;
 use axum::Json;
 use rampart_service::auth::Principal;
-use rampart_service::{ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, Routes, ToApiError};
+use rampart_service::{
+    ApiBytes, ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, Routes, ToApiError,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -170,7 +171,7 @@ async fn program_get(
 async fn program_put(
     State(s): State<Arc<ApiState>>,
     Tenant(id): Tenant,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> ApiResult<Json<ProgramInfo>> {
     if body.is_empty() {
         return Err(Error::Invalid("empty body: send C source or a BPF object".into()).into());

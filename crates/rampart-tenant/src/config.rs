@@ -322,9 +322,7 @@ fn valid_name(s: &str) -> bool {
 
 fn config_error(e: ConfigError) -> Error {
     match e {
-        ConfigError::Read { path, source } => {
-            Error::io(format!("reading {}", path.display()), source)
-        }
+        ConfigError::Read { path, err } => Error::io(format!("reading {}", path.display()), err),
         e => Error::Invalid(e.to_string()),
     }
 }

@@ -17,33 +17,51 @@ use serde_json::{json, Value};
 const TOKEN_A: &str = "token-hostile-aaaa";
 const TOKEN_B: &str = "token-hostile-bbbb";
 
+/// The server and its token file (removed at the end).
+struct Api {
+    server: Server,
+    _tokens: tempfile::NamedTempFile,
+}
+
+impl std::ops::Deref for Api {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.server
+    }
+}
+
 /// Tenants a (10.20.0.0/16, VLAN 101) and b (a carve-out of a's space,
 /// 10.20.7.0/24), on lo, nothing attached.
-fn server() -> Server {
+fn server() -> Api {
     assert!(
         rampart_dataplane::features::is_root(),
         "tenant API tests need root: run them with ./run test"
     );
     let name = rampart_lab::testing::unique_prefix("thost");
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), format!("a {TOKEN_A}\nb {TOKEN_B}\n")).unwrap();
     let cfg = format!(
         r#"
         [server]
         listen = "127.0.0.1:0"
+        token_file = "{}"
         [infra]
         name = "{name}"
         interfaces = ["lo"]
         attach = false
         [[tenant]]
         name = "a"
-        token = "{TOKEN_A}"
         selectors = ["prefix:10.20.0.0/16", "vlan:101"]
         [[tenant]]
         name = "b"
-        token = "{TOKEN_B}"
         selectors = ["prefix:10.20.7.0/24"]
-        "#
+        "#,
+        tokens.path().display()
     );
-    Server::start(Config::parse(&cfg).unwrap()).unwrap()
+    Api {
+        server: Server::start(Config::parse(&cfg).unwrap()).unwrap(),
+        _tokens: tokens,
+    }
 }
 
 fn url(s: &Server) -> String {
@@ -114,12 +132,7 @@ fn every_hostile_program_is_refused_by_its_rule_or_accepted() {
                 accepted += 1;
             }
             ("refused", Err(e)) => {
-                assert_eq!(
-                    (e.status, e.body["error"].as_str()),
-                    (422, Some("refused")),
-                    "{file}: {}",
-                    e.body
-                );
+                assert_eq!((e.status, e.code()), (422, "refused"), "{file}: {}", e.body);
                 for part in text.split(", ") {
                     assert!(
                         e.message().contains(part),
@@ -129,27 +142,22 @@ fn every_hostile_program_is_refused_by_its_rule_or_accepted() {
                 }
             }
             ("compile", Err(e)) => {
-                assert_eq!(
-                    (e.status, e.body["error"].as_str()),
-                    (422, Some("compile")),
-                    "{file}: {}",
-                    e.body
-                );
+                assert_eq!((e.status, e.code()), (422, "compile"), "{file}: {}", e.body);
                 assert!(
-                    e.body["compiler"].as_str().unwrap().contains(text),
+                    e.detail("compiler").unwrap().contains(text),
                     "{file}: {}",
                     e.body
                 );
             }
             ("verifier", Err(e)) => {
                 assert_eq!(
-                    (e.status, e.body["error"].as_str()),
-                    (422, Some("verifier")),
+                    (e.status, e.code()),
+                    (422, "verifier"),
                     "{file}: {}",
                     e.body
                 );
                 assert!(
-                    e.body["verifier_log"].as_str().unwrap().contains(text),
+                    e.detail("verifier_log").unwrap().contains(text),
                     "{file}: {}",
                     e.body
                 );
@@ -191,21 +199,11 @@ fn a_source_over_the_size_limit_and_garbage_are_refused() {
         .put("/v1/program", b"\x7fELF\x02\x01\x01")
         .unwrap()
         .unwrap_err();
-    assert_eq!(
-        (e.status, e.body["error"].as_str()),
-        (422, Some("refused")),
-        "{}",
-        e.body
-    );
+    assert_eq!((e.status, e.code()), (422, "refused"), "{}", e.body);
     let good = common::build(&common::counter_prog(1, "XDP_DROP"));
     let cut = &good.tenant_object[..good.tenant_object.len() / 2];
     let e = a.put("/v1/program", cut).unwrap().unwrap_err();
-    assert_eq!(
-        (e.status, e.body["error"].as_str()),
-        (422, Some("refused")),
-        "{}",
-        e.body
-    );
+    assert_eq!((e.status, e.code()), (422, "refused"), "{}", e.body);
     assert_eq!(state(&s), before);
 }
 
@@ -237,255 +235,82 @@ fn raw(s: &Server, method: &str, path: &str, auth: Option<&str>, body: &[u8]) ->
 fn hostile_requests_are_refused_and_change_nothing() {
     let s = server();
     let a = Client::new(&url(&s), TOKEN_A);
-    a.put(
-        "/v1/program",
-        common::counter_prog(1, "XDP_DROP").as_bytes(),
-    )
-    .unwrap()
-    .unwrap();
-    a.put(
-        "/v1/maps/counts",
-        br#"{"key": "00000000", "value": "0700000000000000"}"#,
-    )
-    .unwrap()
-    .unwrap();
+    let prog = common::counter_prog(1, "XDP_DROP");
+    a.put("/v1/program", prog.as_bytes()).unwrap().unwrap();
+    let set = br#"{"value": "0700000000000000"}"#;
+    a.put("/v1/maps/counts/00000000", set).unwrap().unwrap();
     let before = state(&s);
     let bearer_a = format!("Bearer {TOKEN_A}");
     let bearer_b = format!("Bearer {TOKEN_B}");
     let almost_a = format!("Bearer {TOKEN_A}x");
-    let entry = br#"{"key": "00000000", "value": "ff00000000000000"}"#;
-    let cases: Vec<(&str, &str, Option<&str>, Vec<u8>, u16)> = vec![
+    let (a_, b_) = (Some(bearer_a.as_str()), Some(bearer_b.as_str()));
+    let entry: &[u8] = br#"{"value": "ff00000000000000"}"#;
+    let key0 = "/v1/maps/counts/00000000";
+    let sel = "/v1/selectors";
+    let many: Vec<u8> = serde_json::to_vec(
+        &(0..65)
+            .map(|i| format!("prefix:10.20.{i}.0/28"))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let big = vec![b' '; 3 << 20];
+    #[rustfmt::skip]
+    let cases: Vec<(&str, &str, Option<&str>, &[u8], u16)> = vec![
         // Authentication.
-        ("PUT", "/v1/maps/counts", None, entry.to_vec(), 401),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some("Bearer"),
-            entry.to_vec(),
-            401,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some("Bearer wrong-token"),
-            entry.to_vec(),
-            401,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some("Basic dG9rZW4taG9zdGlsZS1hYWFhOg=="),
-            entry.to_vec(),
-            401,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&almost_a),
-            entry.to_vec(),
-            401,
-        ),
-        ("DELETE", "/v1/program", Some("Bearer  "), vec![], 401),
-        // Another tenant's token acts on that tenant only: b has no such map
-        // and no program; a's stay as they are.
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&bearer_b),
-            entry.to_vec(),
-            404,
-        ),
-        ("GET", "/v1/maps/counts", Some(&bearer_b), vec![], 404),
-        (
-            "DELETE",
-            "/v1/maps/counts/00000000",
-            Some(&bearer_b),
-            vec![],
-            404,
-        ),
+        ("PUT", key0, None, entry, 401),
+        ("PUT", key0, Some("Bearer"), entry, 401),
+        ("PUT", key0, Some("Bearer wrong-token"), entry, 401),
+        ("PUT", key0, Some("Basic dG9rZW4taG9zdGlsZS1hYWFhOg=="), entry, 401),
+        ("PUT", key0, Some(almost_a.as_str()), entry, 401),
+        ("DELETE", "/v1/program", Some("Bearer  "), b"", 401),
+        // Another tenant's token acts on that tenant only: b has no such
+        // map and no program; a's stay as they are.
+        ("PUT", key0, b_, entry, 404),
+        ("GET", "/v1/maps/counts", b_, b"", 404),
+        ("DELETE", key0, b_, b"", 404),
         // Paths that try to leave the tenant's own maps.
-        (
-            "GET",
-            "/v1/maps/..%2F..%2Fb%2Fmaps%2Fcounts",
-            Some(&bearer_a),
-            vec![],
-            404,
-        ),
-        (
-            "GET",
-            "/v1/maps/..%2F..%2F..%2Fmaps%2Frampart_t_used",
-            Some(&bearer_a),
-            vec![],
-            404,
-        ),
-        (
-            "PUT",
-            "/v1/maps/rampart_t_used",
-            Some(&bearer_a),
-            entry.to_vec(),
-            404,
-        ),
-        ("GET", "/v1/maps/.rodata", Some(&bearer_a), vec![], 404),
-        // Malformed bodies.
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&bearer_a),
-            b"{not json".to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&bearer_a),
-            br#"{"key": 1, "value": 2}"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&bearer_a),
-            br#"{"key": "zz000000", "value": "0000000000000000"}"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&bearer_a),
-            br#"{"key": "000000", "value": "0000000000000000"}"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&bearer_a),
-            vec![0xff; 64],
-            400,
-        ),
-        (
-            "DELETE",
-            "/v1/maps/counts/0000",
-            Some(&bearer_a),
-            vec![],
-            400,
-        ),
-        ("PUT", "/v1/selectors", Some(&bearer_a), b"{}".to_vec(), 400),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["prefix:10.20.1.0/24", 7]"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["prefix:10.20.1.0/33"]"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["prefix:10.20.1.0/24", "prefix:10.20.1.0/24"]"#.to_vec(),
-            400,
-        ),
-        ("PUT", "/v1/program", Some(&bearer_a), vec![], 400),
+        ("GET", "/v1/maps/..%2F..%2Fb%2Fmaps%2Fcounts", a_, b"", 404),
+        ("GET", "/v1/maps/..%2F..%2F..%2Fmaps%2Frampart_t_used", a_, b"", 404),
+        ("PUT", "/v1/maps/rampart_t_used/00000000", a_, entry, 404),
+        ("GET", "/v1/maps/.rodata", a_, b"", 404),
+        // Malformed bodies and keys.
+        ("PUT", key0, a_, b"{not json", 400),
+        ("PUT", key0, a_, br#"{"value": 2}"#, 400),
+        ("PUT", key0, a_, br#"{"value": "ff00000000000000", "key": "00000000"}"#, 400),
+        ("PUT", key0, a_, br#"{"value": "00"}"#, 400),
+        ("PUT", "/v1/maps/counts/zz000000", a_, br#"{"value": "0000000000000000"}"#, 400),
+        ("PUT", "/v1/maps/counts/000000", a_, br#"{"value": "0000000000000000"}"#, 400),
+        ("PUT", key0, a_, &[0xff; 64], 400),
+        ("DELETE", "/v1/maps/counts/0000", a_, b"", 400),
+        ("PUT", sel, a_, b"{}", 400),
+        ("PUT", sel, a_, br#"["prefix:10.20.1.0/24", 7]"#, 400),
+        ("PUT", sel, a_, br#"["prefix:10.20.1.0/33"]"#, 400),
+        ("PUT", sel, a_, br#"["prefix:10.20.1.0/24", "prefix:10.20.1.0/24"]"#, 400),
+        ("PUT", "/v1/program", a_, b"", 400),
         // Oversized bodies (beyond the HTTP body limit).
-        (
-            "PUT",
-            "/v1/program",
-            Some(&bearer_a),
-            vec![b'/'; 3 << 20],
-            413,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            vec![b' '; 3 << 20],
-            413,
-        ),
-        (
-            "PUT",
-            "/v1/maps/counts",
-            Some(&bearer_a),
-            vec![b' '; 3 << 20],
-            413,
-        ),
+        ("PUT", "/v1/program", a_, &big, 413),
+        ("PUT", sel, a_, &big, 413),
+        ("PUT", key0, a_, &big, 413),
         // Selectors that would take packets that are not a's: outside its
-        // grant (another tenant's space, everything, the interface), and
-        // inside b's carve-out of a's own /16 (the longest prefix wins).
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["prefix:10.21.0.0/24"]"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["prefix:0.0.0.0/0"]"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["iface:lo"]"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["vlan:102"]"#.to_vec(),
-            400,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["prefix:10.20.7.128/25"]"#.to_vec(),
-            409,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            br#"["prefix:10.20.7.0/24"]"#.to_vec(),
-            409,
-        ),
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_b),
-            br#"["prefix:10.20.0.0/16"]"#.to_vec(),
-            400,
-        ),
+        // grant (another tenant's space, everything, the interface, another
+        // VLAN), and inside b's carve-out of a's own /16 (the longest
+        // prefix wins).
+        ("PUT", sel, a_, br#"["prefix:10.21.0.0/24"]"#, 400),
+        ("PUT", sel, a_, br#"["prefix:0.0.0.0/0"]"#, 400),
+        ("PUT", sel, a_, br#"["iface:lo"]"#, 400),
+        ("PUT", sel, a_, br#"["vlan:102"]"#, 400),
+        ("PUT", sel, a_, br#"["prefix:10.20.7.128/25"]"#, 409),
+        ("PUT", sel, a_, br#"["prefix:10.20.7.0/24"]"#, 409),
+        ("PUT", sel, b_, br#"["prefix:10.20.0.0/16"]"#, 400),
         // Too many selectors (the demultiplexer's table is shared).
-        (
-            "PUT",
-            "/v1/selectors",
-            Some(&bearer_a),
-            serde_json::to_vec(
-                &(0..65)
-                    .map(|i| format!("prefix:10.20.{i}.0/28"))
-                    .collect::<Vec<_>>(),
-            )
-            .unwrap(),
-            400,
-        ),
+        ("PUT", sel, a_, &many, 400),
     ];
     for (method, path, auth, body, want) in &cases {
         let (status, reply) = raw(&s, method, path, *auth, body);
         assert_eq!(status, *want, "{method} {path} ({auth:?}): {reply}");
         if *want != 413 {
             assert!(
-                reply
+                reply["error"]
                     .get("message")
                     .and_then(Value::as_str)
                     .is_some_and(|m| !m.contains('\n')),
@@ -501,7 +326,7 @@ fn hostile_requests_are_refused_and_change_nothing() {
     // a may still narrow within its grant, around b's carve-out.
     let v = a
         .put(
-            "/v1/selectors",
+            sel,
             br#"["prefix:10.20.1.0/24", "prefix:10.20.8.0/22", "vlan:101"]"#,
         )
         .unwrap()
