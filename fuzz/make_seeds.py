@@ -158,10 +158,12 @@ token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
 selectors = ["prefix:fd20:0:0:2::/64"]
 ''')
     put("api_bodies", "selectors", b"\x00" + b'["prefix:10.0.0.0/24", "vlan:101", "vxlan:7", "iface:t1"]')
-    put("api_bodies", "map_entry", b"\x01" + b'{"key": "00000000", "value": "2a00000000000000"}')
+    put("api_bodies", "map_value", b"\x01" + b'{"value": "2a00000000000000"}')
     put("api_bodies", "detect_elf", b"\x02\x7fELF\x02\x01\x01")
     put("api_bodies", "prefix_file", b"\x03# blocked\n192.0.2.7\n198.51.100.0/24\n2001:db8::/32\n\n")
     put("api_bodies", "prefix_args", b"\x04192.0.2.7 10.0.0.0/8 ::1")
+    put("api_bodies", "block", b"\x05" + b'{"prefix": "192.0.2.7", "reason": "manual"}')
+    put("api_bodies", "whitelist", b"\x06" + b'{"prefix": "2001:db8::/32"}')
     progs = os.path.join(ROOT, "bpf", "tenant", "api", "programs")
     for c in sorted(glob.glob(os.path.join(progs, "*.c"))):
         put("tenant_source", os.path.basename(c), open(c).read())

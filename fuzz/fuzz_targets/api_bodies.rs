@@ -8,8 +8,11 @@
 
 use libfuzzer_sys::fuzz_target;
 use rampart_ddos::prefix::{self, Prefix};
-use rampart_tenant::api::{map_entry_body, selectors_body, unhex};
+use rampart_ddosd::api::{BlockBody, WhitelistBody};
+use rampart_service::error::parse_json;
+use rampart_tenant::api::{unhex, MapValue, Selectors};
 use rampart_tenant::compiler::Submission;
+use rampart_tenant::selector::parse_list;
 
 fn one_line(e: impl std::fmt::Display) {
     let m = e.to_string();
@@ -22,40 +25,54 @@ fn prefix_round_trip(p: &Prefix) {
     assert_eq!(&back, p, "{text:?}");
 }
 
+fn prefix_body(text: &str) {
+    match Prefix::parse(text) {
+        Ok(p) => prefix_round_trip(&p),
+        Err(e) => one_line(e),
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&which, body)) = data.split_first() else {
         return;
     };
     let text = std::str::from_utf8(body).ok();
-    match which % 5 {
-        0 => match selectors_body(body) {
-            Ok(sels) => {
-                for s in sels {
-                    let again = selectors_body(
-                        format!("[{}]", serde_json_string(&s.to_string())).as_bytes(),
-                    )
-                    .unwrap_or_else(|e| panic!("selector {s} no longer parses: {e}"));
-                    assert_eq!(again, vec![s.clone()], "{s} printed and parsed again");
+    match which % 7 {
+        // PUT /v1/selectors (tenant API).
+        0 => match parse_json::<Selectors>(body).map_err(|e| e.to_string()) {
+            Ok(items) => match parse_list(&items.0) {
+                Ok(sels) => {
+                    for s in sels {
+                        let again = parse_list(&[s.to_string()])
+                            .unwrap_or_else(|e| panic!("selector {s} no longer parses: {e}"));
+                        assert_eq!(again, vec![s.clone()], "{s} printed and parsed again");
+                        let json = format!("[{}]", json_string(&s.to_string()));
+                        assert!(parse_json::<Selectors>(json.as_bytes()).is_ok(), "{json}");
+                    }
+                }
+                Err(e) => one_line(e),
+            },
+            Err(e) => one_line(e),
+        },
+        // PUT /v1/maps/{map}/{key} (tenant API): the body and the hex.
+        1 => match parse_json::<MapValue>(body).map_err(|e| e.to_string()) {
+            Ok(v) => {
+                let want = (v.value.len() / 2) as u32;
+                match unhex(&v.value, want, "value") {
+                    Ok(b) => assert_eq!(b.len(), want as usize),
+                    Err(e) => one_line(e),
+                }
+                if let Err(e) = unhex(&v.value, 8, "value") {
+                    one_line(e);
                 }
             }
             Err(e) => one_line(e),
         },
-        1 => match map_entry_body(body) {
-            Ok(e) => {
-                let want = (e.key.len() / 2) as u32;
-                match unhex(&e.key, want, "key") {
-                    Ok(k) => assert_eq!(k.len(), want as usize),
-                    Err(err) => one_line(err),
-                }
-                if let Err(err) = unhex(&e.value, 8, "value") {
-                    one_line(err);
-                }
-            }
-            Err(e) => one_line(e),
-        },
+        // PUT /v1/program: C source or ELF object?
         2 => {
             let _ = Submission::detect(body).map_err(one_line);
         }
+        // rampart ddos block --file: a prefix list.
         3 => {
             if let Some(t) = text {
                 match prefix::parse_file_text(t) {
@@ -64,7 +81,8 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
-        _ => {
+        // rampart ddos block PREFIX...: arguments.
+        4 => {
             if let Some(t) = text {
                 match prefix::parse_many(t.split_whitespace()) {
                     Ok(v) => v.iter().for_each(prefix_round_trip),
@@ -72,11 +90,26 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
+        // POST /v1/blocked (ddos daemon API).
+        5 => match parse_json::<BlockBody>(body).map_err(|e| e.to_string()) {
+            Ok(b) => prefix_body(&b.prefix),
+            Err(e) => one_line(e),
+        },
+        // POST /v1/whitelist, DELETE /v1/blocked/{prefix} (ddos daemon API).
+        _ => match parse_json::<WhitelistBody>(body).map_err(|e| e.to_string()) {
+            Ok(b) => prefix_body(&b.prefix),
+            Err(e) => {
+                one_line(e);
+                if let Some(t) = text {
+                    prefix_body(t);
+                }
+            }
+        },
     }
 });
 
 /// A JSON string literal (no serde_json dependency needed for this).
-fn serde_json_string(s: &str) -> String {
+fn json_string(s: &str) -> String {
     let mut o = String::from("\"");
     for c in s.chars() {
         match c {
