@@ -503,6 +503,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
+        let v = &v["rampart"];
         if v["event"] != "block" {
             continue;
         }

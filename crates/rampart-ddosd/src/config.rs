@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use rampart_ddos_control::{DetectConfig, MonitorConfig, PlannerConfig};
+use rampart_service::alert::AlertsConfig;
 use rampart_service::{ConfigError, ServerConfig};
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +35,8 @@ pub struct Config {
     pub monitor: MonitorConfig,
     /// `[offload]` (rampart-ddos-control). `capacity` is capped at the hardware tier's own.
     pub offload: PlannerConfig,
+    /// `[alerts]`: where alerts go (a JSON-lines file or stdout, syslog, a webhook).
+    pub alerts: AlertsConfig,
 }
 
 /// `[daemon]`.
@@ -54,8 +57,6 @@ pub struct DaemonConfig {
     pub lab: String,
     /// Loop interval (seconds). Default 0.5; 0.05 ≤ x ≤ 1.
     pub interval_s: f64,
-    /// JSON-lines alerts file (appended); `-` is standard output. Default `-`.
-    pub alerts: String,
     /// Directory of the daemon's state file (`<name>.json`: reasons and
     /// detectors of blocked sources, operator whitelist, learned normal
     /// peak). Default `/run/rampart/ddosd`.
@@ -75,7 +76,6 @@ impl Default for DaemonConfig {
             netns: None,
             lab: "rp".into(),
             interval_s: 0.5,
-            alerts: "-".into(),
             state_dir: PathBuf::from("/run/rampart/ddosd"),
             nice: -10,
         }
@@ -164,6 +164,7 @@ impl Default for Config {
             detect: DetectConfig::default(),
             monitor: MonitorConfig::default(),
             offload: PlannerConfig::default(),
+            alerts: AlertsConfig::default(),
         }
     }
 }
@@ -223,6 +224,9 @@ impl Config {
             )));
         }
         self.server
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        self.alerts
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
         rampart_ddos::Scope::new(d.netns.as_deref(), &d.iface)
@@ -308,8 +312,10 @@ iface = "{iface}"
 netns = "{host}"
 lab = "{lab}"
 interval_s = {interval}
-alerts = "{alerts}"
 state_dir = "{dir}"
+
+[alerts]
+file = "{alerts}"
 
 [filter]
 max_entries = 65536

@@ -34,7 +34,7 @@ use rampart_lab::Lab;
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
-use crate::alerts::{now_unix, Alert, Alerts};
+use crate::alerts::{self, Alerts, App};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::hw::HwWorker;
@@ -247,7 +247,7 @@ pub struct Daemon {
     prev_stats: HashMap<(&'static str, String), u64>,
     last_snap: Instant,
     records: Vec<FeatureRecord>,
-    alerts: Arc<Alerts>,
+    alerts: Alerts,
     metrics: Metrics,
     view: Arc<RwLock<View>>,
     was_attack: bool,
@@ -438,7 +438,12 @@ impl Daemon {
     ///
     /// # Errors
     /// Bad config, a tier this host cannot provide, attach failures.
-    pub fn start(cfg: Config, view: Arc<RwLock<View>>, metrics: Metrics) -> Result<Self> {
+    pub fn start(
+        cfg: Config,
+        view: Arc<RwLock<View>>,
+        metrics: Metrics,
+        alerts: Alerts,
+    ) -> Result<Self> {
         cfg.validate()?;
         let d = &cfg.daemon;
         let scope = Scope::new(d.netns.as_deref(), &d.iface)?;
@@ -451,7 +456,7 @@ impl Daemon {
             features_capacity: cfg.filter.features_capacity,
         };
         let mode = d.mode;
-        let alerts = Arc::new(Alerts::open(&d.alerts)?);
+
         let hw = if mode.has_hw() {
             let c = cfg.clone();
             Some(HwWorker::spawn(
@@ -585,7 +590,7 @@ impl Daemon {
                 prefix: p.to_string(),
                 detector: "resumed".into(),
                 reason: "found in the pinned blacklist at start".into(),
-                since: now_unix(),
+                since: rampart_service::alert::unix_now(),
                 pps_at_block: 0.0,
                 operator: false,
             });
@@ -611,14 +616,7 @@ impl Daemon {
         me.measure(1.0)?;
         me.drop_stats();
         if resumed {
-            me.alerts.emit(Alert {
-                event: "resume",
-                reason: Some(format!(
-                    "resumed from pinned state: {} blocked sources, filtering never stopped",
-                    me.blocked.len()
-                )),
-                ..Default::default()
-            });
+            me.alerts.emit(alerts::resume(me.blocked.len()));
         }
         me.publish();
         Ok(me)
@@ -745,20 +743,14 @@ impl Daemon {
                     prefix: d.prefix.to_string(),
                     detector: d.detector.to_string(),
                     reason: d.reason.clone(),
-                    since: now_unix(),
+                    since: rampart_service::alert::unix_now(),
                     pps_at_block: d.pps,
                     operator,
                 },
             );
-            self.alerts.emit(Alert {
-                event: "block",
-                prefix: Some(d.prefix.to_string()),
-                detector: Some(d.detector.to_string()),
-                reason: Some(d.reason.clone()),
-                pps: Some(d.pps),
-                tier: Some(host.to_string()),
-                ..Default::default()
-            });
+            self.alerts.emit(alerts::block(
+                &d.prefix, d.detector, &d.reason, d.pps, d.bps, host,
+            ));
         }
         Ok(())
     }
@@ -784,15 +776,15 @@ impl Daemon {
             .inc_by(n as u64);
         for (i, p) in prefixes.iter().enumerate() {
             self.monitor.forget(p);
-            self.blocked.remove(p);
+            let was = self.blocked.remove(p);
             self.metrics.unblocks.with_label_values(&[detector]).inc();
-            self.alerts.emit(Alert {
-                event: "unblock",
-                prefix: Some(p.to_string()),
-                detector: Some(detector.to_string()),
-                reason: reasons.get(i).cloned(),
-                ..Default::default()
-            });
+            let blocked_by = was.as_ref().map_or("attack", |b| b.detector.as_str());
+            self.alerts.emit(alerts::unblock(
+                p,
+                blocked_by,
+                detector,
+                reasons.get(i).cloned(),
+            ));
         }
         Ok(())
     }
@@ -949,11 +941,18 @@ impl Daemon {
         }
         let attack = self.detection.under_attack();
         if attack != self.was_attack {
-            self.alerts.emit(Alert {
-                event: if attack { "attack_start" } else { "attack_end" },
-                reason: Some(format!("{} sources blocked", self.blocked.len())),
-                ..Default::default()
-            });
+            let top = self
+                .last_rates
+                .iter()
+                .take(10)
+                .map(|r| r.prefix.clone())
+                .collect();
+            self.alerts.emit(alerts::attack(
+                attack,
+                &self.cfg.daemon.iface,
+                self.blocked.len(),
+                top,
+            ));
             self.was_attack = attack;
         }
         let mut rates = self.measure(secs)?;
@@ -1162,6 +1161,8 @@ pub struct Handle {
     pub view: Arc<RwLock<View>>,
     /// Its metrics.
     pub metrics: Metrics,
+    /// Its alerts (the API and dashboard read the latest and the attacks).
+    pub alerts: Alerts,
     owner: Owner<Daemon>,
 }
 
@@ -1192,10 +1193,12 @@ impl Handle {
     pub fn spawn(cfg: Config) -> Result<Self> {
         let view = Arc::new(RwLock::new(View::default()));
         let metrics = Metrics::new(view.clone());
-        let (v, m) = (view.clone(), metrics.clone());
+        let alerts = Alerts::open(&cfg.alerts, &[App::Ddos], &metrics.registry)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let (v, m, a) = (view.clone(), metrics.clone(), alerts.clone());
         let owner = Owner::spawn("rampart-ddosd", move || {
             set_thread_nice(cfg.daemon.nice);
-            Daemon::start(cfg, v, m)
+            Daemon::start(cfg, v, m, a)
         })
         .map_err(|e| match e {
             SpawnError::Init(e) => e,
@@ -1205,6 +1208,7 @@ impl Handle {
         Ok(Self {
             view,
             metrics,
+            alerts,
             owner,
         })
     }

@@ -60,12 +60,12 @@ impl Drop for Cleanup {
 fn config(lab: &TestLab, c: &Cleanup, mode: &str, extra: &str) -> Config {
     Config::parse(&format!(
         "[server]\nlisten = \"\"\n[daemon]\nmode = \"{mode}\"\nnetns = \"{}\"\nlab = \"{}\"\ninterval_s = 0.1\n\
-         alerts = \"{}\"\nstate_dir = \"{}\"\n[filter]\nmax_entries = 4096\nmax_prefixes = 256\nfeatures_capacity = 8192\nsample_shift = 0\n\
+         state_dir = \"{}\"\n[alerts]\nfile = \"{}\"\n[filter]\nmax_entries = 4096\nmax_prefixes = 256\nfeatures_capacity = 8192\nsample_shift = 0\n\
          [hw]\nupdate_delay_ms = 0\n{extra}",
         lab.host_ns(),
         lab.prefix(),
-        c.dir.join("alerts.jsonl").display(),
-        c.dir.display()
+        c.dir.display(),
+        c.dir.join("alerts.jsonl").display()
     ))
     .unwrap()
 }
@@ -232,10 +232,13 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
         "blocked sources were dropped"
     );
     let a = alerts(&c);
-    let blocks: Vec<_> = a.iter().filter(|x| x["event"] == "block").collect();
+    let blocks: Vec<_> = a
+        .iter()
+        .filter(|x| x["rampart"]["event"] == "block")
+        .collect();
     assert!(!blocks.is_empty());
     for b in &blocks {
-        let p = Prefix::parse(b["prefix"].as_str().unwrap()).unwrap();
+        let p = Prefix::parse(b["rampart"]["prefix"].as_str().unwrap()).unwrap();
         assert!(
             Prefix::parse("172.16.0.0/12")
                 .unwrap()
@@ -243,15 +246,25 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
             "only attackers: {b}"
         );
         assert!(
-            !b["detector"].as_str().unwrap().is_empty()
-                && !b["reason"].as_str().unwrap().is_empty()
+            !b["rampart"]["detector"].as_str().unwrap().is_empty()
+                && !b["rampart"]["reason"].as_str().unwrap().is_empty()
+        );
+        // EVE: the rule of the detector's vector, the source as src_ip.
+        assert!(
+            b["alert"]["signature_id"].as_u64().unwrap() / 1000 == 9100,
+            "{b}"
+        );
+        assert_eq!(
+            b["src_ip"].as_str(),
+            Some(&*p.net().addr().to_string()),
+            "{b}"
         );
     }
     assert!(
-        a.iter().any(|x| x["event"] == "hw_add"),
+        a.iter().any(|x| x["rampart"]["event"] == "hw_add"),
         "the heaviest went to the EMULATED NIC"
     );
-    assert!(a.iter().any(|x| x["event"] == "attack_start"));
+    assert!(a.iter().any(|x| x["rampart"]["event"] == "attack_start"));
     let m = h.metrics.render();
     assert!(
         m.contains("rampart_ddos_drops_total{reason=\"hw_rule\",tier=\"emulated\"}"),
@@ -266,7 +279,7 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
     let a = alerts(&c);
     assert!(a
         .iter()
-        .any(|x| x["event"] == "unblock" && x["detector"] == "rate_monitor"));
+        .any(|x| x["rampart"]["event"] == "unblock" && x["rampart"]["detector"] == "rate_monitor"));
     assert!(
         h.view().tiers.iter().all(|t| t.rules == 0),
         "no rule left in any tier"
@@ -741,7 +754,10 @@ fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
     // Without an estimate the NIC's sources read 0 pps and the planner swaps
     // all K of them out every interval (2K updates); with it, only the
     // probed ones leave and come back.
-    let hw_adds = alerts(&c).iter().filter(|a| a["event"] == "hw_add").count() as u64;
+    let hw_adds = alerts(&c)
+        .iter()
+        .filter(|a| a["rampart"]["event"] == "hw_add")
+        .count() as u64;
     assert!(
         hw_adds <= 4 + 3 * flood_intervals,
         "{hw_adds} NIC rule adds in {flood_intervals} intervals: the NIC table churns"
