@@ -1,4 +1,4 @@
-//! The remaining figures of `rampart bench tenant` (issue #7 item 4),
+//! The remaining figures of `rampart bench tenant`,
 //! run by [`super::services::run`] in its lab:
 //!
 //! - **Per-tenant CPU share with and without fairness** ([`shares`]): one
