@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rampart_bpf::abi::ddos::{
-    FeatAddr6, FeatCtl, FeatStats, FeatVal, FEAT_KEY_FREE, FEAT_SKETCH_BITS, FEAT_SKIPS,
+    FeatAddr6, FeatCtl, FeatStats, FeatVal, DDOS_FEAT_KEY_FREE, DDOS_FEAT_SKETCH_BITS,
+    DDOS_FEAT_SKIP_MALFORMED, DDOS_FEAT_SKIP_NOT_IP, DDOS_FEAT_SKIP_TABLE_FULL,
 };
 use serde::Serialize;
 
@@ -88,9 +89,9 @@ pub fn sketch_bit(port: u16) -> u32 {
 /// no zero bit left (≳ 600 ports) it returns the estimate for half a
 /// zero bit, a lower bound (≈ 709).
 pub fn linear_count(sketch: &[u64; 2]) -> f64 {
-    let m = f64::from(FEAT_SKETCH_BITS);
+    let m = f64::from(DDOS_FEAT_SKETCH_BITS);
     let ones: u32 = sketch.iter().map(|w| w.count_ones()).sum();
-    let zeros = f64::from(FEAT_SKETCH_BITS - ones);
+    let zeros = f64::from(DDOS_FEAT_SKETCH_BITS - ones);
     -m * (zeros.max(0.5) / m).ln()
 }
 
@@ -352,7 +353,7 @@ impl Features {
         };
         let cap4 = self.cap4;
         for (i, k) in keys4.iter_mut().enumerate() {
-            if *k == FEAT_KEY_FREE {
+            if *k == DDOS_FEAT_KEY_FREE {
                 continue;
             }
             let a = aggregate(vals4, ncpu, cap4, i);
@@ -365,11 +366,11 @@ impl Features {
             for c in 0..ncpu {
                 vals4[c * cap4 + i] = FeatVal::default();
             }
-            *k = FEAT_KEY_FREE;
+            *k = DDOS_FEAT_KEY_FREE;
         }
         let cap6 = self.cap6;
         for (i, k) in keys6.iter_mut().enumerate() {
-            if *k == FEAT_KEY_FREE {
+            if *k == DDOS_FEAT_KEY_FREE {
                 continue;
             }
             let a = aggregate(vals6, ncpu, cap6, i);
@@ -381,7 +382,7 @@ impl Features {
             for c in 0..ncpu {
                 vals6[c * cap6 + i] = FeatVal::default();
             }
-            *k = FEAT_KEY_FREE;
+            *k = DDOS_FEAT_KEY_FREE;
         }
     }
 
@@ -404,10 +405,9 @@ impl Features {
         let mut s = FeatureStats::default();
         for c in v {
             s.recorded += c.recorded[0] + c.recorded[1];
-            debug_assert_eq!(c.skipped.len(), FEAT_SKIPS);
-            s.skipped_not_ip += c.skipped[0];
-            s.skipped_malformed += c.skipped[1];
-            s.skipped_table_full += c.skipped[2];
+            s.skipped_not_ip += c.skipped[DDOS_FEAT_SKIP_NOT_IP];
+            s.skipped_malformed += c.skipped[DDOS_FEAT_SKIP_MALFORMED];
+            s.skipped_table_full += c.skipped[DDOS_FEAT_SKIP_TABLE_FULL];
         }
         Ok(s)
     }

@@ -11,19 +11,17 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use bytemuck::{bytes_of, bytes_of_mut, pod_read_unaligned};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use rampart_bpf::abi::lab::{NicRuleKey, NicRuleStats, NicState};
 use rampart_dataplane::error::BpfContext;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::topology::Lab;
 
-/// Default K, as in the paper's evaluation.
-pub const DEFAULT_CAPACITY: u32 = 512;
 /// Largest table the lab builds (real cards hold ~512–2K exact rules).
 pub const MAX_CAPACITY: u32 = 65_536;
-
-const KEY_LEN: usize = 20;
 
 /// Counters of one hardware rule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -42,30 +40,40 @@ pub struct NicTable {
     capacity: u32,
 }
 
-fn key(addr: IpAddr) -> [u8; KEY_LEN] {
-    let mut k = [0u8; KEY_LEN];
+fn key(addr: IpAddr) -> NicRuleKey {
+    let mut k = NicRuleKey::default();
+    let a = bytes_of_mut(&mut k.addr);
     match addr {
-        IpAddr::V4(a) => {
-            k[..4].copy_from_slice(&a.octets());
-            k[16..].copy_from_slice(&4u32.to_ne_bytes());
+        IpAddr::V4(v4) => {
+            a[..4].copy_from_slice(&v4.octets());
+            k.family = 4;
         }
-        IpAddr::V6(a) => {
-            k[..16].copy_from_slice(&a.octets());
-            k[16..].copy_from_slice(&6u32.to_ne_bytes());
+        IpAddr::V6(v6) => {
+            a.copy_from_slice(&v6.octets());
+            k.family = 6;
         }
     }
     k
 }
 
 fn addr_of(k: &[u8]) -> Option<IpAddr> {
-    let fam = u32::from_ne_bytes(k.get(16..20)?.try_into().ok()?);
-    match fam {
-        4 => Some(IpAddr::V4(Ipv4Addr::new(k[0], k[1], k[2], k[3]))),
-        6 => {
-            let o: [u8; 16] = k[..16].try_into().ok()?;
-            Some(IpAddr::V6(Ipv6Addr::from(o)))
-        }
+    if k.len() != std::mem::size_of::<NicRuleKey>() {
+        return None;
+    }
+    let k: NicRuleKey = pod_read_unaligned(k);
+    let a: [u8; 16] = bytemuck::cast(k.addr);
+    match k.family {
+        4 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+        6 => Some(IpAddr::V6(Ipv6Addr::from(a))),
         _ => None,
+    }
+}
+
+fn rule_stats(v: &[u8]) -> RuleStats {
+    let s: NicRuleStats = bytemuck::try_pod_read_unaligned(v).unwrap_or_default();
+    RuleStats {
+        packets: s.packets,
+        bytes: s.bytes,
     }
 }
 
@@ -94,15 +102,20 @@ impl NicTable {
         self.capacity
     }
 
-    fn set_count(&self, n: u32) -> Result<()> {
-        let mut v = self
+    fn state(&self) -> Result<NicState> {
+        let v = self
             .state
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .bpf_context(|| "reading nic_state".into())?
-            .unwrap_or_else(|| vec![0u8; 16]);
-        v[..4].copy_from_slice(&n.to_ne_bytes());
+            .bpf_context(|| "reading nic_state".into())?;
+        Ok(v.and_then(|v| bytemuck::try_pod_read_unaligned(&v).ok())
+            .unwrap_or_default())
+    }
+
+    fn set_count(&self, n: u32) -> Result<()> {
+        let mut st = self.state()?;
+        st.rules = n;
         self.state
-            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), bytes_of(&st), MapFlags::ANY)
             .bpf_context(|| "writing nic_state".into())?;
         Ok(())
     }
@@ -128,15 +141,7 @@ impl NicTable {
                 continue;
             };
             if let Some(a) = addr_of(&k) {
-                let p = u64::from_ne_bytes(v[0..8].try_into().unwrap_or_default());
-                let b = u64::from_ne_bytes(v[8..16].try_into().unwrap_or_default());
-                out.push((
-                    a,
-                    RuleStats {
-                        packets: p,
-                        bytes: b,
-                    },
-                ));
+                out.push((a, rule_stats(&v)));
             }
         }
         Ok(out)
@@ -149,14 +154,7 @@ impl NicTable {
     /// # Errors
     /// Map read failure.
     pub fn len(&self) -> Result<usize> {
-        let v = self
-            .state
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .bpf_context(|| "reading nic_state".into())?
-            .unwrap_or_default();
-        Ok(v.get(..4)
-            .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
-            as usize)
+        Ok(self.state()?.rules as usize)
     }
 
     /// Is the table empty?
@@ -173,9 +171,10 @@ impl NicTable {
     /// [`Error::InvalidSpec`] when the table is full (K rules), or the map update's error.
     pub fn insert(&self, addr: IpAddr) -> Result<()> {
         let k = key(addr);
+        let k = bytes_of(&k);
         if self
             .rules
-            .lookup(&k, MapFlags::ANY)
+            .lookup(k, MapFlags::ANY)
             .bpf_context(|| "reading nic_rules".into())?
             .is_some()
         {
@@ -189,7 +188,7 @@ impl NicTable {
             )));
         }
         self.rules
-            .update(&k, &[0u8; 16], MapFlags::NO_EXIST)
+            .update(k, bytes_of(&NicRuleStats::default()), MapFlags::NO_EXIST)
             .bpf_context(|| format!("installing NIC rule for {addr}"))?;
         self.set_count(n + 1)
     }
@@ -200,22 +199,20 @@ impl NicTable {
     /// Map failure.
     pub fn remove(&self, addr: IpAddr) -> Result<Option<RuleStats>> {
         let k = key(addr);
+        let k = bytes_of(&k);
         let Some(v) = self
             .rules
-            .lookup(&k, MapFlags::ANY)
+            .lookup(k, MapFlags::ANY)
             .bpf_context(|| "reading nic_rules".into())?
         else {
             return Ok(None);
         };
         self.rules
-            .delete(&k)
+            .delete(k)
             .bpf_context(|| format!("removing NIC rule for {addr}"))?;
         let n = self.len()? as u32;
         self.set_count(n.saturating_sub(1))?;
-        Ok(Some(RuleStats {
-            packets: u64::from_ne_bytes(v[0..8].try_into().unwrap_or_default()),
-            bytes: u64::from_ne_bytes(v[8..16].try_into().unwrap_or_default()),
-        }))
+        Ok(Some(rule_stats(&v)))
     }
 
     /// Remove every rule.
@@ -235,13 +232,6 @@ impl NicTable {
     /// # Errors
     /// Map failure.
     pub fn unparsed(&self) -> Result<u64> {
-        let v = self
-            .state
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .bpf_context(|| "reading nic_state".into())?
-            .unwrap_or_default();
-        Ok(v.get(8..16)
-            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-            .unwrap_or(0))
+        Ok(self.state()?.unparsed)
     }
 }

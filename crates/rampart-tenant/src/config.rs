@@ -35,11 +35,11 @@ use rampart_dataplane::xdp::XdpMode;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::abi::{TENANT_MAX, TENANT_PORTS_MAX};
 use crate::confine::Policy;
 use crate::error::{Error, Result};
 use crate::selector::Selector;
 use crate::tokens::TokenConfig;
+use rampart_bpf::abi::tenant::{TENANT_MAX, TENANT_PORTS_MAX};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize, Serialize)]
