@@ -376,6 +376,11 @@ pub fn parse(file: &str, src: &str, known: &mut BTreeMap<String, i128>) -> Resul
             doc = vec![line.trim_start_matches('/')];
             continue;
         }
+        if line.find("/*").is_some_and(|i| !line[i..].contains("*/")) {
+            return Err(err(
+                "a comment that starts after code ends on the same line here".into(),
+            ));
+        }
         let (code, trailing) = split_comment(line);
         let take_doc = |doc: &mut Vec<&str>| {
             let d = comment_text(doc);
@@ -767,6 +772,7 @@ struct x_val {
                 "counts 0, 1",
             ),
             ("struct s {\n", "ends inside"),
+            ("#define A 1 /* two\n * lines */\n", "same line"),
         ] {
             let e = parse("x.h", bad, &mut BTreeMap::new()).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
