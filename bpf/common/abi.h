@@ -9,8 +9,15 @@
  *  - fixed-width types only, explicit padding, no bitfields;
  *  - structs reach Rust as the types libbpf-cargo generates from BTF, each
  *    with a size assert in crates/rampart-bpf/src/abi/;
- *  - enums are the single source of truth for names shown to users
- *    (drop reasons, tiers, ...).
+ *  - every `#define NAME VALUE` and enum member reaches Rust as
+ *    rampart_bpf::abi::<dir>::NAME, read from this text by rampart-bpf's
+ *    build script (crates/rampart-bpf/build/cheader.rs): values are integer
+ *    constant expressions, one enum member per line, no conditionals.
+ *    The Rust type is u32 (u64 if needed) unless a trailing comment
+ *    on the line (the `enum name {` line for an enum) says `rust: T`;
+ *  - an enum that ends in <PREFIX>MAX is a list of reasons counted per
+ *    value: its members count 0, 1, ... and their names, without PREFIX
+ *    and lower-cased, are the metric labels (<ENUM>_LABELS in Rust).
  */
 #ifndef RAMPART_COMMON_ABI_H
 #define RAMPART_COMMON_ABI_H
@@ -36,7 +43,7 @@ enum parse_status {
 };
 
 /* Fragment state of the IP packet. */
-enum parse_frag {
+enum parse_frag { /* rust: u8 */
 	FRAG_NONE = 0,
 	/* First fragment (offset 0, more fragments): carries the L4 header. */
 	FRAG_FIRST = 1,
@@ -44,8 +51,8 @@ enum parse_frag {
 	FRAG_LATER = 2,
 };
 
-#define PARSE_MAX_VLANS 2
-#define PARSE_MAX_V6_EXT 6
+#define PARSE_MAX_VLANS 2 /* rust: usize */
+#define PARSE_MAX_V6_EXT 6 /* rust: usize */
 
 /* Everything a program needs from the headers, in one place. */
 struct pkt_info {

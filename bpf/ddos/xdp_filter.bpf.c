@@ -26,8 +26,6 @@
 #include "ddos/abi.h"
 
 const volatile struct ddos_filter_config ddos_filter_cfg = {};
-/* Never read: makes the ABI enums part of the object's BTF (see ddos.h). */
-const volatile struct ddos_abi_enums ddos_abi = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

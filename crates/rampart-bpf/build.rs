@@ -5,6 +5,10 @@
 //! `rampart_bpf::<name>` (for `xdp_foo.bpf.c`, module `xdp_foo`, skeleton
 //! `XdpFooSkelBuilder`). Subdirectories are not scanned: `bpf/tenant/api/`
 //! is built at run time (tenant programs) and by rampart-tenant.
+//!
+//! It also reads every `bpf/<dir>/abi.h` into `OUT_DIR/abi_<dir>.rs` (the
+//! header's constants and reason labels, see `build/cheader.rs`), which
+//! `rampart_bpf::abi::<dir>` includes.
 
 use std::env;
 use std::ffi::OsStr;
@@ -14,6 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
+
+#[path = "build/cheader.rs"]
+mod cheader;
 
 fn clang() -> String {
     if let Ok(c) = env::var("RAMPART_CLANG") {
@@ -54,6 +61,8 @@ fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     rerun_dir(&bpf_dir);
     println!("cargo:rerun-if-env-changed=RAMPART_CLANG");
+
+    abi_consts(&bpf_dir, &out);
 
     let clang = clang();
     let mut progs: Vec<PathBuf> = Vec::new();
@@ -121,4 +130,31 @@ fn main() {
         .unwrap();
     }
     fs::write(out.join("skels.rs"), index).unwrap();
+}
+
+/// `OUT_DIR/abi_<dir>.rs` for every `bpf/<dir>/abi.h`; `common` first, as
+/// the others include it (its names may appear in their expressions).
+fn abi_consts(bpf_dir: &Path, out: &Path) {
+    let mut dirs: Vec<String> = fs::read_dir(bpf_dir)
+        .expect("bpf/")
+        .flatten()
+        .filter(|e| e.path().join("abi.h").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort_by_key(|d| (d != "common", d.clone()));
+    let mut common = std::collections::BTreeMap::new();
+    for dir in dirs {
+        let file = format!("bpf/{dir}/abi.h");
+        let src = fs::read_to_string(bpf_dir.join(&dir).join("abi.h")).expect("reading abi.h");
+        let mut known = common.clone();
+        let header = cheader::parse(&file, &src, &mut known).unwrap_or_else(|e| panic!("{e}"));
+        if dir == "common" {
+            common = known;
+        }
+        fs::write(
+            out.join(format!("abi_{dir}.rs")),
+            cheader::rust(&file, &header),
+        )
+        .unwrap();
+    }
 }

@@ -71,10 +71,7 @@ fn main() {
             for _ in 0..rounds {
                 for i in 0..FRAMES {
                     let r = &umem[i * STRIDE + REC..i * STRIDE + REC + 56];
-                    // SAFETY: 56 bytes of a record; StreamTuple is plain data.
-                    let t = unsafe {
-                        std::ptr::read_unaligned(black_box(r).as_ptr().cast::<StreamTuple>())
-                    };
+                    let t: StreamTuple = bytemuck::pod_read_unaligned(black_box(r));
                     *acc ^= black_box(t).flow_id;
                 }
             }

@@ -13,14 +13,17 @@
 //! CPU a real NIC saves.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::mem::size_of;
 use std::path::Path;
 
+use bytemuck::{bytes_of, bytes_of_mut};
+
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+use rampart_bpf::abi::lab::{NicRuleKey, NicRuleStats, NicState};
 use serde::Serialize;
 
 use crate::error::{BpfContext, Error, Result};
 
-const KEY_LEN: usize = 20;
 const RULES_MAP: &str = "nic_rules";
 const STATE_MAP: &str = "nic_state";
 
@@ -41,42 +44,37 @@ pub struct EmulatedNicTable {
     capacity: u32,
 }
 
-fn key(addr: IpAddr) -> [u8; KEY_LEN] {
-    let mut k = [0u8; KEY_LEN];
+fn key(addr: IpAddr) -> [u8; size_of::<NicRuleKey>()] {
+    let mut k = NicRuleKey::default();
+    let a = bytes_of_mut(&mut k.addr);
     match addr {
-        IpAddr::V4(a) => {
-            k[..4].copy_from_slice(&a.octets());
-            k[16..].copy_from_slice(&4u32.to_ne_bytes());
+        IpAddr::V4(v4) => {
+            a[..4].copy_from_slice(&v4.octets());
+            k.family = 4;
         }
-        IpAddr::V6(a) => {
-            k[..16].copy_from_slice(&a.octets());
-            k[16..].copy_from_slice(&6u32.to_ne_bytes());
+        IpAddr::V6(v6) => {
+            a.copy_from_slice(&v6.octets());
+            k.family = 6;
         }
     }
-    k
+    bytemuck::cast(k)
 }
 
 fn addr_of(k: &[u8]) -> Option<IpAddr> {
-    let fam = u32::from_ne_bytes(k.get(16..20)?.try_into().ok()?);
-    match fam {
-        4 => Some(IpAddr::V4(Ipv4Addr::new(k[0], k[1], k[2], k[3]))),
-        6 => {
-            let o: [u8; 16] = k[..16].try_into().ok()?;
-            Some(IpAddr::V6(Ipv6Addr::from(o)))
-        }
+    let k: NicRuleKey = bytemuck::try_pod_read_unaligned(k).ok()?;
+    let a: [u8; 16] = bytemuck::cast(k.addr);
+    match k.family {
+        4 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+        6 => Some(IpAddr::V6(Ipv6Addr::from(a))),
         _ => None,
     }
 }
 
 fn stats_of(v: &[u8]) -> RuleStats {
-    let word = |r: std::ops::Range<usize>| {
-        v.get(r)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u64::from_ne_bytes)
-    };
+    let s: NicRuleStats = bytemuck::try_pod_read_unaligned(v).unwrap_or_default();
     RuleStats {
-        packets: word(0..8),
-        bytes: word(8..16),
+        packets: s.packets,
+        bytes: s.bytes,
     }
 }
 
@@ -172,12 +170,13 @@ impl EmulatedNicTable {
         self.capacity
     }
 
-    fn state_bytes(&self) -> Result<Vec<u8>> {
-        Ok(self
+    fn state(&self) -> Result<NicState> {
+        let v = self
             .state
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .bpf_context(|| "reading nic_state".into())?
-            .unwrap_or_else(|| vec![0u8; 16]))
+            .bpf_context(|| "reading nic_state".into())?;
+        Ok(v.and_then(|v| bytemuck::try_pod_read_unaligned(&v).ok())
+            .unwrap_or_default())
     }
 
     /// Publish `n` as the rule count the program checks before looking
@@ -189,10 +188,10 @@ impl EmulatedNicTable {
     /// # Errors
     /// Map failure.
     pub fn set_count(&self, n: u32) -> Result<()> {
-        let mut v = self.state_bytes()?;
-        v[..4].copy_from_slice(&n.to_ne_bytes());
+        let mut st = self.state()?;
+        st.rules = n;
         self.state
-            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), bytes_of(&st), MapFlags::ANY)
             .bpf_context(|| "writing nic_state".into())
     }
 
@@ -234,10 +233,7 @@ impl EmulatedNicTable {
     /// # Errors
     /// Map read failure.
     pub fn len(&self) -> Result<usize> {
-        let v = self.state_bytes()?;
-        Ok(v.get(..4)
-            .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
-            as usize)
+        Ok(self.state()?.rules as usize)
     }
 
     /// Is the table empty?
@@ -268,7 +264,7 @@ impl EmulatedNicTable {
     pub fn add_rule(&self, addr: IpAddr) -> Result<bool> {
         match self
             .rules
-            .update(&key(addr), &[0u8; 16], MapFlags::NO_EXIST)
+            .update(&key(addr), bytes_of(&NicRuleStats::default()), MapFlags::NO_EXIST)
         {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => Ok(false),
@@ -342,10 +338,7 @@ impl EmulatedNicTable {
     /// # Errors
     /// Map failure.
     pub fn unparsed(&self) -> Result<u64> {
-        let v = self.state_bytes()?;
-        Ok(v.get(8..16)
-            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-            .unwrap_or(0))
+        Ok(self.state()?.unparsed)
     }
 }
 

@@ -7,17 +7,12 @@ use std::os::fd::{AsFd, AsRawFd};
 use etherparse::{IpNumber, Ipv4Header, PacketBuilder};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
+use rampart_bpf::abi::common::{
+    FRAG_FIRST, FRAG_LATER, FRAG_NONE, PARSE_BAD_HEADER, PARSE_NOT_IP, PARSE_OK, PARSE_TOO_DEEP,
+    PARSE_TRUNCATED,
+};
 use rampart_bpf::xdp_parse_probe::{types::parse_out, XdpParseProbeSkel, XdpParseProbeSkelBuilder};
 use rampart_dataplane::testrun;
-
-const PARSE_OK: u32 = 0;
-const PARSE_NOT_IP: u32 = 1;
-const PARSE_TRUNCATED: u32 = 2;
-const PARSE_BAD_HEADER: u32 = 3;
-const PARSE_TOO_DEEP: u32 = 4;
-const FRAG_NONE: u8 = 0;
-const FRAG_FIRST: u8 = 1;
-const FRAG_LATER: u8 = 2;
 
 fn load() -> XdpParseProbeSkel<'static> {
     assert!(
@@ -42,8 +37,7 @@ fn parse(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
         .unwrap()
         .unwrap();
     assert_eq!(v.len(), std::mem::size_of::<parse_out>());
-    // SAFETY: parse_out is plain old data generated from BTF and the length matches.
-    unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<parse_out>()) }
+    bytemuck::pod_read_unaligned(&v)
 }
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];

@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rampart_bpf::abi::ddos::{
-    FeatAddr6, FeatCtl, FeatStats, FeatVal, FEAT_KEY_FREE, FEAT_SKETCH_BITS, FEAT_SKIPS,
+    FeatAddr6, FeatCtl, FeatStats, FeatVal, DDOS_FEAT_KEY_FREE, DDOS_FEAT_SKETCH_BITS,
+    DDOS_FEAT_SKIP_MALFORMED, DDOS_FEAT_SKIP_NOT_IP, DDOS_FEAT_SKIP_TABLE_FULL,
 };
 use serde::Serialize;
 
@@ -28,7 +29,7 @@ use crate::prefix::words_addr;
 pub use rampart_ddos_control::features::{linear_count, sketch_bit, FeatureRecord};
 
 // The sketch the control logic decodes is the one the data path fills.
-const _: () = assert!(rampart_ddos_control::features::SKETCH_BITS == FEAT_SKETCH_BITS);
+const _: () = assert!(rampart_ddos_control::features::SKETCH_BITS == DDOS_FEAT_SKETCH_BITS);
 
 /// One interval as read.
 #[derive(Debug, Clone, Serialize)]
@@ -288,7 +289,7 @@ impl Features {
         };
         let cap4 = self.cap4;
         for (i, k) in keys4.iter_mut().enumerate() {
-            if *k == FEAT_KEY_FREE {
+            if *k == DDOS_FEAT_KEY_FREE {
                 continue;
             }
             let a = aggregate(vals4, ncpu, cap4, i);
@@ -301,11 +302,11 @@ impl Features {
             for c in 0..ncpu {
                 vals4[c * cap4 + i] = FeatVal::default();
             }
-            *k = FEAT_KEY_FREE;
+            *k = DDOS_FEAT_KEY_FREE;
         }
         let cap6 = self.cap6;
         for (i, k) in keys6.iter_mut().enumerate() {
-            if *k == FEAT_KEY_FREE {
+            if *k == DDOS_FEAT_KEY_FREE {
                 continue;
             }
             let a = aggregate(vals6, ncpu, cap6, i);
@@ -317,7 +318,7 @@ impl Features {
             for c in 0..ncpu {
                 vals6[c * cap6 + i] = FeatVal::default();
             }
-            *k = FEAT_KEY_FREE;
+            *k = DDOS_FEAT_KEY_FREE;
         }
     }
 
@@ -340,10 +341,9 @@ impl Features {
         let mut s = FeatureStats::default();
         for c in v {
             s.recorded += c.recorded[0] + c.recorded[1];
-            debug_assert_eq!(c.skipped.len(), FEAT_SKIPS);
-            s.skipped_not_ip += c.skipped[0];
-            s.skipped_malformed += c.skipped[1];
-            s.skipped_table_full += c.skipped[2];
+            s.skipped_not_ip += c.skipped[DDOS_FEAT_SKIP_NOT_IP];
+            s.skipped_malformed += c.skipped[DDOS_FEAT_SKIP_MALFORMED];
+            s.skipped_table_full += c.skipped[DDOS_FEAT_SKIP_TABLE_FULL];
         }
         Ok(s)
     }

@@ -33,9 +33,10 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::abi::ddos::{
-    Bl4Bucket, Bl4Table, Counter, EntryMeta, FilterCtl, FilterStats as RawStats, BL4_NARROW,
-    BL4_N_EMPTY, BL4_N_SLOTS_PER_BUCKET, BL4_SLOTS_PER_BUCKET, DROP_REASONS, META_USED,
-    PASS_REASONS,
+    Bl4Bucket, Bl4Table, Counter, EntryMeta, FilterCtl, FilterStats as RawStats, DDOS_BL4_NARROW,
+    DDOS_BL4_N_EMPTY, DDOS_BL4_N_SLOTS_PER_BUCKET, DDOS_BL4_SLOTS_PER_BUCKET,
+    DDOS_DROP_REASON_LABELS, DDOS_DROP_REASON_MAX, DDOS_META_USED, DDOS_PASS_REASON_LABELS,
+    DDOS_PASS_REASON_MAX,
 };
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
@@ -228,7 +229,7 @@ impl FilterConfig {
     }
 
     fn cap_buckets(&self) -> u32 {
-        (table::slots_for(self.max_entries as usize) / BL4_SLOTS_PER_BUCKET) as u32
+        (table::slots_for(self.max_entries as usize) / DDOS_BL4_SLOTS_PER_BUCKET) as u32
     }
 
     /// Key slots per interval slot: IPv4 and IPv6, powers of two, so that
@@ -368,30 +369,6 @@ pub struct PktBytes {
     pub packets: u64,
     /// Bytes.
     pub bytes: u64,
-}
-
-/// Name of a drop reason index (the metric label).
-pub fn drop_reason_name(i: usize) -> &'static str {
-    use rampart_bpf::abi::ddos::DropReason as D;
-    match i as u32 {
-        x if x == D::DDOS_DROP_BLACKLIST.0 => "blacklist",
-        x if x == D::DDOS_DROP_BLACKLIST_PREFIX.0 => "blacklist_prefix",
-        x if x == D::DDOS_DROP_TRUNCATED.0 => "truncated",
-        x if x == D::DDOS_DROP_BAD_HEADER.0 => "bad_header",
-        x if x == D::DDOS_DROP_TOO_DEEP.0 => "too_deep",
-        _ => "unknown",
-    }
-}
-
-/// Name of a pass reason index (the metric label).
-pub fn pass_reason_name(i: usize) -> &'static str {
-    use rampart_bpf::abi::ddos::PassReason as P;
-    match i as u32 {
-        x if x == P::DDOS_PASS_CLEAN.0 => "clean",
-        x if x == P::DDOS_PASS_NOT_IP.0 => "not_ip",
-        x if x == P::DDOS_PASS_MALFORMED.0 => "malformed",
-        _ => "unknown",
-    }
 }
 
 /// The filter's counters, summed over CPUs.
@@ -863,7 +840,7 @@ impl Filter {
         let mut free = Vec::new();
         for id in 0..self.meta.len() {
             let m = self.meta.get(id);
-            if m.flags & META_USED != 0 {
+            if m.flags & DDOS_META_USED != 0 {
                 if let Some(p) = Prefix::from_words(m.family, m.addr, m.prefixlen) {
                     used.push((p, id as u32));
                     continue;
@@ -886,14 +863,14 @@ impl Filter {
             return false;
         }
         let h = table::home(k, t.mult, t.shift);
-        let narrow = t.shift & BL4_NARROW != 0;
+        let narrow = t.shift & DDOS_BL4_NARROW != 0;
         for i in 0..=t.max_dist {
             let s = h.wrapping_add(i) & t.mask;
             if narrow {
                 let b = self
                     .keys
-                    .get((t.base + s / BL4_N_SLOTS_PER_BUCKET as u32) as usize);
-                let j = s as usize % BL4_N_SLOTS_PER_BUCKET;
+                    .get((t.base + s / DDOS_BL4_N_SLOTS_PER_BUCKET as u32) as usize);
+                let j = s as usize % DDOS_BL4_N_SLOTS_PER_BUCKET;
                 let [b0, b1, b2, b3] = b.slot[j / 2].to_ne_bytes();
                 let v = u16::from_ne_bytes(if j.is_multiple_of(2) {
                     [b0, b1]
@@ -903,15 +880,15 @@ impl Filter {
                 if v == table::narrow_word(k, t.mult, t.shift, i) {
                     return true;
                 }
-                if v == BL4_N_EMPTY {
+                if v == DDOS_BL4_N_EMPTY {
                     return false;
                 }
                 continue;
             }
             let b = self
                 .keys
-                .get((t.base + s / BL4_SLOTS_PER_BUCKET as u32) as usize);
-            let v = b.slot[(s as usize) % BL4_SLOTS_PER_BUCKET];
+                .get((t.base + s / DDOS_BL4_SLOTS_PER_BUCKET as u32) as usize);
+            let v = b.slot[(s as usize) % DDOS_BL4_SLOTS_PER_BUCKET];
             if v == k {
                 return true;
             }
@@ -1152,7 +1129,7 @@ impl Filter {
                     addr: w,
                     family: e.prefix.family(),
                     prefixlen: e.prefix.len(),
-                    flags: META_USED,
+                    flags: DDOS_META_USED,
                     _pad: 0,
                 },
             );
@@ -1224,7 +1201,7 @@ impl Filter {
             entries.sort_unstable();
             let built = match table::build(
                 &entries,
-                (ctl.cap_buckets as usize) * BL4_SLOTS_PER_BUCKET,
+                (ctl.cap_buckets as usize) * DDOS_BL4_SLOTS_PER_BUCKET,
                 &mut self.rng,
             ) {
                 Ok(b) => b,
@@ -1279,14 +1256,15 @@ impl Filter {
         let base = if idle == 0 { 0 } else { ctl.cap_buckets };
         for i in 0..b.buckets() {
             let mut ib = Bl4Bucket::default();
-            ib.slot
-                .copy_from_slice(&b.ids[i * BL4_SLOTS_PER_BUCKET..(i + 1) * BL4_SLOTS_PER_BUCKET]);
+            ib.slot.copy_from_slice(
+                &b.ids[i * DDOS_BL4_SLOTS_PER_BUCKET..(i + 1) * DDOS_BL4_SLOTS_PER_BUCKET],
+            );
             self.ids.set(base as usize + i, ib);
         }
         if b.is_narrow() {
             // 32 16-bit slots per element, in memory order.
             let w = b.narrow_words();
-            for (i, chunk) in w.chunks_exact(BL4_N_SLOTS_PER_BUCKET).enumerate() {
+            for (i, chunk) in w.chunks_exact(DDOS_BL4_N_SLOTS_PER_BUCKET).enumerate() {
                 let mut kb = Bl4Bucket::default();
                 for (j, pair) in chunk.chunks_exact(2).enumerate() {
                     let [a0, a1] = pair[0].to_ne_bytes();
@@ -1299,7 +1277,7 @@ impl Filter {
             for i in 0..b.buckets() {
                 let mut kb = Bl4Bucket::default();
                 kb.slot.copy_from_slice(
-                    &b.keys[i * BL4_SLOTS_PER_BUCKET..(i + 1) * BL4_SLOTS_PER_BUCKET],
+                    &b.keys[i * DDOS_BL4_SLOTS_PER_BUCKET..(i + 1) * DDOS_BL4_SLOTS_PER_BUCKET],
                 );
                 self.keys.set(base as usize + i, kb);
             }
@@ -1441,8 +1419,8 @@ impl Filter {
     /// A failing per-CPU read.
     pub fn stats(&self) -> Result<FilterStats> {
         let per_cpu: Vec<RawStats> = maps::percpu_values(self.fstats.raw())?;
-        let mut drops = vec![PktBytes::default(); DROP_REASONS];
-        let mut passes = vec![PktBytes::default(); PASS_REASONS];
+        let mut drops = vec![PktBytes::default(); DDOS_DROP_REASON_MAX];
+        let mut passes = vec![PktBytes::default(); DDOS_PASS_REASON_MAX];
         let (mut no_next, mut sampled, mut expired) = (0, 0, 0);
         for s in &per_cpu {
             for (i, d) in s.drop.iter().enumerate() {
@@ -1465,16 +1443,8 @@ impl Filter {
             counts.bump(p.kind(), 1);
         }
         Ok(FilterStats {
-            drops: drops
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| (drop_reason_name(i), c))
-                .collect(),
-            passes: passes
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| (pass_reason_name(i), c))
-                .collect(),
+            drops: DDOS_DROP_REASON_LABELS.into_iter().zip(drops).collect(),
+            passes: DDOS_PASS_REASON_LABELS.into_iter().zip(passes).collect(),
             no_next_stage: no_next,
             sampled,
             expired,

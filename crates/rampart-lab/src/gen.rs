@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
-use rampart_bpf::abi::{GEN_FAMILY_V4, GEN_FAMILY_V6, GEN_SLOTS_MAX, GEN_SLOTS_PER_ELEM};
+use rampart_bpf::abi::lab::{
+    GenCpuState, GEN_FAMILY_V4, GEN_FAMILY_V6, GEN_SLOTS_MAX, GEN_SLOTS_PER_ELEM,
+};
 use rampart_bpf::xdp_trafficgen::{XdpTrafficgenSkel, XdpTrafficgenSkelBuilder};
 use rampart_dataplane::error::BpfContext;
 use rampart_dataplane::{netns, testrun};
@@ -285,7 +287,11 @@ impl Generator {
             .bpf_context(|| "reading gen_state".into())?
             .unwrap_or_default();
         Ok(v.iter()
-            .map(|b| u64::from_ne_bytes(b[0..8].try_into().unwrap_or_default()))
+            .map(|b| {
+                bytemuck::try_pod_read_unaligned::<GenCpuState>(b)
+                    .unwrap_or_default()
+                    .pos
+            })
             .sum())
     }
 

@@ -10,8 +10,6 @@ pub use rampart_dataplane::emulated_nic::{EmulatedNicTable, RuleStats};
 use crate::error::Result;
 use crate::topology::{Lab, NIC_WAN_IF};
 
-/// Default K, as in the paper's evaluation.
-pub const DEFAULT_CAPACITY: u32 = 512;
 /// Largest table the lab builds (real cards hold ~512–2K exact rules).
 pub const MAX_CAPACITY: u32 = 65_536;
 

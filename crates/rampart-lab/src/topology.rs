@@ -481,7 +481,10 @@ impl Lab {
                 "net.ipv6.conf.all.forwarding=1",
             ],
         )?;
-        self.attach_nic(opts.nic_capacity.unwrap_or(crate::nic::DEFAULT_CAPACITY))?;
+        self.attach_nic(
+            opts.nic_capacity
+                .unwrap_or(rampart_bpf::abi::lab::NIC_DEFAULT_CAPACITY),
+        )?;
         Ok(())
     }
 

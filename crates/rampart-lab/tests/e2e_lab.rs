@@ -179,7 +179,7 @@ fn the_emulated_nic_table_drops_matches_with_per_rule_counters() {
     let lab = TestLab::up("nict", 0);
     let sink = rampart_lab::sink::Sink::attach(&lab.host_ns(), HOST_IF, false).unwrap();
     let nic = rampart_lab::nic::open(&lab).unwrap();
-    assert_eq!(nic.capacity(), rampart_lab::nic::DEFAULT_CAPACITY);
+    assert_eq!(nic.capacity(), rampart_bpf::abi::lab::NIC_DEFAULT_CAPACITY);
     assert!(nic.is_empty().unwrap());
     let spec = GenSpec {
         sources: 4,

@@ -10,20 +10,26 @@
 //! the BPF parser's exact semantics (etherparse rejects or accepts other
 //! frames, e.g. it checks IPv4 total length against the slice).
 
+use rampart_bpf::abi::common::{
+    FRAG_FIRST, FRAG_LATER, PARSE_BAD_HEADER, PARSE_MAX_V6_EXT, PARSE_MAX_VLANS, PARSE_NOT_IP,
+    PARSE_STATUS_LABELS, PARSE_TOO_DEEP, PARSE_TRUNCATED,
+};
+
 use crate::tuple::{StreamTuple, ST_F_FRAG_FIRST, ST_F_FRAG_LATER, ST_F_IPV6};
 
 /// Why a frame gave no tuple (`enum parse_status`, minus `PARSE_OK`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[repr(u32)]
 pub enum ParseStatus {
     /// Not IPv4/IPv6 (ARP, LLDP, ...).
-    NotIp = 1,
+    NotIp = PARSE_NOT_IP,
     /// The frame ends inside a header it announces.
-    Truncated = 2,
+    Truncated = PARSE_TRUNCATED,
     /// An impossible header field.
-    BadHeader = 3,
+    BadHeader = PARSE_BAD_HEADER,
     /// More VLAN tags or IPv6 extension headers than the parser walks.
-    TooDeep = 4,
+    TooDeep = PARSE_TOO_DEEP,
 }
 
 impl ParseStatus {
@@ -32,19 +38,9 @@ impl ParseStatus {
         [Self::NotIp, Self::Truncated, Self::BadHeader, Self::TooDeep];
     /// Metric label.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::NotIp => "not_ip",
-            Self::Truncated => "truncated",
-            Self::BadHeader => "bad_header",
-            Self::TooDeep => "too_deep",
-        }
+        PARSE_STATUS_LABELS[self as usize]
     }
 }
-
-/// Same limits as bpf/common/abi.h.
-pub const PARSE_MAX_VLANS: usize = 2;
-/// Same limits as bpf/common/abi.h.
-pub const PARSE_MAX_V6_EXT: usize = 6;
 
 const ETH_P_IP: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86DD;
@@ -53,7 +49,7 @@ const ETH_P_8021AD: u16 = 0x88A8;
 
 #[derive(Default)]
 struct Info {
-    frag: u8, // 0 none, 1 first, 2 later
+    frag: u8, // enum parse_frag
     l4_proto: u8,
     sport: u16,
     dport: u16,
@@ -68,7 +64,7 @@ fn be16(d: &[u8], off: usize) -> u16 {
 
 #[inline(always)]
 fn parse_l4(d: &[u8], off: usize, pi: &mut Info) -> Result<(), ParseStatus> {
-    if pi.frag == 2 {
+    if pi.frag == FRAG_LATER {
         return Ok(());
     }
     match pi.l4_proto {
@@ -158,9 +154,9 @@ pub fn parse_frame(d: &[u8], ts_ns: u64) -> Result<StreamTuple, ParseStatus> {
             pi.l4_proto = d[off + 9];
             let frag = be16(d, off + 6);
             if frag & 0x1fff != 0 {
-                pi.frag = 2;
+                pi.frag = FRAG_LATER;
             } else if frag & 0x2000 != 0 {
-                pi.frag = 1;
+                pi.frag = FRAG_FIRST;
             }
             parse_l4(d, off + hlen, &mut pi)?;
         }
@@ -211,13 +207,13 @@ pub fn parse_frame(d: &[u8], ts_ns: u64) -> Result<StreamTuple, ParseStatus> {
                             // payload (extension headers of the
                             // fragmentable part included); never walk it
                             // (as bpf/common/parse.h).
-                            pi.frag = 2;
+                            pi.frag = FRAG_LATER;
                             pi.l4_proto = nexthdr;
                             done = true;
                             break;
                         }
                         if fo & 1 != 0 {
-                            pi.frag = 1;
+                            pi.frag = FRAG_FIRST;
                         }
                     }
                     _ => {

@@ -41,8 +41,7 @@ fn now_ns() -> u64 {
 
 fn record(data: &[u8]) -> StreamTuple {
     assert_eq!(data.len(), 56, "the frame became the 56-byte record");
-    // SAFETY: 56 bytes, plain data.
-    unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<StreamTuple>()) }
+    bytemuck::pod_read_unaligned(data)
 }
 
 fn sub(a: Counters, b: Counters) -> Counters {

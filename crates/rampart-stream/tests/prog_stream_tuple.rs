@@ -39,8 +39,7 @@ fn bpf(skel: &XdpStreamProbeSkel<'_>, frame: &[u8]) -> stream_probe_out {
         .unwrap()
         .unwrap();
     assert_eq!(v.len(), std::mem::size_of::<stream_probe_out>());
-    // SAFETY: plain old data generated from BTF, length checked.
-    unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<stream_probe_out>()) }
+    bytemuck::pod_read_unaligned(&v)
 }
 
 /// Compare one frame; returns the status for statistics.

@@ -30,7 +30,7 @@ use super::config::{Action, OffloadConfig, Timestamps};
 use super::objcheck::{self, ObjectReport};
 use super::predicate::Predicate;
 use crate::flowid::KeyMode;
-use rampart_bpf::abi::{ST_OFF_CLAUSES, ST_OFF_RANGES, ST_OFF_XSKS};
+use rampart_bpf::abi::stream::{ST_OFF_CLAUSES, ST_OFF_RANGES, ST_OFF_XSKS};
 
 /// What kind of operator, as far as offloading is concerned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
