@@ -284,14 +284,14 @@ pub fn mutations(seed: u64, n: usize) -> Vec<Case> {
     let mut rng = Rng(seed | 1);
     (0..n)
         .map(|i| {
-            let b = &base[rng.below(base.len())];
+            let b = &base[rng.index(base.len())];
             let mut f = b.frame.clone();
             for _ in 0..1 + rng.below(4) {
-                let pos = rng.below(f.len().min(96));
+                let pos = rng.index(f.len().min(96));
                 f[pos] = rng.next() as u8;
             }
             if f.len() > MIN_XDP_FRAME && rng.below(4) == 0 {
-                f.truncate(MIN_XDP_FRAME + rng.below(f.len() - MIN_XDP_FRAME));
+                f.truncate(MIN_XDP_FRAME + rng.index(f.len() - MIN_XDP_FRAME));
             }
             Case::new(format!("mutation {i} of {}", b.name), Kind::Mutation, f)
         })
@@ -321,8 +321,13 @@ impl Rng {
     }
 
     /// A value in `0..n`.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// An index into something `n` long.
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
     }
 }
 
