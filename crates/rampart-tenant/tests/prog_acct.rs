@@ -13,9 +13,7 @@ use std::os::fd::AsRawFd;
 
 use common::*;
 use rampart_tenant::host::HostAgent;
-
-const PASS: u32 = 2;
-const DROP: u32 = 1;
+use rampart_testkit::prog::{XDP_DROP as DROP, XDP_PASS as PASS};
 
 fn pin_to_one_cpu() {
     rampart_lab::testing::pin_this_thread(0);

@@ -39,7 +39,8 @@ pub struct Case {
 }
 
 impl Case {
-    fn new(name: impl Into<String>, kind: Kind, frame: Vec<u8>) -> Self {
+    /// A case whose expected outcome is the oracle's for `frame`.
+    pub fn new(name: impl Into<String>, kind: Kind, frame: Vec<u8>) -> Self {
         let expect = parse::expect(&frame);
         Self {
             name: name.into(),
