@@ -60,21 +60,48 @@ const V6: (&str, &str) = ("fd66::1:1", "fd10::2");
 
 /// The base frames with the status each was built to have.
 pub fn declared() -> Vec<(Case, Status)> {
-    use Status::*;
-    let (s4, d4) = V4;
-    let (s6, d6) = V6;
-    let udp4 = || Frame::udp(s4, d4, 1234, 53).ttl(61).payload(&[7; 20]);
-    let tcp4 = || {
+    let mut v = valid();
+    v.extend(malformed());
+    v.into_iter()
+        .map(|(name, f, status)| {
+            let kind = if status.malformed() {
+                Kind::Malformed
+            } else {
+                Kind::Valid
+            };
+            (Case::new(name, kind, f.build()), status)
+        })
+        .collect()
+}
+
+/// The frames the base corpus varies.
+struct Shapes;
+
+impl Shapes {
+    fn udp4() -> Frame {
+        Frame::udp(V4.0, V4.1, 1234, 53).ttl(61).payload(&[7; 20])
+    }
+    fn tcp4() -> Frame {
         Frame::tcp("10.0.0.9", "10.0.0.2", 40000, 80)
             .seq(1)
             .window(100)
-    };
-    let tcp6 = || {
-        Frame::tcp(s6, d6, 80, 40000)
+    }
+    fn tcp6() -> Frame {
+        Frame::tcp(V6.0, V6.1, 80, 40000)
             .window(100)
             .payload(&[1, 2, 3])
-    };
-    let udp6 = || Frame::udp(s6, d6, 4000, 53);
+    }
+    fn udp6() -> Frame {
+        Frame::udp(V6.0, V6.1, 4000, 53)
+    }
+}
+
+/// Well-formed frames of every kind: every parse path, and frames that are not IP.
+fn valid() -> Vec<(String, Frame, Status)> {
+    use Status::*;
+    let (s4, d4) = V4;
+    let (s6, d6) = V6;
+    let (udp4, tcp4, tcp6, udp6) = (Shapes::udp4, Shapes::tcp4, Shapes::tcp6, Shapes::udp6);
     let cases: Vec<(&str, Frame, Status)> = vec![
         ("udp4", udp4(), Ok),
         (
@@ -173,7 +200,30 @@ pub fn declared() -> Vec<(Case, Status)> {
             Frame::arp([10, 0, 0, 1], [10, 0, 0, 2]).vlan(3),
             NotIp,
         ),
-        // Malformed on purpose.
+    ];
+    let mut v: Vec<(String, Frame, Status)> = cases
+        .into_iter()
+        .map(|(n, f, s)| (n.to_string(), f, s))
+        .collect();
+    for (name, flags) in [
+        ("syn", tcp::SYN),
+        ("synack", tcp::SYN | tcp::ACK),
+        ("ack", tcp::ACK),
+        ("rstack", tcp::RST | tcp::ACK),
+        ("finack", tcp::FIN | tcp::ACK),
+    ] {
+        v.push((name.to_string(), tcp4().flags(flags), Ok));
+        v.push((format!("{name}6"), tcp6().flags(flags), Ok));
+    }
+    v
+}
+
+/// Frames built malformed on purpose, one or more per malformed status.
+fn malformed() -> Vec<(String, Frame, Status)> {
+    use Status::*;
+    let (s6, d6) = V6;
+    let (udp4, tcp4, tcp6, udp6) = (Shapes::udp4, Shapes::tcp4, Shapes::tcp6, Shapes::udp6);
+    let cases: Vec<(&str, Frame, Status)> = vec![
         (
             "vlan3",
             udp4().vlan_tag(ethertype::QINQ, 100).vlan(101).vlan(102),
@@ -229,29 +279,9 @@ pub fn declared() -> Vec<(Case, Status)> {
             Truncated,
         ),
     ];
-    let mut v: Vec<(String, Frame, Status)> = cases
+    cases
         .into_iter()
         .map(|(n, f, s)| (n.to_string(), f, s))
-        .collect();
-    for (name, flags) in [
-        ("syn", tcp::SYN),
-        ("synack", tcp::SYN | tcp::ACK),
-        ("ack", tcp::ACK),
-        ("rstack", tcp::RST | tcp::ACK),
-        ("finack", tcp::FIN | tcp::ACK),
-    ] {
-        v.push((name.to_string(), tcp4().flags(flags), Ok));
-        v.push((format!("{name}6"), tcp6().flags(flags), Ok));
-    }
-    v.into_iter()
-        .map(|(name, f, status)| {
-            let kind = if status.malformed() {
-                Kind::Malformed
-            } else {
-                Kind::Valid
-            };
-            (Case::new(name, kind, f.build()), status)
-        })
         .collect()
 }
 
