@@ -120,6 +120,27 @@ pub fn run_packet_in(prog_fd: RawFd, packet: &[u8], ingress: Ingress) -> Result<
     })
 }
 
+/// Mean run time of `prog_fd` over `repeat` kernel-side runs on `packet`
+/// (a cost measurement: the program runs again on the buffer it may have
+/// rewritten, and the output is discarded).
+///
+/// # Errors
+/// The kernel's error; `EINTR` when a signal stopped the loop part-way.
+pub fn mean_duration(prog_fd: RawFd, packet: &[u8], repeat: u32) -> Result<Duration> {
+    let mut out = vec![0u8; packet.len() + 512];
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: packet.as_ptr().cast(),
+        data_size_in: packet.len() as u32,
+        data_out: out.as_mut_ptr().cast(),
+        data_size_out: out.len() as u32,
+        repeat: repeat as i32,
+        ..Default::default()
+    };
+    run(&mut opts, prog_fd, "BPF_PROG_RUN (repeated)")?;
+    Ok(Duration::from_nanos(opts.duration.into()))
+}
+
 /// Run `prog_fd` `repeat` times on fresh copies of `frame` in live-frames
 /// mode: XDP_TX/XDP_REDIRECT really transmit, XDP_PASS injects into the
 /// stack of `ifindex` (which must be in the caller's network namespace).

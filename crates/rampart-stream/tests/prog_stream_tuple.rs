@@ -3,7 +3,7 @@
 //! `xdp_stream_probe` with BPF_PROG_RUN): same status, same tuple, same
 //! FlowID in every key mode, on well-formed frames, every truncation of
 //! them, and thousands of random mutations (the test kit's corpus), and the
-//! status the kit expects of `bpf/lib/parse.h`. This is what "one
+//! status the kit expects of `bpf/common/parse.h`. This is what "one
 //! definition of the tuple" means in practice.
 
 use std::os::fd::{AsFd, AsRawFd};

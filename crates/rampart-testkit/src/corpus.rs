@@ -1,5 +1,5 @@
 //! The parse corpus shared by every program that parses frames with
-//! `bpf/lib/parse.h` (the ddos filter and feature stage, the stream tuple
+//! `bpf/common/parse.h` (the ddos filter and feature stage, the stream tuple
 //! and offload programs, the tenant dispatcher, the parse probe).
 //!
 //! [`base`] holds valid frames of every kind and malformed ones covering

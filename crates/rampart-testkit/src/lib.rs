@@ -6,7 +6,7 @@
 //!   with correct checksums from etherparse, and the knobs to break a
 //!   frame on purpose (bad versions and lengths, truncation); plus
 //!   [`frame::check`], which verifies a frame's checksums.
-//! - [`parse`]: the expected outcome of `bpf/lib/parse.h` for any frame,
+//! - [`parse`]: the expected outcome of `bpf/common/parse.h` for any frame,
 //!   written from that header's contract.
 //! - [`corpus`]: one parse corpus shared by every program that parses
 //!   frames: valid frames of every kind, malformed ones, every truncation

@@ -1,5 +1,5 @@
-//! What `bpf/lib/parse.h` must make of a frame, written from its contract
-//! (the comment at its top and `bpf/shared/parse.h`) rather than from its
+//! What `bpf/common/parse.h` must make of a frame, written from its contract
+//! (the comment at its top and `bpf/common/abi.h`) rather than from its
 //! code: the oracle the corpus's expected outcomes come from.
 //!
 //! `tests/prog_parse.rs` of rampart-dataplane runs every corpus frame
@@ -63,9 +63,9 @@ pub enum Frag {
     Later = 2,
 }
 
-/// Limits of `bpf/shared/parse.h`.
+/// Limits of `bpf/common/abi.h`.
 pub const MAX_VLANS: usize = 2;
-/// Limits of `bpf/shared/parse.h`.
+/// Limits of `bpf/common/abi.h`.
 pub const MAX_V6_EXT: usize = 6;
 
 /// The expected `struct pkt_info` (host byte order throughout) and status.
