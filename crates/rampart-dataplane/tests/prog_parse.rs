@@ -1,10 +1,12 @@
 //! BPF_PROG_TEST_RUN tests of bpf/common/parse.h through xdp_parse_probe:
 //! every parse path and every kind of malformed frame, checked in the
-//! kernel's verifier and JIT exactly as the programs use it.
+//! kernel's verifier and JIT exactly as the programs use it; and the whole
+//! test-kit corpus (valid, malformed, every truncation, seeded mutations)
+//! against the kit's expected outcome, field by field.
 
+use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
-use etherparse::{IpNumber, Ipv4Header, PacketBuilder};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::abi::common::{
@@ -13,6 +15,10 @@ use rampart_bpf::abi::common::{
 };
 use rampart_bpf::xdp_parse_probe::{types::parse_out, XdpParseProbeSkel, XdpParseProbeSkelBuilder};
 use rampart_dataplane::testrun;
+use rampart_testkit::corpus;
+use rampart_testkit::frame::{ethertype, tcp, Ext, Frame};
+use rampart_testkit::parse::{Parsed, Status};
+use rampart_testkit::prog::XDP_PASS;
 
 fn load() -> XdpParseProbeSkel<'static> {
     assert!(
@@ -29,7 +35,7 @@ fn load() -> XdpParseProbeSkel<'static> {
 fn parse(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
     let out =
         testrun::run_packet(skel.progs.xdp_parse_probe.as_fd().as_raw_fd(), frame, 0).expect("run");
-    assert_eq!(out.retval, 2, "XDP_PASS");
+    assert_eq!(out.retval, XDP_PASS, "XDP_PASS");
     let v = skel
         .maps
         .parse_out
@@ -40,21 +46,104 @@ fn parse(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
     bytemuck::pod_read_unaligned(&v)
 }
 
-const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
-
 fn udp4(payload: usize) -> Vec<u8> {
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([192, 0, 2, 1], [198, 51, 100, 7], 61)
-        .udp(1234, 53)
-        .write(&mut v, &vec![0u8; payload])
-        .unwrap();
-    v
+    Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53)
+        .ttl(61)
+        .zeros(payload)
+        .build()
 }
 
 fn v4_words(a: [u8; 4]) -> [u32; 4] {
     [u32::from_ne_bytes(a), 0, 0, 0]
+}
+
+/// An address as pkt_info holds it: network-order 32-bit words.
+fn words(a: IpAddr) -> [u32; 4] {
+    match a {
+        IpAddr::V4(a) => v4_words(a.octets()),
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            std::array::from_fn(|i| u32::from_ne_bytes(o[4 * i..4 * i + 4].try_into().unwrap()))
+        }
+    }
+}
+
+/// The probe's pkt_info must be the kit's expectation; with a malformed
+/// status only the status is defined.
+fn assert_parsed(o: &parse_out, want: &Parsed, name: &str) {
+    assert_eq!(o.status, want.status as u32, "{name}: status");
+    if want.status.malformed() {
+        return;
+    }
+    let i = &o.info;
+    let got = (
+        i.vlan_depth,
+        i.vlan_id,
+        i.l3_proto,
+        i.l3_off,
+        i.family,
+        i.ip_len,
+        i.ttl,
+        i.frag,
+        i.l4_proto,
+    );
+    let expected = (
+        want.vlan_depth,
+        want.vlan_id,
+        want.l3_proto,
+        want.l3_off,
+        want.family,
+        want.ip_len,
+        want.ttl,
+        want.frag as u8,
+        want.l4_proto,
+    );
+    assert_eq!(
+        got, expected,
+        "{name}: (vlans, ids, l3 proto/off, family, ip_len, ttl, frag, l4 proto)"
+    );
+    let got = (
+        u16::from_be(i.sport),
+        u16::from_be(i.dport),
+        i.tcp_flags,
+        i.icmp_type,
+        i.icmp_code,
+    );
+    let expected = (
+        want.sport,
+        want.dport,
+        want.tcp_flags,
+        want.icmp_type,
+        want.icmp_code,
+    );
+    assert_eq!(got, expected, "{name}: (ports, TCP flags, ICMP type/code)");
+    if want.status == Status::Ok {
+        assert_eq!(i.l4_off, want.l4_off, "{name}: l4_off");
+        assert_eq!(i.saddr, words(want.saddr), "{name}: saddr");
+        assert_eq!(i.daddr, words(want.daddr), "{name}: daddr");
+    } else {
+        assert_eq!(
+            (i.saddr, i.daddr, i.l4_off),
+            ([0; 4], [0; 4], 0),
+            "{name}: not IP"
+        );
+    }
+}
+
+#[test]
+fn every_corpus_frame_parses_as_the_kit_expects() {
+    let s = load();
+    let cases = corpus::all(0x5eed_0f_9a45e, 3000);
+    let mut seen = std::collections::BTreeMap::new();
+    for c in &cases {
+        assert_parsed(&parse(&s, &c.frame), &c.expect, &c.name);
+        *seen.entry(c.expect.status).or_insert(0) += 1;
+    }
+    assert_eq!(
+        seen.len(),
+        Status::ALL.len(),
+        "every status covered: {seen:?}"
+    );
 }
 
 #[test]
@@ -72,24 +161,15 @@ fn ipv4_udp_tcp_icmp() {
     assert_eq!((u16::from_be(i.sport), u16::from_be(i.dport)), (1234, 53));
     assert_eq!((i.l3_off, i.l4_off, i.ip_len), (14, 34, 20 + 8 + 10));
 
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .tcp(5555, 80, 1, 100)
-        .syn()
-        .write(&mut v, &[])
-        .unwrap();
+    let v = Frame::tcp("10.0.0.1", "10.0.0.2", 5555, 80)
+        .flags(tcp::SYN)
+        .build();
     let o = parse(&s, &v);
     assert_eq!(o.status, PARSE_OK);
     assert_eq!((o.info.l4_proto, o.info.tcp_flags & 0x12), (6, 0x02));
     assert_eq!(u16::from_be(o.info.dport), 80);
 
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .icmpv4_echo_request(1, 2)
-        .write(&mut v, &[0; 8])
-        .unwrap();
+    let v = Frame::icmp_echo("10.0.0.1", "10.0.0.2").zeros(8).build();
     let o = parse(&s, &v);
     assert_eq!(
         (o.status, o.info.l4_proto, o.info.icmp_type),
@@ -100,14 +180,10 @@ fn ipv4_udp_tcp_icmp() {
 #[test]
 fn ipv4_options_are_skipped_by_ihl() {
     let s = load();
-    let mut ip = Ipv4Header::new(8, 64, IpNumber::UDP, [1, 2, 3, 4], [5, 6, 7, 8]).unwrap();
-    ip.options = [1u8, 1, 1, 0, 0x94, 4, 0, 0][..].try_into().unwrap(); // NOPs, EOL, router alert
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
-        .udp(7, 9)
-        .write(&mut v, &[])
-        .unwrap();
+    // NOPs, EOL, router alert.
+    let v = Frame::udp("1.2.3.4", "5.6.7.8", 7, 9)
+        .ipv4_options(&[1, 1, 1, 0, 0x94, 4, 0, 0])
+        .build();
     let o = parse(&s, &v);
     assert_eq!(o.status, PARSE_OK);
     assert_eq!((o.info.l4_off, u16::from_be(o.info.dport)), (14 + 28, 9));
@@ -121,15 +197,16 @@ fn vlan_stacks() {
         (2, PARSE_OK, 2),
         (3, PARSE_TOO_DEEP, 2),
     ] {
-        let base = udp4(4);
-        let mut v = base[..12].to_vec();
+        let mut f = Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53).zeros(4);
         for t in 0..tags {
-            let tpid: u16 = if t == 0 && tags > 1 { 0x88a8 } else { 0x8100 };
-            v.extend_from_slice(&tpid.to_be_bytes());
-            v.extend_from_slice(&(100u16 + t as u16).to_be_bytes());
+            let tpid = if t == 0 && tags > 1 {
+                ethertype::QINQ
+            } else {
+                ethertype::VLAN
+            };
+            f = f.vlan_tag(tpid, 100 + t as u16);
         }
-        v.extend_from_slice(&base[12..]);
-        let o = parse(&s, &v);
+        let o = parse(&s, &f.build());
         assert_eq!(o.status, want_status, "{tags} tags");
         assert_eq!(o.info.vlan_depth, depth);
         assert_eq!(o.info.vlan_id[0], 100);
@@ -143,17 +220,14 @@ fn vlan_stacks() {
 #[test]
 fn ipv4_fragments_never_read_l4_of_later_fragments() {
     let s = load();
-    let mut first = udp4(16);
-    first[14 + 6] = 0x20; // MF, offset 0
-    let o = parse(&s, &first);
+    let base = || Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53).zeros(16);
+    let o = parse(&s, &base().fragment(0, true).build());
     assert_eq!(
         (o.status, o.info.frag, u16::from_be(o.info.dport)),
         (PARSE_OK, FRAG_FIRST, 53)
     );
-    let mut later = udp4(16);
-    later[14 + 6] = 0x00;
-    later[14 + 7] = 0x03; // offset 3*8, payload looks like a UDP header but is not one
-    let o = parse(&s, &later);
+    // Offset 3*8: the payload looks like a UDP header but is not one.
+    let o = parse(&s, &base().fragment(3, false).build());
     assert_eq!(
         (o.status, o.info.frag, o.info.l4_proto),
         (PARSE_OK, FRAG_LATER, 17)
@@ -168,103 +242,59 @@ fn ipv4_fragments_never_read_l4_of_later_fragments() {
 #[test]
 fn malformed_ipv4() {
     let s = load();
-    let good = udp4(10);
+    let good = || Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53).zeros(10);
     // Bad IHL.
-    let mut v = good.clone();
-    v[14] = 0x44;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    assert_eq!(parse(&s, &good().ihl(4).build()).status, PARSE_BAD_HEADER);
     // IHL says options that are not there.
-    let mut v = good[..14 + 20].to_vec();
-    v[14] = 0x4f;
+    let v = good().ihl(15).truncate(14 + 20).build();
     assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED);
     // Total length below the header length.
-    let mut v = good.clone();
-    v[16] = 0;
-    v[17] = 12;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    assert_eq!(
+        parse(&s, &good().ip_len(12).build()).status,
+        PARSE_BAD_HEADER
+    );
     // Wrong version in an IPv4 EtherType.
-    let mut v = good.clone();
-    v[14] = 0x65;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    assert_eq!(
+        parse(&s, &good().version(6).build()).status,
+        PARSE_BAD_HEADER
+    );
     // Truncated inside IPv4, inside UDP, right after Ethernet. (Frames
     // shorter than an Ethernet header never reach XDP: BPF_PROG_RUN
     // refuses them with EINVAL, as drivers do not deliver them.)
-    assert_eq!(parse(&s, &good[..14 + 10]).status, PARSE_TRUNCATED);
-    assert_eq!(parse(&s, &good[..14 + 20 + 4]).status, PARSE_TRUNCATED);
-    assert_eq!(parse(&s, &good[..14]).status, PARSE_TRUNCATED);
+    for cut in [14 + 10, 14 + 20 + 4, 14] {
+        let v = good().truncate(cut).build();
+        assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED, "cut at {cut}");
+    }
     // TCP data offset below 5.
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([1, 1, 1, 1], [2, 2, 2, 2], 9)
-        .tcp(1, 2, 3, 4)
-        .write(&mut v, &[])
-        .unwrap();
-    v[14 + 20 + 12] = 0x40;
+    let v = Frame::tcp("1.1.1.1", "2.2.2.2", 1, 2)
+        .ttl(9)
+        .tcp_data_offset(4)
+        .build();
     assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
 }
 
 #[test]
 fn not_ip_is_reported_as_such() {
     let s = load();
-    let mut arp = vec![0xffu8; 6];
-    arp.extend_from_slice(&MAC_A);
-    arp.extend_from_slice(&[0x08, 0x06]);
-    arp.extend_from_slice(&[0u8; 28]);
-    let o = parse(&s, &arp);
+    let o = parse(&s, &Frame::arp([10, 0, 0, 1], [10, 0, 0, 2]).build());
     assert_eq!(
         (o.status, o.info.l3_proto, o.info.family),
         (PARSE_NOT_IP, 0x0806, 0)
     );
 }
 
-fn v6_with_ext(exts: &[(IpNumber, Vec<u8>)], l4: IpNumber, l4_bytes: &[u8]) -> Vec<u8> {
-    // Build IPv6 header + raw extension chain + L4 by hand.
-    let mut payload = Vec::new();
-    for (i, (_, body)) in exts.iter().enumerate() {
-        let next = exts.get(i + 1).map(|e| e.0).unwrap_or(l4);
-        let mut b = body.clone();
-        b[0] = next.0;
-        payload.extend_from_slice(&b);
-    }
-    payload.extend_from_slice(l4_bytes);
-    let first = exts.first().map(|e| e.0).unwrap_or(l4);
-    let ip = etherparse::Ipv6Header {
-        payload_length: payload.len() as u16,
-        next_header: first,
-        hop_limit: 33,
-        source: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-        destination: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
-        ..Default::default()
-    };
-    let mut v = MAC_B.to_vec();
-    v.extend_from_slice(&MAC_A);
-    v.extend_from_slice(&[0x86, 0xdd]);
-    ip.write(&mut v).unwrap();
-    v.extend_from_slice(&payload);
-    v
-}
+const V6_SRC: &str = "fd00::1";
+const V6_DST: &str = "fd00::2";
 
-fn udp_bytes(sport: u16, dport: u16) -> Vec<u8> {
-    let mut u = sport.to_be_bytes().to_vec();
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&[0, 8, 0, 0]);
-    u
-}
-
-fn opt_ext(len8: u8) -> Vec<u8> {
-    // generic options header: next, hdrlen (in 8-octet units beyond the first 8)
-    let mut b = vec![0u8; 8 * (len8 as usize + 1)];
-    b[1] = len8;
-    b[2] = 1; // PadN
-    b[3] = (b.len() - 4) as u8;
-    b
+fn v6_udp(sport: u16, dport: u16) -> Frame {
+    Frame::udp(V6_SRC, V6_DST, sport, dport).ttl(33)
 }
 
 #[test]
 fn ipv6_extension_chains() {
     let s = load();
     // Plain UDP.
-    let o = parse(&s, &v6_with_ext(&[], IpNumber::UDP, &udp_bytes(4000, 53)));
+    let o = parse(&s, &v6_udp(4000, 53).build());
     assert_eq!(
         (
             o.status,
@@ -276,13 +306,12 @@ fn ipv6_extension_chains() {
     );
     assert_eq!(o.info.saddr[3], u32::from_ne_bytes([0, 0, 0, 1]));
     assert_eq!(o.info.ttl, 33);
-    // Hop-by-hop + routing + destination options, then TCP-sized UDP.
-    let chain = vec![
-        (IpNumber::IPV6_HEADER_HOP_BY_HOP, opt_ext(0)),
-        (IpNumber::IPV6_ROUTE_HEADER, opt_ext(1)),
-        (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)),
-    ];
-    let v = v6_with_ext(&chain, IpNumber::UDP, &udp_bytes(1, 443));
+    // Hop-by-hop + routing + destination options, then UDP.
+    let v = v6_udp(1, 443)
+        .ext(Ext::HopByHop(0))
+        .ext(Ext::Routing(1))
+        .ext(Ext::DestOpts(0))
+        .build();
     let o = parse(&s, &v);
     assert_eq!(
         (o.status, o.info.l4_proto, u16::from_be(o.info.dport)),
@@ -290,54 +319,27 @@ fn ipv6_extension_chains() {
     );
     assert_eq!(o.info.l4_off as usize, 14 + 40 + 8 + 16 + 8);
     // Six extension headers is the limit; seven is too deep.
-    let six: Vec<_> = (0..6)
-        .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
-        .collect();
-    assert_eq!(
-        parse(&s, &v6_with_ext(&six, IpNumber::UDP, &udp_bytes(1, 2))).status,
-        PARSE_OK
-    );
-    let seven: Vec<_> = (0..7)
-        .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
-        .collect();
-    assert_eq!(
-        parse(&s, &v6_with_ext(&seven, IpNumber::UDP, &udp_bytes(1, 2))).status,
-        PARSE_TOO_DEEP
-    );
+    let chain = |n: usize| (0..n).fold(v6_udp(1, 2), |f, _| f.ext(Ext::DestOpts(0)));
+    assert_eq!(parse(&s, &chain(6).build()).status, PARSE_OK);
+    assert_eq!(parse(&s, &chain(7).build()).status, PARSE_TOO_DEEP);
     // An extension header that runs past the frame.
-    let mut v = v6_with_ext(
-        &[(IpNumber::IPV6_HEADER_HOP_BY_HOP, opt_ext(4))],
-        IpNumber::UDP,
-        &udp_bytes(1, 2),
-    );
-    v.truncate(14 + 40 + 8);
+    let v = v6_udp(1, 2)
+        .ext(Ext::HopByHop(4))
+        .truncate(14 + 40 + 8)
+        .build();
     assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED);
 }
 
 #[test]
 fn ipv6_fragments() {
     let s = load();
-    let frag = |offset_units: u16, more: bool| {
-        let fo = (offset_units << 3) | u16::from(more);
-        let mut b = vec![0u8; 8];
-        b[2..4].copy_from_slice(&fo.to_be_bytes());
-        b
-    };
-    let first = v6_with_ext(
-        &[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(0, true))],
-        IpNumber::UDP,
-        &udp_bytes(9, 53),
-    );
+    let first = v6_udp(9, 53).fragment(0, true).build();
     let o = parse(&s, &first);
     assert_eq!(
         (o.status, o.info.frag, u16::from_be(o.info.dport)),
         (PARSE_OK, FRAG_FIRST, 53)
     );
-    let later = v6_with_ext(
-        &[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(185, false))],
-        IpNumber::UDP,
-        &udp_bytes(9, 53),
-    );
+    let later = v6_udp(9, 53).fragment(185, false).build();
     let o = parse(&s, &later);
     assert_eq!(
         (o.status, o.info.frag, o.info.dport, o.info.l4_proto),
@@ -348,14 +350,15 @@ fn ipv6_fragments() {
 #[test]
 fn ipv6_truncated_and_esp() {
     let s = load();
-    let v = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 2));
-    assert_eq!(parse(&s, &v[..14 + 39]).status, PARSE_TRUNCATED);
-    assert_eq!(parse(&s, &v[..14 + 40 + 5]).status, PARSE_TRUNCATED);
+    for cut in [14 + 39, 14 + 40 + 5] {
+        let v = v6_udp(1, 2).truncate(cut).build();
+        assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED, "cut at {cut}");
+    }
     // ESP: the walk stops, no ports are invented.
-    let o = parse(
-        &s,
-        &v6_with_ext(&[], IpNumber(50), &[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]),
-    );
+    let v = Frame::ip(V6_SRC, V6_DST, 50)
+        .payload(&[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1])
+        .build();
+    let o = parse(&s, &v);
     assert_eq!(
         (o.status, o.info.l4_proto, o.info.sport, o.info.dport),
         (PARSE_OK, 50, 0, 0)

@@ -124,7 +124,7 @@ impl TenantTraffic {
             src_mac: topology::WAN_MAC,
             dst_mac: topology::HOST_MAC,
         };
-        // One complete template per destination (etherparse computes the
+        // One complete template per destination (the frame builder computes the
         // checksums); they differ only in the address and the two checksums.
         let tpls = dsts
             .iter()

@@ -264,13 +264,10 @@ mod tests {
     use crate::tuple::TupleExt;
 
     fn udp4() -> Vec<u8> {
-        let mut v = Vec::new();
-        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-            .ipv4([192, 0, 2, 1], [198, 51, 100, 7], 61)
-            .udp(1234, 53)
-            .write(&mut v, &[0; 10])
-            .unwrap();
-        v
+        rampart_testkit::frame::Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53)
+            .ttl(61)
+            .zeros(10)
+            .build()
     }
 
     #[test]

@@ -14,9 +14,7 @@ use std::os::fd::AsRawFd;
 use common::*;
 use rampart_bpf::abi::tenant::{TENANT_FAR_NS, TENANT_RUN_MAX};
 use rampart_tenant::host::HostAgent;
-
-const PASS: u32 = 2;
-const DROP: u32 = 1;
+use rampart_testkit::prog::{XDP_DROP as DROP, XDP_PASS as PASS};
 
 fn pin_to_one_cpu() {
     rampart_lab::testing::pin_this_thread(0);
