@@ -9,8 +9,15 @@
  *  - fixed-width types only, explicit padding, no bitfields;
  *  - structs reach Rust as the types libbpf-cargo generates from BTF, each
  *    with a size assert in crates/rampart-bpf/src/abi/;
- *  - enums are the single source of truth for names shown to users
- *    (drop reasons, tiers, ...).
+ *  - every `#define NAME VALUE` and enum member reaches Rust as
+ *    rampart_bpf::abi::<dir>::NAME, read from this text by rampart-bpf's
+ *    build script (crates/rampart-bpf/build/cheader.rs): values are integer
+ *    constant expressions, one enum member per line, no conditionals.
+ *    The Rust type is u32 (u64 if needed) unless a trailing comment
+ *    on the line (the `enum name {` line for an enum) says `rust: T`;
+ *  - an enum that ends in <PREFIX>MAX is a list of reasons counted per
+ *    value: its members count 0, 1, ... and their names, without PREFIX
+ *    and lower-cased, are the metric labels (<ENUM>_LABELS in Rust).
  */
 #ifndef RAMPART_COMMON_ABI_H
 #define RAMPART_COMMON_ABI_H
@@ -39,7 +46,7 @@ enum parse_status {
 };
 
 /* Fragment state of the IP packet. */
-enum parse_frag {
+enum parse_frag { /* rust: u8 */
 	FRAG_NONE = 0,
 	/* First fragment (offset 0, more fragments): carries the L4 header. */
 	FRAG_FIRST = 1,
@@ -53,7 +60,7 @@ enum parse_frag {
  * that judge sources count these under their own name (the ddos filter has
  * a pass reason per kind and a switch to drop them all).
  */
-enum parse_encap {
+enum parse_encap { /* rust: u8 */
 	PARSE_ENCAP_NONE = 0,
 	/* GRE (IP protocol 47). */
 	PARSE_ENCAP_GRE = 1,
@@ -70,13 +77,13 @@ enum parse_encap {
 };
 
 /* Shim headers between Ethernet/VLAN and IP that the parser walked (pkt_info.shim bits). */
-enum parse_shim {
+enum parse_shim { /* rust: u8 */
 	PARSE_SHIM_PPPOE = 1,
 	PARSE_SHIM_MPLS = 2,
 };
 
 /* VLAN ids kept in pkt_info (the outermost tags). */
-#define PARSE_VLAN_IDS 2
+#define PARSE_VLAN_IDS 2 /* rust: usize */
 /* The depth limits of parse_packet(). Programs configured at load time pass
  * their own (rodata) to parse_packet_lim(), up to the ceilings below: the
  * ddos filter and feature stage, which must judge every source, walk 4

@@ -20,7 +20,7 @@
  * Why the filter dropped a packet. These names are the metric labels
  * (lower-cased, without the prefix): blacklist, blacklist_prefix, ...
  */
-enum ddos_drop_reason {
+enum ddos_drop_reason { /* rust: usize */
 	/* Source matched an exact entry (IPv4 /32 or IPv6 /128). */
 	DDOS_DROP_BLACKLIST = 0,
 	/* Source matched a CIDR prefix. */
@@ -38,7 +38,7 @@ enum ddos_drop_reason {
 };
 
 /* Why the filter let a packet through. Same naming rule as the drop reasons. */
-enum ddos_pass_reason {
+enum ddos_pass_reason { /* rust: usize */
 	/* Parsed IPv4/IPv6, no blacklist match: handed to the next stage
 	 * (tail call into feature extraction) or XDP_PASS when there is none. */
 	DDOS_PASS_CLEAN = 0,
@@ -104,7 +104,7 @@ struct ddos_filter_config {
  * ctl.active. The entry id of slot s is in the same position of
  * ddos_bl4_ids and is only read when a counter is updated.
  */
-#define DDOS_BL4_SLOTS_PER_BUCKET 16
+#define DDOS_BL4_SLOTS_PER_BUCKET 16 /* rust: usize */
 /* An empty slot; 0.0.0.0/32 is therefore kept in the LPM trie. */
 #define DDOS_BL4_EMPTY 0x00000000u
 /* A retired (expired) slot: lookups probe past it. 255.255.255.255/32 goes to the LPM trie. */
@@ -126,11 +126,11 @@ struct ddos_filter_config {
  */
 #define DDOS_BL4_NARROW 0x100u
 #define DDOS_BL4_NARROW_MAX_SHIFT 11
-#define DDOS_BL4_N_SLOTS_PER_BUCKET 32
-#define DDOS_BL4_N_EMPTY 0x0000u
-#define DDOS_BL4_N_USED 0x8000u
+#define DDOS_BL4_N_SLOTS_PER_BUCKET 32 /* rust: usize */
+#define DDOS_BL4_N_EMPTY 0x0000u /* rust: u16 */
+#define DDOS_BL4_N_USED 0x8000u /* rust: u16 */
 /* A retired narrow slot: never equal to a lookup's value (no USED bit), not empty. */
-#define DDOS_BL4_N_TOMBSTONE 0x7fffu
+#define DDOS_BL4_N_TOMBSTONE 0x7fffu /* rust: u16 */
 /* Entry ids index ddos_counters and ddos_meta. */
 #define DDOS_ID_NONE 0xffffffffu
 
@@ -199,7 +199,7 @@ struct ddos_entry_meta {
 	__u32 _pad;
 };
 
-#define DDOS_META_USED 0x1
+#define DDOS_META_USED 0x1 /* rust: u16 */
 
 struct ddos_lpm4_key {
 	__u32 prefixlen;
@@ -234,10 +234,10 @@ struct ddos_addr6 {
  * hashing. cap is a power of two.
  */
 #define DDOS_FEAT_MAX_PROBES 64
-#define DDOS_FEAT_KEY_FREE 0ull
+#define DDOS_FEAT_KEY_FREE 0ull /* rust: u64 */
 
 /* Why the feature stage did not record a packet (it always passes it). */
-enum ddos_feat_skip {
+enum ddos_feat_skip { /* rust: usize */
 	DDOS_FEAT_SKIP_NOT_IP = 0,
 	/* Any parse status other than PARSE_OK / PARSE_NOT_IP: fields untrusted.
 	 * Also the IPv4 pair 0.0.0.0 → 0.0.0.0, whose key is the free marker
@@ -304,16 +304,6 @@ struct ddos_feat_stats {
 	/* Packets recorded into slot 0 / slot 1. */
 	__u64 recorded[2];
 	__u64 skipped[DDOS_FEAT_SKIP_MAX];
-};
-
-/*
- * Holds one of each enum so they reach BTF (and the Rust skeleton types)
- * even though programs only use their constants; xdp_filter defines one.
- */
-struct ddos_abi_enums {
-	enum ddos_drop_reason drop;
-	enum ddos_pass_reason pass;
-	enum ddos_feat_skip skip;
 };
 
 #endif /* RAMPART_DDOS_ABI_H */

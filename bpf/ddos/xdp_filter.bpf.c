@@ -34,8 +34,6 @@ _Static_assert(DDOS_PASS_ENCAP_MPLS - DDOS_PASS_ENCAP_GRE == PARSE_ENCAP_MPLS - 
 	       "one pass reason per enum parse_encap, in its order");
 
 const volatile struct ddos_filter_config ddos_filter_cfg = {};
-/* Never read: makes the ABI enums part of the object's BTF (see ddos.h). */
-const volatile struct ddos_abi_enums ddos_abi = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

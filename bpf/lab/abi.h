@@ -13,9 +13,9 @@
  * packs GEN_SLOTS_PER_ELEM indices so the table costs 4 bytes a slot
  * (an ARRAY map rounds values up to 8 bytes).
  */
-#define GEN_SLOTS_PER_ELEM 16
-#define GEN_SLOTS_MAX (1u << 22)
-#define GEN_ELEMS_MAX (GEN_SLOTS_MAX / GEN_SLOTS_PER_ELEM)
+#define GEN_SLOTS_PER_ELEM 16 /* rust: usize */
+#define GEN_SLOTS_MAX (1u << 22) /* rust: usize */
+#define GEN_ELEMS_MAX (GEN_SLOTS_MAX / GEN_SLOTS_PER_ELEM) /* rust: usize */
 #define GEN_MAX_CPUS 64
 
 struct gen_slots {
@@ -78,6 +78,7 @@ struct sink_src_key {
  * addresses with per-rule counters, like TC flower skip_sw rules on a
  * ConnectX/E810/Agilio card. Capacity K is the map's max_entries.
  */
+/* Default K (rules the table holds), as in the paper's evaluation. */
 #define NIC_DEFAULT_CAPACITY 512
 
 struct nic_rule_key {
@@ -111,7 +112,7 @@ struct nic_state {
  * differ only in the destination address and the two checksums, all
  * precomputed in userspace.
  */
-#define TGEN_MAX_DST 8
+#define TGEN_MAX_DST 8 /* rust: usize */
 
 struct tgen_config {
 	__u32 n_dst;
@@ -132,8 +133,8 @@ struct tgen_cpu_state {
  * Mixed tenant traffic (xdp_tenant_mix): up to TMIX_MAX_SLOT whole frames
  * of `len` bytes (a multiple of 8, at most TMIX_MAX_LEN), sent round robin.
  */
-#define TMIX_MAX_SLOT 16
-#define TMIX_MAX_LEN 128
+#define TMIX_MAX_SLOT 16 /* rust: usize */
+#define TMIX_MAX_LEN 128 /* rust: usize */
 
 struct tmix_config {
 	__u32 n_slot;

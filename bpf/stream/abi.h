@@ -28,7 +28,7 @@
 #include "common/abi.h"
 
 /* Bits of stream_tuple.flags. */
-enum stream_tuple_flag {
+enum stream_tuple_flag { /* rust: u8 */
 	/* Addresses are IPv6; otherwise IPv4 in saddr[0]/daddr[0], the rest zero. */
 	ST_F_IPV6 = 1 << 0,
 	/* First fragment of a fragmented IP packet (ports and flags are present). */
@@ -44,8 +44,8 @@ enum stream_tuple_flag {
 };
 
 /* stream_tuple.flags >> ST_KEY_MODE_SHIFT: how flow_id was computed. */
-#define ST_KEY_MODE_SHIFT 6
-enum stream_key_mode {
+#define ST_KEY_MODE_SHIFT 6 /* rust: u8 */
+enum stream_key_mode { /* rust: u8 */
 	/* flow_id not computed yet (a userspace FlowID operator will). */
 	ST_KEY_NONE = 0,
 	/* jhash of the 5-tuple <saddr, daddr, sport, dport, proto>. */
@@ -92,14 +92,14 @@ struct stream_tuple {
 /* ---- offload ---- */
 
 /* What happens to a frame that does not become a tuple record. */
-enum stream_off_action {
+enum stream_off_action { /* rust: u8 */
 	ST_OFF_DROP = 0,
 	/* Hand it to the kernel stack unchanged. */
 	ST_OFF_PASS = 1,
 };
 
 /* Where stream_tuple.ts_ns comes from. */
-enum stream_off_ts {
+enum stream_off_ts { /* rust: u8 */
 	/* bpf_ktime_get_ns() + stream_off_cfg.clock_offset_ns (the epoch). */
 	ST_TS_SOFTWARE = 0,
 	/*
@@ -129,8 +129,8 @@ enum stream_off_filter {
 };
 
 /* TCP flag clauses, port ranges and prefixes per direction. */
-#define ST_OFF_CLAUSES 4
-#define ST_OFF_RANGES 4
+#define ST_OFF_CLAUSES 4 /* rust: usize */
+#define ST_OFF_RANGES 4 /* rust: usize */
 /* Sockets in the XSKMAP: RX queue * replicas + replica. */
 #define ST_OFF_XSKS 64
 
@@ -177,7 +177,7 @@ struct stream_off_prefix {
 };
 
 /* Frames per outcome (per CPU on the host entry, atomic on the nfp one). */
-enum stream_off_counter {
+enum stream_off_counter { /* rust: usize */
 	/* Tuple records handed to a socket (host) / to the RX queue of the replica (nfp). */
 	ST_CNT_RECORDS = 0,
 	/* Not IPv4/IPv6 (ARP, LLDP, ...): passed to the stack. */
@@ -194,6 +194,17 @@ enum stream_off_counter {
 	/* Records stamped with the driver's RX timestamp. */
 	ST_CNT_TS_HW = 8,
 	ST_CNT_MAX = 9,
+};
+
+/* ---- no offload: xdp_stream_rx ---- */
+
+/* Frames per outcome of xdp_stream_rx (map stream_rx_stats, per CPU). */
+enum stream_rx_counter {
+	/* Handed to the AF_XDP socket of the frame's RX queue. */
+	STREAM_RX_REDIRECTED = 0,
+	/* The queue has no socket: passed to the stack. */
+	STREAM_RX_NO_SOCKET = 1,
+	STREAM_RX_MAX = 2,
 };
 
 #endif /* RAMPART_STREAM_ABI_H */

@@ -16,13 +16,6 @@ struct {
 	__type(value, __u32);
 } stream_xsks SEC(".maps");
 
-/* [STREAM_RX_REDIRECTED], [STREAM_RX_NO_SOCKET]: frames per outcome. */
-enum stream_rx_counter {
-	STREAM_RX_REDIRECTED = 0,
-	STREAM_RX_NO_SOCKET = 1,
-	STREAM_RX_MAX = 2,
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, STREAM_RX_MAX);

@@ -28,7 +28,7 @@
  * tag → VLAN id (outermost), else IPv4/IPv6 → destination address, else
  * SEL_OTHER (matched only by interface selectors).
  */
-enum tenant_sel_kind {
+enum tenant_sel_kind { /* rust: u8 */
 	SEL_PREFIX4 = 1,
 	SEL_PREFIX6 = 2,
 	SEL_VLAN = 3,
@@ -83,7 +83,7 @@ struct tenant_global {
 };
 
 /* Why the infrastructure dropped a packet (tenant programs' own XDP_DROP is a verdict, not a reason). */
-enum tenant_drop_reason {
+enum tenant_drop_reason { /* rust: usize */
 	/* The tenant's bucket was empty: rejected before its program ran. */
 	TDROP_NO_TOKENS = 0,
 	/* The program returned XDP_ABORTED, a raw XDP_REDIRECT or an unknown value. */
@@ -100,7 +100,7 @@ enum tenant_drop_reason {
 };
 
 /* Final verdicts as counted (index = XDP action). */
-#define TENANT_VERDICTS 5
+#define TENANT_VERDICTS 5 /* rust: usize */
 
 /* Per-tenant, per-CPU statistics (PERCPU_ARRAY indexed by tenant id). */
 struct tenant_stats {

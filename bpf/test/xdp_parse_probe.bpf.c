@@ -14,15 +14,6 @@ const volatile struct parse_limits parse_probe_limits = {
 	.max_v6_ext = PARSE_DEF_V6_EXT,
 };
 
-/* Never read: puts the parse enums into BTF (and the Rust skeleton types). */
-struct parse_abi_enums {
-	enum parse_status status;
-	enum parse_frag frag;
-	enum parse_encap encap;
-	enum parse_shim shim;
-};
-const volatile struct parse_abi_enums parse_abi = {};
-
 struct parse_out {
 	struct pkt_info info;
 	__u32 status;

@@ -5,6 +5,10 @@
 //! `rampart_bpf::<name>` (for `xdp_foo.bpf.c`, module `xdp_foo`, skeleton
 //! `XdpFooSkelBuilder`). Subdirectories are not scanned: `bpf/tenant/api/`
 //! is built at run time (tenant programs) and by rampart-tenant.
+//!
+//! It also reads every `bpf/<dir>/abi.h` into `OUT_DIR/abi_<dir>.rs` (the
+//! header's constants and reason labels, see `build/cheader.rs`), which
+//! `rampart_bpf::abi::<dir>` includes.
 
 use std::env;
 use std::ffi::OsStr;
@@ -14,6 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
+
+#[path = "build/cheader.rs"]
+mod cheader;
 
 fn clang() -> String {
     if let Ok(c) = env::var("RAMPART_CLANG") {
@@ -54,6 +61,8 @@ fn main() {
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     rerun_dir(&bpf_dir);
     println!("cargo:rerun-if-env-changed=RAMPART_CLANG");
+
+    abi_consts(&bpf_dir, &out);
 
     let clang = clang();
     let mut progs: Vec<PathBuf> = Vec::new();
@@ -121,76 +130,31 @@ fn main() {
         .unwrap();
     }
     fs::write(out.join("skels.rs"), index).unwrap();
-    fs::write(out.join("labels.rs"), labels(&bpf_dir)).unwrap();
 }
 
-/// The enums whose names users see (metric labels, JSON keys), each with
-/// the prefix its constants share.
-const LABELLED_ENUMS: &[(&str, &str, &str)] = &[
-    ("common/abi.h", "parse_status", "PARSE_"),
-    ("common/abi.h", "parse_encap", "PARSE_ENCAP_"),
-    ("ddos/abi.h", "ddos_drop_reason", "DDOS_DROP_"),
-    ("ddos/abi.h", "ddos_pass_reason", "DDOS_PASS_"),
-    ("ddos/abi.h", "ddos_feat_skip", "DDOS_FEAT_SKIP_"),
-];
-
-/// One `pub const <ENUM>: [&str; N]` per [`LABELLED_ENUMS`] entry: the
-/// label of each value, in value order — the constant's name without the
-/// prefix, lower-cased (`DDOS_DROP_TOO_DEEP` → `too_deep`). The enum's last
-/// constant (`…_MAX`) is its count. Values must run 0, 1, 2, ... so a label
-/// table is indexed by the value the BPF program stores.
-fn labels(bpf_dir: &Path) -> String {
-    let mut out = String::new();
-    for (file, name, prefix) in LABELLED_ENUMS {
-        let text = fs::read_to_string(bpf_dir.join(file)).expect("abi header");
-        let start = text
-            .find(&format!("enum {name} {{"))
-            .unwrap_or_else(|| panic!("enum {name} not found in bpf/{file}"));
-        let body = &text[start..start + text[start..].find("};").expect("end of enum")];
-        // Constants are `NAME = value,` lines; comments in between are skipped.
-        let mut consts: Vec<(String, u32)> = Vec::new();
-        for line in body.lines().skip(1) {
-            let line = line.trim();
-            let Some((k, v)) = line.split_once('=') else {
-                continue;
-            };
-            let k = k.trim();
-            if !k.starts_with(prefix) || k.contains(' ') {
-                continue;
-            }
-            let v: u32 = v
-                .trim()
-                .trim_end_matches(',')
-                .trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("{k} in enum {name}: the value must be a number"));
-            consts.push((k.to_string(), v));
+/// `OUT_DIR/abi_<dir>.rs` for every `bpf/<dir>/abi.h`; `common` first, as
+/// the others include it (its names may appear in their expressions).
+fn abi_consts(bpf_dir: &Path, out: &Path) {
+    let mut dirs: Vec<String> = fs::read_dir(bpf_dir)
+        .expect("bpf/")
+        .flatten()
+        .filter(|e| e.path().join("abi.h").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    dirs.sort_by_key(|d| (d != "common", d.clone()));
+    let mut common = std::collections::BTreeMap::new();
+    for dir in dirs {
+        let file = format!("bpf/{dir}/abi.h");
+        let src = fs::read_to_string(bpf_dir.join(&dir).join("abi.h")).expect("reading abi.h");
+        let mut known = common.clone();
+        let header = cheader::parse(&file, &src, &mut known).unwrap_or_else(|e| panic!("{e}"));
+        if dir == "common" {
+            common = known;
         }
-        let (last, count) = consts.pop().expect("an enum with constants");
-        assert!(
-            last.ends_with("_MAX") && count as usize == consts.len(),
-            "enum {name}: the last constant must be the count (…_MAX = {})",
-            consts.len()
-        );
-        for (i, (k, v)) in consts.iter().enumerate() {
-            assert_eq!(
-                *v as usize, i,
-                "enum {name}: {k} must be {i} (dense, in order)"
-            );
-        }
-        let labels: Vec<String> = consts
-            .iter()
-            .map(|(k, _)| format!("{:?}", k[prefix.len()..].to_ascii_lowercase()))
-            .collect();
-        writeln!(
-            out,
-            "/// Labels of `enum {name}` (bpf/{file}), by value.\n\
-             pub const {}: [&str; {}] = [{}];",
-            name.to_ascii_uppercase(),
-            labels.len(),
-            labels.join(", ")
+        fs::write(
+            out.join(format!("abi_{dir}.rs")),
+            cheader::rust(&file, &header),
         )
         .unwrap();
     }
-    out
 }

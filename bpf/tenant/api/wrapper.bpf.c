@@ -78,3 +78,12 @@ int rampart_tenant_entry(struct xdp_md *ctx)
 }
 
 RAMPART_LICENSE;
+
+/*
+ * The tenant API header repeats the two values a tenant program needs
+ * (it does not ship tenant/abi.h). Included last — it poisons helpers the
+ * wrapper itself calls — so that a drift fails this build: a different
+ * RAMPART_REDIRECT_BASE is a macro redefinition (-Werror).
+ */
+#include "tenant/api/rampart_tenant.h"
+_Static_assert(RAMPART_PORTS_MAX == TENANT_PORTS_MAX, "rampart_tenant.h: RAMPART_PORTS_MAX");

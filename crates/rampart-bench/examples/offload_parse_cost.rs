@@ -13,24 +13,15 @@ use std::time::Instant;
 use rampart_stream::flowid::{set_flow_id, KeyMode};
 use rampart_stream::parse::parse_frame;
 use rampart_stream::tuple::StreamTuple;
+use rampart_testkit::frame::Frame;
 
 const STRIDE: usize = 2048;
 const FRAMES: usize = 65_536; // 128 MiB of UMEM
 
 /// A 60-byte Ethernet/IPv4/UDP frame from 172.16.x.y (the lab generator's shape).
-fn frame(i: u32) -> [u8; 60] {
-    let mut f = [0u8; 60];
-    f[12] = 0x08; // IPv4
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&46u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&(0xac10_0000u32 + i % 4096).to_be_bytes());
-    f[30..34].copy_from_slice(&[10, 10, 0, 2]);
-    f[34..36].copy_from_slice(&1024u16.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&26u16.to_be_bytes());
-    f
+fn frame(i: u32) -> Vec<u8> {
+    let src = (0xac10_0000u32 + i % 4096).to_be_bytes();
+    Frame::udp(src, [10, 10, 0, 2], 1024, 9).zeros(18).build()
 }
 
 fn main() {
@@ -71,10 +62,7 @@ fn main() {
             for _ in 0..rounds {
                 for i in 0..FRAMES {
                     let r = &umem[i * STRIDE + REC..i * STRIDE + REC + 56];
-                    // SAFETY: 56 bytes of a record; StreamTuple is plain data.
-                    let t = unsafe {
-                        std::ptr::read_unaligned(black_box(r).as_ptr().cast::<StreamTuple>())
-                    };
+                    let t: StreamTuple = bytemuck::pod_read_unaligned(black_box(r));
                     *acc ^= black_box(t).flow_id;
                 }
             }

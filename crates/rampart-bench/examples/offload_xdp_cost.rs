@@ -15,21 +15,15 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use rampart_bpf::xdp_stream_rx::XdpStreamRxSkelBuilder;
+use rampart_dataplane::testrun;
 use rampart_stream::offload::{Entry, OffloadConfig, OffloadProgram};
+use rampart_testkit::frame::Frame;
 
-fn frame() -> [u8; 60] {
-    let mut f = [0u8; 60];
-    f[12] = 0x08;
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&46u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&[172, 16, 1, 2]);
-    f[30..34].copy_from_slice(&[10, 10, 0, 2]);
-    f[34..36].copy_from_slice(&1024u16.to_be_bytes());
-    f[36..38].copy_from_slice(&9u16.to_be_bytes());
-    f[38..40].copy_from_slice(&26u16.to_be_bytes());
-    f
+/// A 60-byte Ethernet/IPv4/UDP frame (the lab generator's shape).
+fn frame() -> Vec<u8> {
+    Frame::udp([172, 16, 1, 2], [10, 10, 0, 2], 1024, 9)
+        .zeros(18)
+        .build()
 }
 
 /// Mean ns per run over `n` runs, and the last verdict.
@@ -45,21 +39,8 @@ fn cost(prog: RawFd, n: u32) -> (f64, u32) {
 }
 
 fn cost1(prog: RawFd) -> (u32, u32) {
-    let pkt = frame();
-    let mut out = vec![0u8; 4096];
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: pkt.as_ptr().cast(),
-        data_size_in: pkt.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        repeat: 1,
-        ..Default::default()
-    };
-    // SAFETY: opts points at live buffers of the sizes given.
-    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog, &mut opts) };
-    assert_eq!(rc, 0, "BPF_PROG_RUN: {}", std::io::Error::last_os_error());
-    (opts.duration, opts.retval)
+    let out = testrun::run_packet(prog, &frame(), 0).expect("BPF_PROG_RUN");
+    (out.duration.as_nanos() as u32, out.retval)
 }
 
 fn main() {

@@ -21,7 +21,6 @@ use rampart_ddos::Prefix;
 use rampart_ddosd::{Config, Handle, Mode};
 use rampart_lab::dist::Dist;
 use rampart_lab::gen::{GenSpec, Generator, Limit};
-use rampart_lab::nic::NicTable;
 use rampart_lab::packet::Proto;
 use rampart_lab::topology::{UpOptions, HOST_IF};
 use rampart_lab::web::{self, Nginx, Wrk};
@@ -162,7 +161,7 @@ impl Drop for Cleanup {
 /// iptables counters of the attack range and the legitimate client, in the host's raw PREROUTING.
 fn ipt_setup(lab: &Lab) -> Result<()> {
     for src in ["172.16.0.0/12", "10.10.0.1/32"] {
-        rampart_lab::cmd::in_ns(
+        rampart_dataplane::cmd::in_ns(
             &lab.host_ns(),
             "iptables",
             &["-t", "raw", "-A", "PREROUTING", "-s", src],
@@ -173,7 +172,7 @@ fn ipt_setup(lab: &Lab) -> Result<()> {
 
 /// Packets counted by the host's raw PREROUTING rule for `src` (0 if unreadable).
 fn ipt_count(lab: &Lab, src: &str) -> u64 {
-    let out = rampart_lab::cmd::in_ns(
+    let out = rampart_dataplane::cmd::in_ns(
         &lab.host_ns(),
         "iptables",
         &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
@@ -192,8 +191,8 @@ fn ipt_leaked(lab: &Lab) -> u64 {
 
 /// Frames that entered the EMULATED NIC (its XDP program on nic-wan saw them).
 fn nic_in(lab: &Lab) -> Result<u64> {
-    Ok(rampart_lab::gen::veth_xdp_packets(
-        &lab.nic_ns(),
+    Ok(rampart_dataplane::xdp::veth_xdp_packets(
+        Some(&lab.nic_ns()),
         rampart_lab::topology::NIC_WAN_IF,
     )?)
 }
@@ -215,7 +214,7 @@ fn sampler(
     stop: &AtomicBool,
     out: &Mutex<Vec<Sample>>,
 ) -> Result<()> {
-    let nic = NicTable::open(lab)?;
+    let nic = rampart_lab::nic::open(lab)?;
     let filter = Filter::open(scope)?;
     let mut last: HashMap<IpAddr, u64> = HashMap::new();
     let mut nic_acc: u64 = 0;
@@ -250,13 +249,13 @@ fn sampler(
 }
 
 fn demo_config(lab: &Lab, args: &DemoSpec, dir: &Path) -> Result<Config> {
-    Ok(Config::lab_demo(
+    crate::ddos::lab_config(
         lab,
         args.interval,
         (args.attack_seconds + 2.0).max(4.0),
         args.nic_capacity,
         dir,
-    )?)
+    )
 }
 
 fn oracle_share(args: &DemoSpec, sent_udp: u64, sent_syn: u64) -> f64 {
@@ -503,6 +502,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
+        let v = &v["rampart"];
         if v["event"] != "block" {
             continue;
         }

@@ -13,6 +13,9 @@ pub enum Error {
     /// From the ddos data plane.
     #[error(transparent)]
     Ddos(#[from] rampart_ddos::Error),
+    /// A bad prefix.
+    #[error(transparent)]
+    Prefix(#[from] rampart_ddos_control::PrefixError),
     /// From the ddos daemon and its tiers.
     #[error(transparent)]
     Ddosd(#[from] rampart_ddosd::Error),

@@ -1,8 +1,10 @@
 //! The data-plane toolkit every rampart application uses: network
 //! namespaces, bpffs and pins, XDP attachment through `bpf_link`,
-//! `BPF_PROG_RUN`, per-CPU map reads, and probes that name a missing
-//! kernel feature instead of failing obscurely.
+//! `BPF_PROG_RUN`, per-CPU map reads, running the system's tools ([`cmd`]),
+//! and probes that name a missing kernel feature instead of failing obscurely.
 
+pub mod cmd;
+pub mod emulated_nic;
 pub mod error;
 pub mod features;
 pub mod maps;

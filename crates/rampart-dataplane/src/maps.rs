@@ -10,41 +10,11 @@ use libbpf_rs::MapCore;
 
 use crate::error::{Error, Result};
 
-/// Plain-old-data types that can be read from map bytes.
-///
-/// # Safety
-/// Implementors must be `repr(C)`, have no padding-dependent invariants and
-/// be valid for any bit pattern.
-pub unsafe trait Pod: Copy + Default {}
-// SAFETY: integers are valid for any bit pattern.
-unsafe impl Pod for u32 {}
-// SAFETY: integers are valid for any bit pattern.
-unsafe impl Pod for u64 {}
-
-/// Read a `T` from the start of `bytes` (unaligned).
-///
-/// # Panics
-/// If `bytes` is shorter than `T`.
-pub fn read_pod<T: Pod>(bytes: &[u8]) -> T {
-    assert!(
-        bytes.len() >= std::mem::size_of::<T>(),
-        "buffer shorter than value"
-    );
-    // SAFETY: length checked above; `T: Pod` is valid for any bit pattern.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) }
-}
-
-/// View a POD value as bytes (for map keys and values).
-pub fn pod_bytes<T: Pod>(v: &T) -> &[u8] {
-    // SAFETY: `T: Pod` has no invalid bytes to observe; lifetime tied to `v`.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
-}
-
 /// Read one key of a per-CPU map: one value per possible CPU.
 ///
 /// # Errors
 /// The lookup's error; a missing key gives an empty vector.
-pub fn lookup_percpu<T: Pod>(map: &impl MapCore, key: &[u8]) -> Result<Vec<T>> {
+pub fn lookup_percpu<T: bytemuck::Pod>(map: &impl MapCore, key: &[u8]) -> Result<Vec<T>> {
     let vals = map
         .lookup_percpu(key, libbpf_rs::MapFlags::ANY)
         .map_err(|e| Error::Bpf {
@@ -52,7 +22,11 @@ pub fn lookup_percpu<T: Pod>(map: &impl MapCore, key: &[u8]) -> Result<Vec<T>> {
             err: e,
         })?;
     Ok(vals
-        .map(|v| v.iter().map(|b| read_pod::<T>(b)).collect())
+        .map(|v| {
+            v.iter()
+                .map(|b| bytemuck::pod_read_unaligned(&b[..std::mem::size_of::<T>()]))
+                .collect()
+        })
         .unwrap_or_default())
 }
 

@@ -52,16 +52,50 @@ fn run(opts: &mut libbpf_sys::bpf_test_run_opts, prog_fd: RawFd, what: &str) -> 
     Ok(())
 }
 
+/// Where a test run's packet arrives: the `struct xdp_md` fields a
+/// program may read besides the packet.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Ingress {
+    /// Ingress interface (0 for none); it must be in the caller's network
+    /// namespace.
+    pub ifindex: u32,
+    /// RX queue of that interface (needs `ifindex`).
+    pub rx_queue: u32,
+}
+
 /// Run `prog_fd` once on `packet`; returns verdict and output packet.
 /// `ifindex` is the ingress interface the program sees (0 for none).
 ///
 /// # Errors
 /// The kernel's error (bad program type, packet too short or too long).
 pub fn run_packet(prog_fd: RawFd, packet: &[u8], ifindex: u32) -> Result<RunOutput> {
+    run_packet_in(
+        prog_fd,
+        packet,
+        Ingress {
+            ifindex,
+            rx_queue: 0,
+        },
+    )
+}
+
+/// Run `prog_fd` once on a copy of `packet` arriving as `ingress` says;
+/// returns verdict and output packet (up to 512 bytes longer than the
+/// input).
+///
+/// One run per call on purpose: with a kernel-side repeat count the
+/// program runs again on the frame it already rewrote, and a pending
+/// signal stops the loop part-way after some runs changed the maps.
+///
+/// # Errors
+/// The kernel's error (bad program type, packet too short or too long,
+/// an RX queue without an interface).
+pub fn run_packet_in(prog_fd: RawFd, packet: &[u8], ingress: Ingress) -> Result<RunOutput> {
     let mut out = vec![0u8; packet.len() + 512];
     let mut ctx = XdpMd {
         data_end: packet.len() as u32,
-        ingress_ifindex: ifindex,
+        ingress_ifindex: ingress.ifindex,
+        rx_queue_index: ingress.rx_queue,
         ..Default::default()
     };
     let mut opts = libbpf_sys::bpf_test_run_opts {
@@ -73,7 +107,7 @@ pub fn run_packet(prog_fd: RawFd, packet: &[u8], ifindex: u32) -> Result<RunOutp
         repeat: 1,
         ..Default::default()
     };
-    if ifindex != 0 {
+    if ingress != Ingress::default() {
         opts.ctx_in = (&raw mut ctx).cast_const().cast();
         opts.ctx_size_in = std::mem::size_of::<XdpMd>() as u32;
     }
@@ -84,6 +118,27 @@ pub fn run_packet(prog_fd: RawFd, packet: &[u8], ifindex: u32) -> Result<RunOutp
         data: out,
         duration: Duration::from_nanos(opts.duration.into()),
     })
+}
+
+/// Mean run time of `prog_fd` over `repeat` kernel-side runs on `packet`
+/// (a cost measurement: the program runs again on the buffer it may have
+/// rewritten, and the output is discarded).
+///
+/// # Errors
+/// The kernel's error; `EINTR` when a signal stopped the loop part-way.
+pub fn mean_duration(prog_fd: RawFd, packet: &[u8], repeat: u32) -> Result<Duration> {
+    let mut out = vec![0u8; packet.len() + 512];
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: packet.as_ptr().cast(),
+        data_size_in: packet.len() as u32,
+        data_out: out.as_mut_ptr().cast(),
+        data_size_out: out.len() as u32,
+        repeat: repeat as i32,
+        ..Default::default()
+    };
+    run(&mut opts, prog_fd, "BPF_PROG_RUN (repeated)")?;
+    Ok(Duration::from_nanos(opts.duration.into()))
 }
 
 /// Run `prog_fd` `repeat` times on fresh copies of `frame` in live-frames
@@ -100,7 +155,7 @@ pub fn run_live(
     repeat: u32,
     batch: u32,
 ) -> Result<Duration> {
-    // With live frames, data_end must equal the frame length (DESIGN §7).
+    // With live frames, data_end must equal the frame length (the kernel refuses anything else).
     let mut ctx = XdpMd {
         data_end: frame.len() as u32,
         ingress_ifindex: ifindex,

@@ -163,6 +163,47 @@ impl XdpLink {
     pub fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+
+    /// The `bpf_link` through which program `prog_id` runs on `iface` of
+    /// `ns`, found among the kernel's links (an XDP link reports only its
+    /// ifindex, so the program id tells apart equal ifindexes of other
+    /// namespaces). `None` when the program was attached without a link
+    /// (netlink), which cannot be replaced atomically here.
+    ///
+    /// # Errors
+    /// A missing namespace or interface.
+    pub fn find(ns: Option<&str>, iface: &str, prog_id: u32) -> Result<Option<Self>> {
+        let ifindex = netns::ifindex(ns, iface)?;
+        let mut id = 0u32;
+        loop {
+            let mut next = 0u32;
+            // SAFETY: plain syscall wrapper writing one u32.
+            if unsafe { libbpf_sys::bpf_link_get_next_id(id, &mut next) } < 0 {
+                return Ok(None);
+            }
+            id = next;
+            // SAFETY: plain syscall wrapper.
+            let raw = unsafe { libbpf_sys::bpf_link_get_fd_by_id(id) };
+            if raw < 0 {
+                continue; // gone meanwhile
+            }
+            // SAFETY: a fresh fd from the kernel, owned here.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // SAFETY: a C struct of integers and a union of them: all zeroes is valid.
+            let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+            // SAFETY: `info` is valid for `len` bytes of writes.
+            let rc =
+                unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+            if rc != 0 || info.type_ != libbpf_sys::BPF_LINK_TYPE_XDP || info.prog_id != prog_id {
+                continue;
+            }
+            // SAFETY: the union's `xdp` member is the one the kernel fills for XDP links.
+            if unsafe { info.__bindgen_anon_1.xdp.ifindex } == ifindex {
+                return Ok(Some(Self { fd }));
+            }
+        }
+    }
 }
 
 /// Id of the XDP program attached to `iface` in `ns` (any mode), if any.
@@ -194,6 +235,75 @@ pub fn attached_prog_id(ns: Option<&str>, iface: &str) -> Result<Option<u32>> {
         .find(|&id| id != 0);
         Ok(id)
     })
+}
+
+/// An fd of the loaded program `id`.
+///
+/// # Errors
+/// No such program (unloaded meanwhile), or no privilege.
+pub fn prog_fd(id: u32) -> Result<OwnedFd> {
+    // SAFETY: plain syscall wrapper.
+    let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    if raw < 0 {
+        return Err(Error::Io {
+            context: format!("opening BPF program {id}"),
+            err: io::Error::last_os_error(),
+        });
+    }
+    // SAFETY: a fresh fd from the kernel, owned here.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Ids of the maps program `id` uses.
+///
+/// # Errors
+/// As [`prog_fd`], or the info query's error.
+pub fn prog_map_ids(id: u32) -> Result<Vec<u32>> {
+    let fd = prog_fd(id)?;
+    let query = |info: &mut libbpf_sys::bpf_prog_info| {
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: `info` is valid for `len` bytes of writes, and any buffer it
+        // points to holds `nr_map_ids` u32s (set by the caller).
+        let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd.as_raw_fd(), info, &mut len) };
+        if rc < 0 {
+            Err(Error::Io {
+                context: format!("reading the maps of BPF program {id}"),
+                err: errno(rc),
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    query(&mut info)?;
+    let mut ids = vec![0u32; info.nr_map_ids as usize];
+    let mut info = libbpf_sys::bpf_prog_info {
+        nr_map_ids: ids.len() as u32,
+        map_ids: ids.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    query(&mut info)?;
+    // The program cannot gain maps after load; never read past what was written.
+    ids.truncate(info.nr_map_ids as usize);
+    Ok(ids)
+}
+
+/// Frames the XDP program of veth `iface` (in `ns`) has seen, from the
+/// veth driver's per-queue counters (`ethtool -S`, `rx_queue_<n>_xdp_packets`).
+///
+/// # Errors
+/// A failing `ethtool` (not installed, not a veth, no such interface).
+pub fn veth_xdp_packets(ns: Option<&str>, iface: &str) -> Result<u64> {
+    let out = match ns {
+        Some(ns) => crate::cmd::in_ns(ns, "ethtool", &["-S", iface])?,
+        None => crate::cmd::run("ethtool", &["-S", iface])?,
+    };
+    Ok(out
+        .lines()
+        .filter_map(|l| l.trim().split_once(": "))
+        .filter(|(k, _)| k.starts_with("rx_queue_") && k.ends_with("_xdp_packets"))
+        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+        .sum())
 }
 
 /// Name of a loaded program by id (as shown by `bpftool prog`).

@@ -1,40 +1,60 @@
 //! BPF_PROG_TEST_RUN tests of bpf/common/parse.h through xdp_parse_probe:
 //! every parse path and every kind of malformed frame, checked in the
-//! kernel's verifier and JIT exactly as the programs use it.
+//! kernel's verifier and JIT exactly as the programs use it, with
+//! `parse_packet()`'s depth limits and with others set in the probe's
+//! rodata (as the ddos filter loads them); and the whole test-kit corpus
+//! (valid, malformed, every truncation, seeded mutations) against the kit's
+//! expected outcome under both, field by field.
 
+use std::net::IpAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
-use etherparse::{IpNumber, Ipv4Header, PacketBuilder};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
+use rampart_bpf::abi::common::{
+    FRAG_FIRST, FRAG_LATER, FRAG_NONE, PARSE_BAD_HEADER, PARSE_ENCAP_GENEVE, PARSE_ENCAP_GRE,
+    PARSE_ENCAP_IPIP, PARSE_ENCAP_MPLS, PARSE_ENCAP_NONE, PARSE_ENCAP_VXLAN, PARSE_NOT_IP,
+    PARSE_OK, PARSE_SHIM_MPLS, PARSE_SHIM_PPPOE, PARSE_TOO_DEEP, PARSE_TRUNCATED,
+};
 use rampart_bpf::xdp_parse_probe::{types::parse_out, XdpParseProbeSkel, XdpParseProbeSkelBuilder};
 use rampart_dataplane::testrun;
+use rampart_testkit::corpus;
+use rampart_testkit::frame::{ethertype, tcp, Ext, Frame};
+use rampart_testkit::parse::{self as oracle, Limits, Parsed, Status};
+use rampart_testkit::prog::XDP_PASS;
 
-const PARSE_OK: u32 = 0;
-const PARSE_NOT_IP: u32 = 1;
-const PARSE_TRUNCATED: u32 = 2;
-const PARSE_BAD_HEADER: u32 = 3;
-const PARSE_TOO_DEEP: u32 = 4;
-const FRAG_NONE: u8 = 0;
-const FRAG_FIRST: u8 = 1;
-const FRAG_LATER: u8 = 2;
-
+/// The probe with `parse_packet()`'s limits.
 fn load() -> XdpParseProbeSkel<'static> {
+    load_with(Limits::DEFAULT)
+}
+
+/// The probe with other limits in its rodata (as the ddos filter loads them).
+fn load_with(lim: Limits) -> XdpParseProbeSkel<'static> {
     assert!(
         rampart_dataplane::features::is_root(),
         "BPF_PROG_RUN tests need root: run them with ./run test"
     );
-    XdpParseProbeSkelBuilder::default()
+    let mut open = XdpParseProbeSkelBuilder::default()
         .open(rampart_dataplane::skel::object_storage())
-        .expect("open")
-        .load()
-        .expect("load xdp_parse_probe (verifier)")
+        .expect("open");
+    let ro = open.maps.rodata_data.as_deref_mut().expect("rodata");
+    ro.parse_probe_limits.max_vlans = lim.max_vlans;
+    ro.parse_probe_limits.max_v6_ext = lim.max_v6_ext;
+    ro.parse_probe_limits.shims = u8::from(lim.shims);
+    open.load().expect("load xdp_parse_probe (verifier)")
 }
+
+/// The ddos filter's and feature stage's default limits.
+const FILTER_LIKE: Limits = Limits {
+    max_vlans: 4,
+    max_v6_ext: 8,
+    shims: true,
+};
 
 fn parse(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
     let out =
         testrun::run_packet(skel.progs.xdp_parse_probe.as_fd().as_raw_fd(), frame, 0).expect("run");
-    assert_eq!(out.retval, 2, "XDP_PASS");
+    assert_eq!(out.retval, XDP_PASS, "XDP_PASS");
     let v = skel
         .maps
         .parse_out
@@ -42,25 +62,124 @@ fn parse(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
         .unwrap()
         .unwrap();
     assert_eq!(v.len(), std::mem::size_of::<parse_out>());
-    // SAFETY: parse_out is plain old data generated from BTF and the length matches.
-    unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<parse_out>()) }
+    bytemuck::pod_read_unaligned(&v)
 }
 
-const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+fn udp4_frame(payload: usize) -> Frame {
+    Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53)
+        .ttl(61)
+        .zeros(payload)
+}
 
 fn udp4(payload: usize) -> Vec<u8> {
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([192, 0, 2, 1], [198, 51, 100, 7], 61)
-        .udp(1234, 53)
-        .write(&mut v, &vec![0u8; payload])
-        .unwrap();
-    v
+    udp4_frame(payload).build()
 }
 
 fn v4_words(a: [u8; 4]) -> [u32; 4] {
     [u32::from_ne_bytes(a), 0, 0, 0]
+}
+
+/// An address as pkt_info holds it: network-order 32-bit words.
+fn words(a: IpAddr) -> [u32; 4] {
+    match a {
+        IpAddr::V4(a) => v4_words(a.octets()),
+        IpAddr::V6(a) => {
+            let o = a.octets();
+            std::array::from_fn(|i| u32::from_ne_bytes(o[4 * i..4 * i + 4].try_into().unwrap()))
+        }
+    }
+}
+
+/// The probe's pkt_info must be the kit's expectation; with a malformed
+/// status only the status, the family and the addresses are defined.
+fn assert_parsed(o: &parse_out, want: &Parsed, name: &str) {
+    assert_eq!(o.status, want.status as u32, "{name}: status");
+    let i = &o.info;
+    assert_eq!(
+        (i.family, i.saddr, i.daddr),
+        (want.family, words(want.saddr), words(want.daddr)),
+        "{name}: family and addresses"
+    );
+    if want.status.malformed() {
+        return;
+    }
+    assert_eq!(
+        (i.shim, i.encap),
+        (want.shim, want.encap as u8),
+        "{name}: (shim, encap)"
+    );
+    let got = (
+        i.vlan_depth,
+        i.vlan_id,
+        i.l3_proto,
+        i.l3_off,
+        i.family,
+        i.ip_len,
+        i.ttl,
+        i.frag,
+        i.l4_proto,
+    );
+    let expected = (
+        want.vlan_depth,
+        want.vlan_id,
+        want.l3_proto,
+        want.l3_off,
+        want.family,
+        want.ip_len,
+        want.ttl,
+        want.frag as u8,
+        want.l4_proto,
+    );
+    assert_eq!(
+        got, expected,
+        "{name}: (vlans, ids, l3 proto/off, family, ip_len, ttl, frag, l4 proto)"
+    );
+    let got = (
+        u16::from_be(i.sport),
+        u16::from_be(i.dport),
+        i.tcp_flags,
+        i.icmp_type,
+        i.icmp_code,
+    );
+    let expected = (
+        want.sport,
+        want.dport,
+        want.tcp_flags,
+        want.icmp_type,
+        want.icmp_code,
+    );
+    assert_eq!(got, expected, "{name}: (ports, TCP flags, ICMP type/code)");
+    if want.status == Status::Ok {
+        assert_eq!(i.l4_off, want.l4_off, "{name}: l4_off");
+    } else {
+        assert_eq!(i.l4_off, 0, "{name}: not IP");
+    }
+}
+
+#[test]
+fn every_corpus_frame_parses_as_the_kit_expects() {
+    let cases = corpus::all(0x05ee_d0f9_a45e, 3000);
+    for lim in [Limits::DEFAULT, FILTER_LIKE] {
+        let s = load_with(lim);
+        let mut seen = std::collections::BTreeMap::new();
+        let mut encaps = std::collections::BTreeSet::new();
+        for c in &cases {
+            let want = oracle::expect_with(&c.frame, lim);
+            assert_parsed(
+                &parse(&s, &c.frame),
+                &want,
+                &format!("{} ({lim:?})", c.name),
+            );
+            *seen.entry(want.status).or_insert(0) += 1;
+            encaps.insert(want.encap);
+        }
+        assert_eq!(
+            seen.len(),
+            Status::ALL.len(),
+            "every status covered: {seen:?}"
+        );
+        assert!(encaps.len() >= 5, "tunnels covered: {encaps:?}");
+    }
 }
 
 #[test]
@@ -78,24 +197,15 @@ fn ipv4_udp_tcp_icmp() {
     assert_eq!((u16::from_be(i.sport), u16::from_be(i.dport)), (1234, 53));
     assert_eq!((i.l3_off, i.l4_off, i.ip_len), (14, 34, 20 + 8 + 10));
 
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .tcp(5555, 80, 1, 100)
-        .syn()
-        .write(&mut v, &[])
-        .unwrap();
+    let v = Frame::tcp("10.0.0.1", "10.0.0.2", 5555, 80)
+        .flags(tcp::SYN)
+        .build();
     let o = parse(&s, &v);
     assert_eq!(o.status, PARSE_OK);
     assert_eq!((o.info.l4_proto, o.info.tcp_flags & 0x12), (6, 0x02));
     assert_eq!(u16::from_be(o.info.dport), 80);
 
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .icmpv4_echo_request(1, 2)
-        .write(&mut v, &[0; 8])
-        .unwrap();
+    let v = Frame::icmp_echo("10.0.0.1", "10.0.0.2").zeros(8).build();
     let o = parse(&s, &v);
     assert_eq!(
         (o.status, o.info.l4_proto, o.info.icmp_type),
@@ -106,14 +216,10 @@ fn ipv4_udp_tcp_icmp() {
 #[test]
 fn ipv4_options_are_skipped_by_ihl() {
     let s = load();
-    let mut ip = Ipv4Header::new(8, 64, IpNumber::UDP, [1, 2, 3, 4], [5, 6, 7, 8]).unwrap();
-    ip.options = [1u8, 1, 1, 0, 0x94, 4, 0, 0][..].try_into().unwrap(); // NOPs, EOL, router alert
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
-        .udp(7, 9)
-        .write(&mut v, &[])
-        .unwrap();
+    // NOPs, EOL, router alert.
+    let v = Frame::udp("1.2.3.4", "5.6.7.8", 7, 9)
+        .ipv4_options(&[1, 1, 1, 0, 0x94, 4, 0, 0])
+        .build();
     let o = parse(&s, &v);
     assert_eq!(o.status, PARSE_OK);
     assert_eq!((o.info.l4_off, u16::from_be(o.info.dport)), (14 + 28, 9));
@@ -124,7 +230,7 @@ fn vlan_stacks() {
     let s = load();
     // parse_packet() walks two tags (QinQ), the ddos filter four (the
     // probe loaded with its limit); one more is too deep.
-    let filter_like = load_with(4, 8, 1);
+    let filter_like = load_with(FILTER_LIKE);
     for (s, tags, want_status, depth) in [
         (&s, 1usize, PARSE_OK, 1u8),
         (&s, 2, PARSE_OK, 2),
@@ -133,15 +239,16 @@ fn vlan_stacks() {
         (&filter_like, 4, PARSE_OK, 4),
         (&filter_like, 5, PARSE_TOO_DEEP, 4),
     ] {
-        let base = udp4(4);
-        let mut v = base[..12].to_vec();
+        let mut f = Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53).zeros(4);
         for t in 0..tags {
-            let tpid: u16 = if t == 0 && tags > 1 { 0x88a8 } else { 0x8100 };
-            v.extend_from_slice(&tpid.to_be_bytes());
-            v.extend_from_slice(&(100u16 + t as u16).to_be_bytes());
+            let tpid = if t == 0 && tags > 1 {
+                ethertype::QINQ
+            } else {
+                ethertype::VLAN
+            };
+            f = f.vlan_tag(tpid, 100 + t as u16);
         }
-        v.extend_from_slice(&base[12..]);
-        let o = parse(s, &v);
+        let o = parse(s, &f.build());
         assert_eq!(o.status, want_status, "{tags} tags");
         assert_eq!(o.info.vlan_depth, depth);
         assert_eq!(o.info.vlan_id[0], 100);
@@ -155,17 +262,14 @@ fn vlan_stacks() {
 #[test]
 fn ipv4_fragments_never_read_l4_of_later_fragments() {
     let s = load();
-    let mut first = udp4(16);
-    first[14 + 6] = 0x20; // MF, offset 0
-    let o = parse(&s, &first);
+    let base = || Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53).zeros(16);
+    let o = parse(&s, &base().fragment(0, true).build());
     assert_eq!(
         (o.status, o.info.frag, u16::from_be(o.info.dport)),
         (PARSE_OK, FRAG_FIRST, 53)
     );
-    let mut later = udp4(16);
-    later[14 + 6] = 0x00;
-    later[14 + 7] = 0x03; // offset 3*8, payload looks like a UDP header but is not one
-    let o = parse(&s, &later);
+    // Offset 3*8: the payload looks like a UDP header but is not one.
+    let o = parse(&s, &base().fragment(3, false).build());
     assert_eq!(
         (o.status, o.info.frag, o.info.l4_proto),
         (PARSE_OK, FRAG_LATER, 17)
@@ -180,103 +284,59 @@ fn ipv4_fragments_never_read_l4_of_later_fragments() {
 #[test]
 fn malformed_ipv4() {
     let s = load();
-    let good = udp4(10);
+    let good = || Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53).zeros(10);
     // Bad IHL.
-    let mut v = good.clone();
-    v[14] = 0x44;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    assert_eq!(parse(&s, &good().ihl(4).build()).status, PARSE_BAD_HEADER);
     // IHL says options that are not there.
-    let mut v = good[..14 + 20].to_vec();
-    v[14] = 0x4f;
+    let v = good().ihl(15).truncate(14 + 20).build();
     assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED);
     // Total length below the header length.
-    let mut v = good.clone();
-    v[16] = 0;
-    v[17] = 12;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    assert_eq!(
+        parse(&s, &good().ip_len(12).build()).status,
+        PARSE_BAD_HEADER
+    );
     // Wrong version in an IPv4 EtherType.
-    let mut v = good.clone();
-    v[14] = 0x65;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    assert_eq!(
+        parse(&s, &good().version(6).build()).status,
+        PARSE_BAD_HEADER
+    );
     // Truncated inside IPv4, inside UDP, right after Ethernet. (Frames
     // shorter than an Ethernet header never reach XDP: BPF_PROG_RUN
     // refuses them with EINVAL, as drivers do not deliver them.)
-    assert_eq!(parse(&s, &good[..14 + 10]).status, PARSE_TRUNCATED);
-    assert_eq!(parse(&s, &good[..14 + 20 + 4]).status, PARSE_TRUNCATED);
-    assert_eq!(parse(&s, &good[..14]).status, PARSE_TRUNCATED);
+    for cut in [14 + 10, 14 + 20 + 4, 14] {
+        let v = good().truncate(cut).build();
+        assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED, "cut at {cut}");
+    }
     // TCP data offset below 5.
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([1, 1, 1, 1], [2, 2, 2, 2], 9)
-        .tcp(1, 2, 3, 4)
-        .write(&mut v, &[])
-        .unwrap();
-    v[14 + 20 + 12] = 0x40;
+    let v = Frame::tcp("1.1.1.1", "2.2.2.2", 1, 2)
+        .ttl(9)
+        .tcp_data_offset(4)
+        .build();
     assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
 }
 
 #[test]
 fn not_ip_is_reported_as_such() {
     let s = load();
-    let mut arp = vec![0xffu8; 6];
-    arp.extend_from_slice(&MAC_A);
-    arp.extend_from_slice(&[0x08, 0x06]);
-    arp.extend_from_slice(&[0u8; 28]);
-    let o = parse(&s, &arp);
+    let o = parse(&s, &Frame::arp([10, 0, 0, 1], [10, 0, 0, 2]).build());
     assert_eq!(
         (o.status, o.info.l3_proto, o.info.family),
         (PARSE_NOT_IP, 0x0806, 0)
     );
 }
 
-fn v6_with_ext(exts: &[(IpNumber, Vec<u8>)], l4: IpNumber, l4_bytes: &[u8]) -> Vec<u8> {
-    // Build IPv6 header + raw extension chain + L4 by hand.
-    let mut payload = Vec::new();
-    for (i, (_, body)) in exts.iter().enumerate() {
-        let next = exts.get(i + 1).map(|e| e.0).unwrap_or(l4);
-        let mut b = body.clone();
-        b[0] = next.0;
-        payload.extend_from_slice(&b);
-    }
-    payload.extend_from_slice(l4_bytes);
-    let first = exts.first().map(|e| e.0).unwrap_or(l4);
-    let ip = etherparse::Ipv6Header {
-        payload_length: payload.len() as u16,
-        next_header: first,
-        hop_limit: 33,
-        source: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-        destination: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
-        ..Default::default()
-    };
-    let mut v = MAC_B.to_vec();
-    v.extend_from_slice(&MAC_A);
-    v.extend_from_slice(&[0x86, 0xdd]);
-    ip.write(&mut v).unwrap();
-    v.extend_from_slice(&payload);
-    v
-}
+const V6_SRC: &str = "fd00::1";
+const V6_DST: &str = "fd00::2";
 
-fn udp_bytes(sport: u16, dport: u16) -> Vec<u8> {
-    let mut u = sport.to_be_bytes().to_vec();
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&[0, 8, 0, 0]);
-    u
-}
-
-fn opt_ext(len8: u8) -> Vec<u8> {
-    // generic options header: next, hdrlen (in 8-octet units beyond the first 8)
-    let mut b = vec![0u8; 8 * (len8 as usize + 1)];
-    b[1] = len8;
-    b[2] = 1; // PadN
-    b[3] = (b.len() - 4) as u8;
-    b
+fn v6_udp(sport: u16, dport: u16) -> Frame {
+    Frame::udp(V6_SRC, V6_DST, sport, dport).ttl(33)
 }
 
 #[test]
 fn ipv6_extension_chains() {
     let s = load();
     // Plain UDP.
-    let o = parse(&s, &v6_with_ext(&[], IpNumber::UDP, &udp_bytes(4000, 53)));
+    let o = parse(&s, &v6_udp(4000, 53).build());
     assert_eq!(
         (
             o.status,
@@ -288,13 +348,12 @@ fn ipv6_extension_chains() {
     );
     assert_eq!(o.info.saddr[3], u32::from_ne_bytes([0, 0, 0, 1]));
     assert_eq!(o.info.ttl, 33);
-    // Hop-by-hop + routing + destination options, then TCP-sized UDP.
-    let chain = vec![
-        (IpNumber::IPV6_HEADER_HOP_BY_HOP, opt_ext(0)),
-        (IpNumber::IPV6_ROUTE_HEADER, opt_ext(1)),
-        (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)),
-    ];
-    let v = v6_with_ext(&chain, IpNumber::UDP, &udp_bytes(1, 443));
+    // Hop-by-hop + routing + destination options, then UDP.
+    let v = v6_udp(1, 443)
+        .ext(Ext::HopByHop(0))
+        .ext(Ext::Routing(1))
+        .ext(Ext::DestOpts(0))
+        .build();
     let o = parse(&s, &v);
     assert_eq!(
         (o.status, o.info.l4_proto, u16::from_be(o.info.dport)),
@@ -303,56 +362,33 @@ fn ipv6_extension_chains() {
     assert_eq!(o.info.l4_off as usize, 14 + 40 + 8 + 16 + 8);
     // Eight extension headers are walked by default (RFC 8200's order has
     // at most six: HBH, DST, RH, FRAG, AH, DST); nine are too deep.
-    let n = |k: usize| -> Vec<_> {
-        (0..k)
-            .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
-            .collect()
-    };
+    let chain = |n: usize| (0..n).fold(v6_udp(1, 2), |f, _| f.ext(Ext::DestOpts(0)));
     for k in [6, 7, 8] {
         assert_eq!(
-            parse(&s, &v6_with_ext(&n(k), IpNumber::UDP, &udp_bytes(1, 2))).status,
+            parse(&s, &chain(k).build()).status,
             PARSE_OK,
             "{k} extension headers"
         );
     }
-    assert_eq!(
-        parse(&s, &v6_with_ext(&n(9), IpNumber::UDP, &udp_bytes(1, 2))).status,
-        PARSE_TOO_DEEP
-    );
+    assert_eq!(parse(&s, &chain(9).build()).status, PARSE_TOO_DEEP);
     // An extension header that runs past the frame.
-    let mut v = v6_with_ext(
-        &[(IpNumber::IPV6_HEADER_HOP_BY_HOP, opt_ext(4))],
-        IpNumber::UDP,
-        &udp_bytes(1, 2),
-    );
-    v.truncate(14 + 40 + 8);
+    let v = v6_udp(1, 2)
+        .ext(Ext::HopByHop(4))
+        .truncate(14 + 40 + 8)
+        .build();
     assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED);
 }
 
 #[test]
 fn ipv6_fragments() {
     let s = load();
-    let frag = |offset_units: u16, more: bool| {
-        let fo = (offset_units << 3) | u16::from(more);
-        let mut b = vec![0u8; 8];
-        b[2..4].copy_from_slice(&fo.to_be_bytes());
-        b
-    };
-    let first = v6_with_ext(
-        &[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(0, true))],
-        IpNumber::UDP,
-        &udp_bytes(9, 53),
-    );
+    let first = v6_udp(9, 53).fragment(0, true).build();
     let o = parse(&s, &first);
     assert_eq!(
         (o.status, o.info.frag, u16::from_be(o.info.dport)),
         (PARSE_OK, FRAG_FIRST, 53)
     );
-    let later = v6_with_ext(
-        &[(IpNumber::IPV6_FRAGMENTATION_HEADER, frag(185, false))],
-        IpNumber::UDP,
-        &udp_bytes(9, 53),
-    );
+    let later = v6_udp(9, 53).fragment(185, false).build();
     let o = parse(&s, &later);
     assert_eq!(
         (o.status, o.info.frag, o.info.dport, o.info.l4_proto),
@@ -363,130 +399,88 @@ fn ipv6_fragments() {
 #[test]
 fn ipv6_truncated_and_esp() {
     let s = load();
-    let v = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 2));
-    assert_eq!(parse(&s, &v[..14 + 39]).status, PARSE_TRUNCATED);
-    assert_eq!(parse(&s, &v[..14 + 40 + 5]).status, PARSE_TRUNCATED);
+    for cut in [14 + 39, 14 + 40 + 5] {
+        let v = v6_udp(1, 2).truncate(cut).build();
+        assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED, "cut at {cut}");
+    }
     // ESP: the walk stops, no ports are invented.
-    let o = parse(
-        &s,
-        &v6_with_ext(&[], IpNumber(50), &[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1]),
-    );
+    let v = Frame::ip(V6_SRC, V6_DST, 50)
+        .payload(&[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 1])
+        .build();
+    let o = parse(&s, &v);
     assert_eq!(
         (o.status, o.info.l4_proto, o.info.sport, o.info.dport),
         (PARSE_OK, 50, 0, 0)
     );
 }
 
-/// The probe with other limits in its rodata (as the ddos filter loads them).
-fn load_with(max_vlans: u8, max_v6_ext: u8, shims: u8) -> XdpParseProbeSkel<'static> {
-    let mut open = XdpParseProbeSkelBuilder::default()
-        .open(rampart_dataplane::skel::object_storage())
-        .expect("open");
-    let ro = open.maps.rodata_data.as_deref_mut().expect("rodata");
-    ro.parse_probe_limits.max_vlans = max_vlans;
-    ro.parse_probe_limits.max_v6_ext = max_v6_ext;
-    ro.parse_probe_limits.shims = shims;
-    open.load().expect("load xdp_parse_probe (verifier)")
-}
-
 #[test]
 fn depth_limits_come_from_the_loader() {
-    let vlans = |tags: usize| {
-        let base = udp4(4);
-        let mut v = base[..12].to_vec();
-        for t in 0..tags {
-            v.extend_from_slice(&0x8100u16.to_be_bytes());
-            v.extend_from_slice(&(10 + t as u16).to_be_bytes());
-        }
-        v.extend_from_slice(&base[12..]);
-        v
-    };
-    let ext = |k: usize| {
-        let chain: Vec<_> = (0..k)
-            .map(|_| (IpNumber::IPV6_DESTINATION_OPTIONS, opt_ext(0)))
-            .collect();
-        v6_with_ext(&chain, IpNumber::UDP, &udp_bytes(1, 2))
-    };
+    let vlans = |tags: u8| (0..tags).fold(udp4_frame(4), |f, t| f.vlan(10 + u16::from(t)));
+    let ext = |k: u8| (0..k).fold(v6_udp(1, 2), |f, _| f.ext(Ext::DestOpts(0)));
     for (lv, le) in [(0u8, 0u8), (1, 2), (8, 16)] {
-        let s = load_with(lv, le, 0);
-        let (lv, le) = (usize::from(lv), usize::from(le));
+        let s = load_with(Limits {
+            max_vlans: lv,
+            max_v6_ext: le,
+            shims: false,
+        });
         assert_eq!(
-            parse(&s, &vlans(lv)).status,
+            parse(&s, &vlans(lv).build()).status,
             PARSE_OK,
             "{lv} tags, limit {lv}"
         );
         assert_eq!(
-            parse(&s, &vlans(lv + 1)).status,
+            parse(&s, &vlans(lv + 1).build()).status,
             PARSE_TOO_DEEP,
             "limit {lv}"
         );
         assert_eq!(
-            parse(&s, &ext(le)).status,
+            parse(&s, &ext(le).build()).status,
             PARSE_OK,
             "{le} headers, limit {le}"
         );
-        assert_eq!(parse(&s, &ext(le + 1)).status, PARSE_TOO_DEEP, "limit {le}");
+        assert_eq!(
+            parse(&s, &ext(le + 1).build()).status,
+            PARSE_TOO_DEEP,
+            "limit {le}"
+        );
     }
 }
-
-const ENCAP_NONE: u8 = 0;
-const ENCAP_GRE: u8 = 1;
-const ENCAP_IPIP: u8 = 2;
-const ENCAP_VXLAN: u8 = 3;
-const ENCAP_GENEVE: u8 = 4;
-const ENCAP_MPLS: u8 = 5;
-const SHIM_PPPOE: u8 = 1;
-const SHIM_MPLS: u8 = 2;
 
 #[test]
 fn ip_lengths_are_checked_against_the_frame() {
     let s = load();
     // Ethernet padding after the packet is fine: ip_len stays the packet's.
-    let mut padded = udp4(0);
-    padded.extend_from_slice(&[0; 18]);
-    let o = parse(&s, &padded);
+    let padded = Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53).pad_to(60);
+    let o = parse(&s, &padded.build());
     assert_eq!((o.status, o.info.ip_len), (PARSE_OK, 28));
     // An IPv4 packet longer than the frame is truncated, however whole its
     // headers are; its addresses are known (the header itself is whole).
-    let mut v = udp4(10);
-    v[16..18].copy_from_slice(&(20 + 8 + 11u16).to_be_bytes());
-    let o = parse(&s, &v);
+    let o = parse(&s, &udp4_frame(10).ip_len(20 + 8 + 11).build());
     assert_eq!((o.status, o.info.family), (PARSE_TRUNCATED, 4));
     assert_eq!(o.info.saddr, v4_words([192, 0, 2, 1]));
     // Exactly the frame: fine.
-    v[16..18].copy_from_slice(&(20 + 8 + 10u16).to_be_bytes());
-    assert_eq!(parse(&s, &v).status, PARSE_OK);
+    assert_eq!(
+        parse(&s, &udp4_frame(10).ip_len(20 + 8 + 10).build()).status,
+        PARSE_OK
+    );
     // IPv6: the payload length likewise; 0 (a jumbogram) is not checked.
-    let mut v = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 2));
-    v[18..20].copy_from_slice(&9u16.to_be_bytes());
-    assert_eq!(parse(&s, &v).status, PARSE_TRUNCATED);
-    v[18..20].copy_from_slice(&0u16.to_be_bytes());
-    assert_eq!(parse(&s, &v).status, PARSE_OK);
-}
-
-fn shim(frame: &[u8], ethertype: u16, header: &[u8]) -> Vec<u8> {
-    let mut v = frame[..12].to_vec();
-    v.extend_from_slice(&ethertype.to_be_bytes());
-    v.extend_from_slice(header);
-    v.extend_from_slice(&frame[14..]);
-    v
-}
-
-fn mpls_labels(n: usize) -> Vec<u8> {
-    (0..n)
-        .flat_map(|i| ((16u32 + i as u32) << 12 | u32::from(i + 1 == n) << 8 | 64).to_be_bytes())
-        .collect()
+    assert_eq!(
+        parse(&s, &v6_udp(1, 2).ip_len(9).build()).status,
+        PARSE_TRUNCATED
+    );
+    assert_eq!(parse(&s, &v6_udp(1, 2).ip_len(0).build()).status, PARSE_OK);
 }
 
 #[test]
 fn mpls_and_pppoe_are_not_ip_unless_asked() {
     // parse_packet() (tenant programs, the stream tap) does not walk them.
     let s = load();
-    for (et, h) in [
-        (0x8847u16, mpls_labels(1)),
-        (0x8864, vec![0x11, 0, 0, 1, 0, 30, 0, 0x21]),
+    for (et, f) in [
+        (0x8847u16, udp4_frame(4).mpls(16)),
+        (0x8864, udp4_frame(4).pppoe(1)),
     ] {
-        let o = parse(&s, &shim(&udp4(4), et, &h));
+        let o = parse(&s, &f.build());
         assert_eq!(
             (o.status, o.info.l3_proto, o.info.shim),
             (PARSE_NOT_IP, et, 0)
@@ -496,8 +490,9 @@ fn mpls_and_pppoe_are_not_ip_unless_asked() {
 
 #[test]
 fn mpls_label_stacks() {
-    let s = load_with(4, 8, 1);
-    let o = parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(1)));
+    let s = load_with(FILTER_LIKE);
+    let labels = |f: Frame, n: u32| (0..n).fold(f, |f, l| f.mpls(16 + l));
+    let o = parse(&s, &labels(udp4_frame(4), 1).build());
     assert_eq!(
         (
             o.status,
@@ -506,11 +501,10 @@ fn mpls_label_stacks() {
             o.info.l3_off,
             o.info.l4_off
         ),
-        (PARSE_OK, SHIM_MPLS, 0x0800, 18, 38)
+        (PARSE_OK, PARSE_SHIM_MPLS, 0x0800, 18, 38)
     );
     assert_eq!(u16::from_be(o.info.dport), 53);
-    let v6 = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 443));
-    let o = parse(&s, &shim(&v6, 0x8848, &mpls_labels(3)));
+    let o = parse(&s, &labels(v6_udp(1, 443), 3).mpls_multicast().build());
     assert_eq!(
         (
             o.status,
@@ -521,76 +515,57 @@ fn mpls_label_stacks() {
         (PARSE_OK, 6, 14 + 12, 443)
     );
     assert_eq!(
-        parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(8))).status,
+        parse(&s, &labels(udp4_frame(4), 8).build()).status,
         PARSE_OK
     );
     assert_eq!(
-        parse(&s, &shim(&udp4(4), 0x8847, &mpls_labels(9))).status,
+        parse(&s, &labels(udp4_frame(4), 9).build()).status,
         PARSE_TOO_DEEP
     );
     // No bottom of stack before the frame ends.
-    let mut no_bos = mpls_labels(2);
-    no_bos[6] &= !1;
-    assert_eq!(
-        parse(&s, &shim(&udp4(0), 0x8847, &no_bos)[..22]).status,
-        PARSE_TRUNCATED
-    );
+    let no_bos = Frame::ethertype(0x8847).payload(&[0, 1, 0, 64, 0, 1, 0, 64]);
+    assert_eq!(parse(&s, &no_bos.build()).status, PARSE_TRUNCATED);
     // An Ethernet pseudowire (control word, first nibble 0): not IP, a tunnel.
-    let mut pw = vec![0u8; 4];
-    pw.extend_from_slice(&udp4(4));
-    let mut v = shim(&udp4(0)[..14], 0x8847, &mpls_labels(1));
-    v.extend_from_slice(&pw);
-    let o = parse(&s, &v);
+    let mut pw = vec![0, 1, 1, 64, 0, 0, 0, 0];
+    pw.extend_from_slice(&udp4_frame(4).build());
+    let o = parse(&s, &Frame::ethertype(0x8847).payload(&pw).build());
     assert_eq!(
         (o.status, o.info.encap, o.info.shim),
-        (PARSE_NOT_IP, ENCAP_MPLS, SHIM_MPLS)
+        (PARSE_NOT_IP, PARSE_ENCAP_MPLS, PARSE_SHIM_MPLS)
     );
     assert_eq!(o.info.l3_proto, 0x8847);
 }
 
 #[test]
 fn pppoe_sessions() {
-    let pppoe = |inner: &[u8], ppp: u16| {
-        let mut h = vec![0x11, 0, 0x12, 0x34];
-        h.extend_from_slice(&((inner.len() - 14 + 2) as u16).to_be_bytes());
-        h.extend_from_slice(&ppp.to_be_bytes());
-        shim(inner, 0x8864, &h)
-    };
-    let s = load_with(4, 8, 1);
-    let o = parse(&s, &pppoe(&udp4(4), 0x0021));
+    let s = load_with(FILTER_LIKE);
+    let o = parse(&s, &udp4_frame(4).pppoe(0x1234).build());
     assert_eq!(
         (o.status, o.info.shim, o.info.l3_proto, o.info.l3_off),
-        (PARSE_OK, SHIM_PPPOE, 0x0800, 22)
+        (PARSE_OK, PARSE_SHIM_PPPOE, 0x0800, 22)
     );
     assert_eq!(o.info.saddr, v4_words([192, 0, 2, 1]));
-    let v6 = v6_with_ext(&[], IpNumber::UDP, &udp_bytes(1, 443));
-    let o = parse(&s, &pppoe(&v6, 0x0057));
+    let o = parse(&s, &v6_udp(1, 443).pppoe(1).build());
     assert_eq!((o.status, o.info.family, o.info.l3_off), (PARSE_OK, 6, 22));
     // Behind a VLAN tag.
-    let tagged = {
-        let p = pppoe(&udp4(4), 0x0021);
-        let mut v = p[..12].to_vec();
-        v.extend_from_slice(&[0x81, 0x00, 0, 7]);
-        v.extend_from_slice(&p[12..]);
-        v
-    };
-    let o = parse(&s, &tagged);
+    let o = parse(&s, &udp4_frame(4).pppoe(1).vlan(7).build());
     assert_eq!(
         (o.status, o.info.vlan_depth, o.info.l3_off),
         (PARSE_OK, 1, 26)
     );
     // The session's own control traffic (LCP) is not IP.
-    let o = parse(&s, &pppoe(&udp4(4), 0xc021));
+    let mut v = udp4_frame(4).pppoe(1).build();
+    v[20..22].copy_from_slice(&0xc021u16.to_be_bytes());
+    let o = parse(&s, &v);
     assert_eq!((o.status, o.info.l3_proto), (PARSE_NOT_IP, 0x8864));
     // Another version/type or a code: impossible in a session frame.
-    let mut v = pppoe(&udp4(4), 0x0021);
-    v[14] = 0x12;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
-    let mut v = pppoe(&udp4(4), 0x0021);
-    v[15] = 0x09;
-    assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER);
+    for (at, byte) in [(14, 0x12), (15, 0x09)] {
+        let mut v = udp4_frame(4).pppoe(1).build();
+        v[at] = byte;
+        assert_eq!(parse(&s, &v).status, PARSE_BAD_HEADER, "byte {at}");
+    }
     assert_eq!(
-        parse(&s, &pppoe(&udp4(4), 0x0021)[..20]).status,
+        parse(&s, &udp4_frame(4).pppoe(1).truncate(20).build()).status,
         PARSE_TRUNCATED
     );
 }
@@ -598,47 +573,34 @@ fn pppoe_sessions() {
 #[test]
 fn tunnels_are_reported() {
     let s = load();
-    let carrying = |proto: u8| {
-        let mut v = udp4(0)[..34].to_vec();
-        v.extend_from_slice(&[0, 0, 8, 0]);
-        v.extend_from_slice(&udp4(4)[14..]);
-        let tot = (v.len() - 14) as u16;
-        v[16..18].copy_from_slice(&tot.to_be_bytes());
-        v[14 + 9] = proto;
-        v
+    let inner = udp4_frame(4).build();
+    let carrying = |proto: u8, header: &[u8]| {
+        Frame::ip([192, 0, 2, 1], [198, 51, 100, 7], proto)
+            .payload(&[header, &inner[14..]].concat())
     };
-    for (proto, want) in [
-        (47u8, ENCAP_GRE),
-        (4, ENCAP_IPIP),
-        (41, ENCAP_IPIP),
-        (17, ENCAP_NONE),
+    for (proto, header, want) in [
+        (47u8, &[0u8, 0, 8, 0][..], PARSE_ENCAP_GRE),
+        (4, &[], PARSE_ENCAP_IPIP),
+        (41, &[], PARSE_ENCAP_IPIP),
+        (17, &[0x9c, 0x40, 0, 53, 0, 8, 0, 0], PARSE_ENCAP_NONE),
     ] {
-        let mut v = carrying(proto);
-        if proto == 17 {
-            v[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&8u16.to_be_bytes());
-        }
-        let o = parse(&s, &v);
+        let o = parse(&s, &carrying(proto, header).build());
         assert_eq!(
             (o.status, o.info.encap, o.info.l4_proto),
             (PARSE_OK, want, proto)
         );
     }
     // A later fragment of a GRE packet is a GRE packet too.
-    let mut v = carrying(47);
-    v[14 + 6..14 + 8].copy_from_slice(&0x0010u16.to_be_bytes());
-    let o = parse(&s, &v);
-    assert_eq!((o.info.frag, o.info.encap), (FRAG_LATER, ENCAP_GRE));
+    let o = parse(&s, &carrying(47, &[0, 0, 8, 0]).fragment(2, false).build());
+    assert_eq!((o.info.frag, o.info.encap), (FRAG_LATER, PARSE_ENCAP_GRE));
     for (port, want) in [
-        (4789u16, ENCAP_VXLAN),
-        (6081, ENCAP_GENEVE),
-        (4790, ENCAP_NONE),
+        (4789u16, PARSE_ENCAP_VXLAN),
+        (6081, PARSE_ENCAP_GENEVE),
+        (4790, PARSE_ENCAP_NONE),
     ] {
-        let mut v = Vec::new();
-        PacketBuilder::ethernet2(MAC_A, MAC_B)
-            .ipv4([203, 0, 113, 9], [198, 51, 100, 7], 64)
-            .udp(40000, port)
-            .write(&mut v, &[8, 0, 0, 0, 0, 0, 42, 0])
-            .unwrap();
+        let v = Frame::udp([203, 0, 113, 9], [198, 51, 100, 7], 40000, port)
+            .payload(&[8, 0, 0, 0, 0, 0, 42, 0])
+            .build();
         let o = parse(&s, &v);
         assert_eq!((o.status, o.info.encap), (PARSE_OK, want), "port {port}");
     }

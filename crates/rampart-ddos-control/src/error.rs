@@ -1,5 +1,5 @@
 //! Configuration errors: one line naming the key, the value and what is
-//! allowed.
+//! allowed; prefix errors: what the user wrote and what to write instead.
 
 /// A configuration value that cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,4 +71,27 @@ pub(crate) fn check_u64(key: &str, v: u64, lo: u64, hi: u64) -> Result<(), Confi
             allowed: format!("{lo} <= x <= {hi}"),
         })
     }
+}
+
+/// A prefix (or list of prefixes) that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PrefixError {
+    /// A prefix that cannot be parsed or is refused.
+    #[error("bad prefix {input:?}{}: {reason}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
+    BadPrefix {
+        /// What the user wrote.
+        input: String,
+        /// Line of the file it came from, if any.
+        line: Option<usize>,
+        /// Why, and what to write instead.
+        reason: String,
+    },
+    /// The same prefix twice in one request.
+    #[error("duplicate prefix {prefix} in the request{}: give each prefix once", .where_.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
+    Duplicate {
+        /// The normalised prefix.
+        prefix: String,
+        /// Where the two occurrences are (lines), if known.
+        where_: Option<String>,
+    },
 }

@@ -1,9 +1,9 @@
-//! rampart ddos, control logic (DESIGN §3, issue #3): what to block, when
+//! rampart ddos, control logic: what to block, when
 //! to unblock, and which blocked sources deserve a hardware rule.
 //!
 //! Pure logic: no BPF, no namespaces, no sleeping, no clock reads. Time is
 //! passed in as [`std::time::Instant`]s, traffic as feature intervals
-//! ([`Interval`], built from [`rampart_ddos::Snapshot`] records) and
+//! ([`Interval`] of [`FeatureRecord`]s, as the data path's snapshots give them) and
 //! per-source rates, so every rule here is testable with synthetic data.
 //!
 //! - [`Detection`] runs the enabled [`Detector`]s over one interval
@@ -26,8 +26,10 @@
 pub mod config;
 pub mod detect;
 pub mod error;
+pub mod features;
 pub mod monitor;
 pub mod planner;
+pub mod prefix;
 pub mod sources;
 #[cfg(test)]
 mod testutil;
@@ -37,10 +39,11 @@ pub use config::{
     PlannerConfig, RateConfig, SignatureConfig, SynFloodConfig, UdpFloodConfig, UdpVector,
 };
 pub use detect::{Detection, Detector, Learned};
-pub use error::ConfigError;
+pub use error::{ConfigError, PrefixError};
+pub use features::FeatureRecord;
 pub use monitor::{RateMonitor, Tracked, Unban};
 pub use planner::{Plan, PlanStats, Planner};
-pub use rampart_ddos::{FeatureRecord, Prefix};
+pub use prefix::{Kind, Prefix};
 pub use sources::{SourceStats, Sources};
 
 use serde::Serialize;

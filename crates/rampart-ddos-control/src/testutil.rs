@@ -3,7 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use rampart_ddos::features::sketch_bit;
+use crate::features::sketch_bit;
 
 use crate::{FeatureRecord, Prefix};
 

@@ -9,22 +9,15 @@ pub enum Error {
     /// From the data-plane toolkit (BPF, netns, pins, features).
     #[error(transparent)]
     Dataplane(#[from] rampart_dataplane::Error),
-    /// A prefix that cannot be parsed or is refused.
-    #[error("bad prefix {input:?}{}: {reason}", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
-    BadPrefix {
-        /// What the user wrote.
-        input: String,
-        /// Line of the file it came from, if any.
-        line: Option<usize>,
-        /// Why, and what to write instead.
-        reason: String,
-    },
-    /// The same prefix twice in one request.
+    /// A bad prefix, or a duplicate in a list.
+    #[error(transparent)]
+    Prefix(#[from] rampart_ddos_control::PrefixError),
+    /// The same prefix twice in one update.
     #[error("duplicate prefix {prefix} in the request{}: give each prefix once", .where_.as_ref().map(|w| format!(" ({w})")).unwrap_or_default())]
     Duplicate {
         /// The normalised prefix.
         prefix: String,
-        /// Where the two occurrences are (lines), if known.
+        /// Where the two occurrences are, if known.
         where_: Option<String>,
     },
     /// A prefix to block is blocked already.

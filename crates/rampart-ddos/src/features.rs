@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rampart_bpf::abi::ddos::{
-    FeatAddr6, FeatCtl, FeatStats, FeatVal, FEAT_KEY_FREE, FEAT_SKETCH_BITS, FEAT_SKIPS,
+    FeatAddr6, FeatCtl, FeatStats, FeatVal, DDOS_FEAT_KEY_FREE, DDOS_FEAT_SKETCH_BITS,
+    DDOS_FEAT_SKIP_MALFORMED, DDOS_FEAT_SKIP_NOT_IP, DDOS_FEAT_SKIP_TABLE_FULL,
 };
 use serde::Serialize;
 
@@ -25,74 +26,10 @@ use crate::filter::pin_dir;
 use crate::maps::{self, ArrayMmap, PinnedMap};
 use crate::prefix::words_addr;
 
-/// Aggregated counters of one (source, destination) pair over one
-/// interval. Per-protocol and flag counts are sums of per-CPU 32-bit
-/// counters (saturating).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct FeatureRecord {
-    /// Source address.
-    pub src: IpAddr,
-    /// Destination address.
-    pub dst: IpAddr,
-    /// Packets.
-    pub packets: u64,
-    /// Bytes (frame lengths).
-    pub bytes: u64,
-    /// TCP packets.
-    pub tcp: u32,
-    /// UDP packets.
-    pub udp: u32,
-    /// ICMP/ICMPv6 packets.
-    pub icmp: u32,
-    /// Other L4 protocols.
-    pub other: u32,
-    /// TCP SYN without ACK.
-    pub syn: u32,
-    /// TCP SYN+ACK.
-    pub synack: u32,
-    /// TCP RST.
-    pub rst: u32,
-    /// IP fragments.
-    pub frags: u32,
-    /// Destination-port sketch (OR over CPUs); serialised as the estimate
-    /// of distinct destination ports, `dports_est` ([`linear_count`]).
-    #[serde(rename = "dports_est", serialize_with = "ser_est")]
-    pub dport_sketch: [u64; 2],
-}
+pub use rampart_ddos_control::features::{linear_count, sketch_bit, FeatureRecord};
 
-fn ser_est<S: serde::Serializer>(sk: &[u64; 2], s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_f64((linear_count(sk) * 10.0).round() / 10.0)
-}
-
-impl FeatureRecord {
-    /// Distinct destination ports, estimated ([`linear_count`]).
-    pub fn dports_est(&self) -> f64 {
-        linear_count(&self.dport_sketch)
-    }
-}
-
-/// Bit of the destination-port sketch that `port` sets: the data path's
-/// `sketch_hash(port) >> 25` (a multiply–xorshift mix, so that the
-/// consecutive ports of a scan set bits as independently as random ones).
-pub fn sketch_bit(port: u16) -> u32 {
-    let mut h = u32::from(port).wrapping_mul(0x9e37_79b1);
-    h ^= h >> 15;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h >> 25
-}
-
-/// Linear counting on a 128-bit bitmap: with `z` zero bits out of `m`,
-/// n̂ = −m·ln(z/m). Standard error ≈ √(m(e^t − t − 1))/n with t = n/m
-/// (Whang et al. 1990): about 4% at 20 ports, 6% at 100, 11% at 300. With
-/// no zero bit left (≳ 600 ports) it returns the estimate for half a
-/// zero bit, a lower bound (≈ 709).
-pub fn linear_count(sketch: &[u64; 2]) -> f64 {
-    let m = f64::from(FEAT_SKETCH_BITS);
-    let ones: u32 = sketch.iter().map(|w| w.count_ones()).sum();
-    let zeros = f64::from(FEAT_SKETCH_BITS - ones);
-    -m * (zeros.max(0.5) / m).ln()
-}
+// The sketch the control logic decodes is the one the data path fills.
+const _: () = assert!(rampart_ddos_control::features::SKETCH_BITS == DDOS_FEAT_SKETCH_BITS);
 
 /// One interval as read.
 #[derive(Debug, Clone, Serialize)]
@@ -352,7 +289,7 @@ impl Features {
         };
         let cap4 = self.cap4;
         for (i, k) in keys4.iter_mut().enumerate() {
-            if *k == FEAT_KEY_FREE {
+            if *k == DDOS_FEAT_KEY_FREE {
                 continue;
             }
             let a = aggregate(vals4, ncpu, cap4, i);
@@ -365,11 +302,11 @@ impl Features {
             for c in 0..ncpu {
                 vals4[c * cap4 + i] = FeatVal::default();
             }
-            *k = FEAT_KEY_FREE;
+            *k = DDOS_FEAT_KEY_FREE;
         }
         let cap6 = self.cap6;
         for (i, k) in keys6.iter_mut().enumerate() {
-            if *k == FEAT_KEY_FREE {
+            if *k == DDOS_FEAT_KEY_FREE {
                 continue;
             }
             let a = aggregate(vals6, ncpu, cap6, i);
@@ -381,7 +318,7 @@ impl Features {
             for c in 0..ncpu {
                 vals6[c * cap6 + i] = FeatVal::default();
             }
-            *k = FEAT_KEY_FREE;
+            *k = DDOS_FEAT_KEY_FREE;
         }
     }
 
@@ -404,38 +341,10 @@ impl Features {
         let mut s = FeatureStats::default();
         for c in v {
             s.recorded += c.recorded[0] + c.recorded[1];
-            debug_assert_eq!(c.skipped.len(), FEAT_SKIPS);
-            s.skipped_not_ip += c.skipped[0];
-            s.skipped_malformed += c.skipped[1];
-            s.skipped_table_full += c.skipped[2];
+            s.skipped_not_ip += c.skipped[DDOS_FEAT_SKIP_NOT_IP];
+            s.skipped_malformed += c.skipped[DDOS_FEAT_SKIP_MALFORMED];
+            s.skipped_table_full += c.skipped[DDOS_FEAT_SKIP_TABLE_FULL];
         }
         Ok(s)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn linear_counting_is_close() {
-        // The bits the data path sets for n distinct ports: consecutive
-        // (a scan) and scattered, within about 3 standard errors.
-        for step in [1u32, 7919] {
-            for (n, tol) in [(1u32, 0.01), (20, 0.15), (100, 0.2), (300, 0.35)] {
-                let mut s = [0u64; 2];
-                for i in 0..n {
-                    let bit = sketch_bit((1000 + i * step) as u16);
-                    s[(bit >> 6) as usize] |= 1u64 << (bit & 63);
-                }
-                let est = linear_count(&s);
-                assert!(
-                    (est - f64::from(n)).abs() <= tol * f64::from(n) + 1.0,
-                    "step {step} n={n} est={est}"
-                );
-            }
-        }
-        assert_eq!(linear_count(&[0, 0]), 0.0);
-        assert!(linear_count(&[u64::MAX, u64::MAX]) > 700.0);
     }
 }

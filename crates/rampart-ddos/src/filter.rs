@@ -33,16 +33,11 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::abi::ddos::{
-    Bl4Bucket, Bl4Table, Counter, EntryMeta, FilterCtl, FilterStats as RawStats, BL4_NARROW,
-    BL4_N_EMPTY, BL4_N_SLOTS_PER_BUCKET, BL4_SLOTS_PER_BUCKET, DROP_REASONS, META_USED,
-    PASS_REASONS,
+    Bl4Bucket, Bl4Table, Counter, EntryMeta, FilterCtl, FilterStats as RawStats, DDOS_BL4_NARROW,
+    DDOS_BL4_N_EMPTY, DDOS_BL4_N_SLOTS_PER_BUCKET, DDOS_BL4_SLOTS_PER_BUCKET,
+    DDOS_DROP_REASON_LABELS, DDOS_DROP_REASON_MAX, DDOS_META_USED, DDOS_PASS_REASON_LABELS,
+    DDOS_PASS_REASON_MAX,
 };
-/// The parse depth limits: defaults and ceilings of `max_vlans` / `max_v6_ext`.
-pub use rampart_bpf::abi::parse::{PARSE_DEF_V6_EXT, PARSE_MAX_V6_EXT, PARSE_MAX_VLANS};
-
-/// VLAN tags the filter walks by default: QinQ and beyond (the generic
-/// `parse_packet()` walks 2; the filter has the verifier budget for more).
-pub const FILTER_DEF_VLANS: u32 = 4;
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
 use rampart_dataplane::error::BpfContext;
@@ -56,6 +51,13 @@ use crate::error::{Error, Result};
 use crate::maps::{self, ArrayMmap, PinnedMap};
 use crate::prefix::{Kind, Prefix};
 use crate::table;
+
+/// The parse depth limits: defaults and ceilings of `max_vlans` / `max_v6_ext`.
+pub use rampart_bpf::abi::common::{PARSE_DEF_V6_EXT, PARSE_MAX_V6_EXT, PARSE_MAX_VLANS};
+
+/// VLAN tags the filter walks by default: QinQ and beyond (the generic
+/// `parse_packet()` walks 2; the filter has the verifier budget for more).
+pub const FILTER_DEF_VLANS: u32 = 4;
 
 /// Pin names (see the module documentation).
 pub mod pins {
@@ -259,7 +261,7 @@ impl FilterConfig {
     }
 
     fn cap_buckets(&self) -> u32 {
-        (table::slots_for(self.max_entries as usize) / BL4_SLOTS_PER_BUCKET) as u32
+        (table::slots_for(self.max_entries as usize) / DDOS_BL4_SLOTS_PER_BUCKET) as u32
     }
 
     /// Key slots per interval slot: IPv4 and IPv6, powers of two, so that
@@ -331,6 +333,151 @@ pub struct UpdateReport {
     pub seconds: f64,
 }
 
+/// An update decided against the entries in use, before anything is
+/// written ([`Filter::apply`]'s validate step).
+struct Plan {
+    /// Entries in use and not expired, by prefix.
+    live: HashMap<Prefix, u32>,
+    /// Entries the data path let expire.
+    expired: Vec<(Prefix, u32)>,
+    /// Entries to add, each with a fresh id.
+    adds: Vec<BlockEntry>,
+    /// Live entries to remove.
+    removes: Vec<(Prefix, u32)>,
+    /// Kept entries whose expiry changes: (id, expiry on the boot clock).
+    refresh: Vec<(u32, u64)>,
+    /// Entries per table now, and after the update.
+    before: KindCounts,
+    after: KindCounts,
+    /// The boot clock when the update was decided.
+    now_boot: u64,
+}
+
+/// What publishing changed.
+struct Published {
+    /// The exact IPv4 table was rebuilt and flipped.
+    exact4_changed: bool,
+    /// That table, when it was.
+    table: Option<TableInfo>,
+}
+
+impl Plan {
+    /// Expiry on the boot clock of an entry with `ttl` (0: never).
+    fn expires_of(&self, ttl: Option<Duration>) -> u64 {
+        ttl.map_or(0, |t| {
+            self.now_boot.saturating_add(t.as_nanos() as u64).max(1)
+        })
+    }
+
+    /// The ids that leave: removed and expired entries.
+    fn gone_ids(&self) -> HashSet<u32> {
+        self.removes
+            .iter()
+            .chain(self.expired.iter())
+            .map(|(_, id)| *id)
+            .collect()
+    }
+
+    /// Adds, removes and refreshes for `up`: a `replace` list is diffed
+    /// against the live entries (kept ones keep their counters; one about
+    /// to expire is re-added with a fresh id); otherwise adds must be new
+    /// and removes present. Duplicates are refused either way.
+    fn diff(&mut self, up: &Update, near: &HashSet<Prefix>) -> Result<()> {
+        let mut seen: HashSet<Prefix> =
+            HashSet::with_capacity_and_hasher(up.add.len(), Default::default());
+        let duplicate = |p: &Prefix| Error::Duplicate {
+            prefix: p.to_string(),
+            where_: None,
+        };
+        for e in &up.add {
+            if !seen.insert(e.prefix) {
+                return Err(duplicate(&e.prefix));
+            }
+        }
+        if up.replace {
+            if !up.remove.is_empty() {
+                return Err(Error::Invalid(
+                    "internal: replace with a remove list".into(),
+                ));
+            }
+            let wanted: HashMap<Prefix, Option<Duration>> =
+                up.add.iter().map(|e| (e.prefix, e.ttl)).collect();
+            for (p, &id) in &self.live {
+                match wanted.get(p) {
+                    None => self.removes.push((*p, id)),
+                    Some(ttl) if near.contains(p) => {
+                        self.removes.push((*p, id));
+                        self.adds.push(BlockEntry {
+                            prefix: *p,
+                            ttl: *ttl,
+                        });
+                    }
+                    Some(ttl) => self.refresh.push((id, self.expires_of(*ttl))),
+                }
+            }
+            let new = up.add.iter().filter(|e| !self.live.contains_key(&e.prefix));
+            self.adds.extend(new);
+            return Ok(());
+        }
+        for p in &up.remove {
+            if !seen.insert(*p) {
+                return Err(duplicate(p));
+            }
+        }
+        for e in &up.add {
+            if self.live.contains_key(&e.prefix) {
+                return Err(Error::AlreadyBlocked {
+                    prefix: e.prefix.to_string(),
+                });
+            }
+            self.adds.push(*e);
+        }
+        for p in &up.remove {
+            let Some(&id) = self.live.get(p) else {
+                return Err(Error::NotBlocked {
+                    prefix: p.to_string(),
+                });
+            };
+            self.removes.push((*p, id));
+        }
+        Ok(())
+    }
+
+    /// Entries per table before and after; every table must have room.
+    fn count(&mut self, ctl: &FilterCtl) -> Result<()> {
+        for p in self.live.keys() {
+            self.before.bump(p.kind(), 1);
+        }
+        let mut after = self.before;
+        for (p, _) in &self.removes {
+            after.bump(p.kind(), -1);
+        }
+        let mut adding = KindCounts::default();
+        for e in &self.adds {
+            adding.bump(e.prefix.kind(), 1);
+        }
+        for (k, cap, flag) in [
+            (Kind::Exact4, ctl.cap_exact4, "--max-entries"),
+            (Kind::Exact6, ctl.cap_other, "--max-prefixes"),
+            (Kind::Prefix4, ctl.cap_other, "--max-prefixes"),
+            (Kind::Prefix6, ctl.cap_other, "--max-prefixes"),
+        ] {
+            if after.get(k) + adding.get(k) > cap as usize {
+                return Err(Error::TableFull {
+                    kind: k.name(),
+                    have: after.get(k),
+                    adding: adding.get(k),
+                    cap: cap as usize,
+                    flag,
+                });
+            }
+            after.bump(k, adding.get(k) as isize);
+        }
+        self.after = after;
+        Ok(())
+    }
+}
+
 /// Entries per table.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct KindCounts {
@@ -399,22 +546,6 @@ pub struct PktBytes {
     pub packets: u64,
     /// Bytes.
     pub bytes: u64,
-}
-
-/// Name of a drop reason index (the metric label), from `enum ddos_drop_reason`.
-pub fn drop_reason_name(i: usize) -> &'static str {
-    rampart_bpf::labels::DDOS_DROP_REASON
-        .get(i)
-        .copied()
-        .unwrap_or("unknown")
-}
-
-/// Name of a pass reason index (the metric label), from `enum ddos_pass_reason`.
-pub fn pass_reason_name(i: usize) -> &'static str {
-    rampart_bpf::labels::DDOS_PASS_REASON
-        .get(i)
-        .copied()
-        .unwrap_or("unknown")
 }
 
 /// The filter's counters, summed over CPUs.
@@ -894,7 +1025,7 @@ impl Filter {
         let mut free = Vec::new();
         for id in 0..self.meta.len() {
             let m = self.meta.get(id);
-            if m.flags & META_USED != 0 {
+            if m.flags & DDOS_META_USED != 0 {
                 if let Some(p) = Prefix::from_words(m.family, m.addr, m.prefixlen) {
                     used.push((p, id as u32));
                     continue;
@@ -917,14 +1048,14 @@ impl Filter {
             return false;
         }
         let h = table::home(k, t.mult, t.shift);
-        let narrow = t.shift & BL4_NARROW != 0;
+        let narrow = t.shift & DDOS_BL4_NARROW != 0;
         for i in 0..=t.max_dist {
             let s = h.wrapping_add(i) & t.mask;
             if narrow {
                 let b = self
                     .keys
-                    .get((t.base + s / BL4_N_SLOTS_PER_BUCKET as u32) as usize);
-                let j = s as usize % BL4_N_SLOTS_PER_BUCKET;
+                    .get((t.base + s / DDOS_BL4_N_SLOTS_PER_BUCKET as u32) as usize);
+                let j = s as usize % DDOS_BL4_N_SLOTS_PER_BUCKET;
                 let [b0, b1, b2, b3] = b.slot[j / 2].to_ne_bytes();
                 let v = u16::from_ne_bytes(if j.is_multiple_of(2) {
                     [b0, b1]
@@ -934,15 +1065,15 @@ impl Filter {
                 if v == table::narrow_word(k, t.mult, t.shift, i) {
                     return true;
                 }
-                if v == BL4_N_EMPTY {
+                if v == DDOS_BL4_N_EMPTY {
                     return false;
                 }
                 continue;
             }
             let b = self
                 .keys
-                .get((t.base + s / BL4_SLOTS_PER_BUCKET as u32) as usize);
-            let v = b.slot[(s as usize) % BL4_SLOTS_PER_BUCKET];
+                .get((t.base + s / DDOS_BL4_SLOTS_PER_BUCKET as u32) as usize);
+            let v = b.slot[(s as usize) % DDOS_BL4_SLOTS_PER_BUCKET];
             if v == k {
                 return true;
             }
@@ -1006,12 +1137,62 @@ impl Filter {
         self.apply(&Update::default())
     }
 
+    /// One update, in four steps: validate (decide everything, write
+    /// nothing), allocate (ids, counters, metadata of new entries), publish
+    /// (make the new set visible to the data path), retire (hide and, after
+    /// a grace period, free what left).
     fn apply_locked(&mut self, up: &Update, second_phase: bool) -> Result<UpdateReport> {
         let t0 = Instant::now();
         let ctl = self.ctl_snapshot();
-        let now_boot = clock::boot_ns();
         let (used, mut free) = self.scan();
+        let plan = self.validate(up, used, &ctl)?;
 
+        // Ids of removed and expired entries are only reusable after the
+        // grace period at the end of an update. When the free ids do not
+        // cover the additions (a near-full table being replaced), the
+        // removals go first as an update of their own, then the rest: still
+        // validated as a whole above, so the second phase cannot fail on
+        // capacity; new entries just arrive one grace period later.
+        if free.len() < plan.adds.len() {
+            if second_phase || (plan.expired.is_empty() && plan.removes.is_empty()) {
+                return Err(Error::Invalid(format!(
+                    "internal: {} free entry ids for {} additions below table capacity",
+                    free.len(),
+                    plan.adds.len()
+                )));
+            }
+            let first = Update {
+                remove: plan.removes.iter().map(|(p, _)| *p).collect(),
+                ..Default::default()
+            };
+            let r1 = self.apply_locked(&first, true)?;
+            let mut r2 = self.apply_locked(up, true)?;
+            r2.removed += r1.removed;
+            r2.expired += r1.expired;
+            r2.seconds = t0.elapsed().as_secs_f64();
+            return Ok(r2);
+        }
+
+        free.sort_unstable();
+        let new_ids = self.allocate(&plan, &free);
+        let published = self.publish_update(&plan, &new_ids, &ctl)?;
+        self.retire(&plan, published.exact4_changed)?;
+        Ok(UpdateReport {
+            added: new_ids.len(),
+            removed: plan.removes.len(),
+            expired: plan.expired.len(),
+            kept: plan.live.len() - plan.removes.len(),
+            counts: plan.after,
+            table: published.table,
+            seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Decide the update against the entries in use: which are live and
+    /// which expired, what to add, remove and refresh, and whether every
+    /// table has room. Writes nothing.
+    fn validate(&self, up: &Update, used: Vec<(Prefix, u32)>, ctl: &FilterCtl) -> Result<Plan> {
+        let now_boot = clock::boot_ns();
         // Live vs expired. An entry that expires within the next second is
         // treated as expired when it is to be kept: the data path may be
         // retiring its slot right now, so it is re-added with a fresh id.
@@ -1031,148 +1212,33 @@ impl Filter {
                 live.insert(p, id);
             }
         }
-
-        let expires_of = |ttl: Option<Duration>| {
-            ttl.map_or(0, |t| now_boot.saturating_add(t.as_nanos() as u64).max(1))
+        let mut plan = Plan {
+            live,
+            expired,
+            adds: Vec::new(),
+            removes: Vec::new(),
+            refresh: Vec::new(),
+            before: KindCounts::default(),
+            after: KindCounts::default(),
+            now_boot,
         };
-        let mut adds: Vec<BlockEntry> = Vec::new();
-        let mut removes: Vec<(Prefix, u32)> = Vec::new();
-        let mut refresh: Vec<(u32, u64)> = Vec::new();
-        let mut seen: HashSet<Prefix> =
-            HashSet::with_capacity_and_hasher(up.add.len(), Default::default());
-        for e in &up.add {
-            if !seen.insert(e.prefix) {
-                return Err(Error::Duplicate {
-                    prefix: e.prefix.to_string(),
-                    where_: None,
-                });
-            }
-        }
-        if up.replace {
-            if !up.remove.is_empty() {
-                return Err(Error::Invalid(
-                    "internal: replace with a remove list".into(),
-                ));
-            }
-            let wanted: HashMap<Prefix, Option<Duration>> =
-                up.add.iter().map(|e| (e.prefix, e.ttl)).collect();
-            for (p, &id) in &live {
-                match wanted.get(p) {
-                    None => removes.push((*p, id)),
-                    Some(ttl) if near.contains(p) => {
-                        removes.push((*p, id));
-                        adds.push(BlockEntry {
-                            prefix: *p,
-                            ttl: *ttl,
-                        });
-                    }
-                    Some(ttl) => refresh.push((id, expires_of(*ttl))),
-                }
-            }
-            for e in &up.add {
-                if !live.contains_key(&e.prefix) {
-                    adds.push(*e);
-                }
-            }
-        } else {
-            for p in &up.remove {
-                if !seen.insert(*p) {
-                    return Err(Error::Duplicate {
-                        prefix: p.to_string(),
-                        where_: None,
-                    });
-                }
-            }
-            for e in &up.add {
-                if live.contains_key(&e.prefix) {
-                    return Err(Error::AlreadyBlocked {
-                        prefix: e.prefix.to_string(),
-                    });
-                }
-                adds.push(*e);
-            }
-            for p in &up.remove {
-                match live.get(p) {
-                    Some(&id) => removes.push((*p, id)),
-                    None => {
-                        return Err(Error::NotBlocked {
-                            prefix: p.to_string(),
-                        })
-                    }
-                }
-            }
-        }
+        plan.diff(up, &near)?;
+        plan.count(ctl)?;
+        Ok(plan)
+    }
 
-        // Capacity, per table.
-        let mut before = KindCounts::default();
-        for p in live.keys() {
-            before.bump(p.kind(), 1);
-        }
-        let mut after = before;
-        for (p, _) in &removes {
-            after.bump(p.kind(), -1);
-        }
-        let mut adding = KindCounts::default();
-        for e in &adds {
-            adding.bump(e.prefix.kind(), 1);
-        }
-        for (k, cap, flag) in [
-            (Kind::Exact4, ctl.cap_exact4, "--max-entries"),
-            (Kind::Exact6, ctl.cap_other, "--max-prefixes"),
-            (Kind::Prefix4, ctl.cap_other, "--max-prefixes"),
-            (Kind::Prefix6, ctl.cap_other, "--max-prefixes"),
-        ] {
-            if after.get(k) + adding.get(k) > cap as usize {
-                return Err(Error::TableFull {
-                    kind: k.name(),
-                    have: after.get(k),
-                    adding: adding.get(k),
-                    cap: cap as usize,
-                    flag,
-                });
-            }
-            after.bump(k, adding.get(k) as isize);
-        }
-        // Ids of removed and expired entries are only reusable after the
-        // grace period at the end; if the free ones do not suffice, purge first.
-        // Ids of removed and expired entries are only reusable after the
-        // grace period at the end of an update. When the free ids do not
-        // cover the additions (a near-full table being replaced), the
-        // removals go first as an update of their own, then the rest: still
-        // validated as a whole above, so the second phase cannot fail on
-        // capacity; new entries just arrive one grace period later.
-        if free.len() < adds.len() {
-            if second_phase || (expired.is_empty() && removes.is_empty()) {
-                return Err(Error::Invalid(format!(
-                    "internal: {} free entry ids for {} additions below table capacity",
-                    free.len(),
-                    adds.len()
-                )));
-            }
-            let first = Update {
-                remove: removes.iter().map(|(p, _)| *p).collect(),
-                ..Default::default()
-            };
-            let r1 = self.apply_locked(&first, true)?;
-            let mut r2 = self.apply_locked(up, true)?;
-            r2.removed += r1.removed;
-            r2.expired += r1.expired;
-            r2.seconds = t0.elapsed().as_secs_f64();
-            return Ok(r2);
-        }
-
-        // New entries: ids, counters and metadata (invisible to the data
-        // path until a table references the id).
-        free.sort_unstable();
+    /// Ids, counters and metadata of the new entries (invisible to the data
+    /// path until a table references the id), new expiry times of kept ones.
+    fn allocate(&self, plan: &Plan, free: &[u32]) -> Vec<(Prefix, u32)> {
         let now_real = clock::real_ns();
-        let mut new_ids: Vec<(Prefix, u32)> = Vec::with_capacity(adds.len());
-        for (e, &id) in adds.iter().zip(free.iter()) {
+        let mut new_ids: Vec<(Prefix, u32)> = Vec::with_capacity(plan.adds.len());
+        for (e, &id) in plan.adds.iter().zip(free.iter()) {
             self.counters.set(
                 id as usize,
                 Counter {
                     packets: 0,
                     bytes: 0,
-                    expires_ns: expires_of(e.ttl),
+                    expires_ns: plan.expires_of(e.ttl),
                     added_ns: now_real,
                 },
             );
@@ -1183,13 +1249,13 @@ impl Filter {
                     addr: w,
                     family: e.prefix.family(),
                     prefixlen: e.prefix.len(),
-                    flags: META_USED,
+                    flags: DDOS_META_USED,
                     _pad: 0,
                 },
             );
             new_ids.push((e.prefix, id));
         }
-        for &(id, exp) in &refresh {
+        for &(id, exp) in &plan.refresh {
             // SAFETY: `at` is in bounds and 8-aligned; the data path reads this field concurrently.
             let f = unsafe {
                 &*(std::ptr::addr_of_mut!((*self.counters.at(id as usize)).expires_ns)
@@ -1197,92 +1263,104 @@ impl Filter {
             };
             f.store(exp, Ordering::Release);
         }
+        new_ids
+    }
 
-        // Prefix and IPv6 tables: raise the "consult me" counts, insert.
-        let mut wide = before;
+    /// Make the new entries visible: insert them into the prefix and IPv6
+    /// tables (after raising their "consult me" counts), and rebuild and
+    /// flip the exact IPv4 table when its set changed or a kept entry was
+    /// retired by the data path. On failure, undo what this update added.
+    fn publish_update(
+        &mut self,
+        plan: &Plan,
+        new_ids: &[(Prefix, u32)],
+        ctl: &FilterCtl,
+    ) -> Result<Published> {
+        let mut wide = plan.before;
         for k in [Kind::Exact6, Kind::Prefix4, Kind::Prefix6] {
             let f = match k {
                 Kind::Exact6 => &mut wide.exact6,
                 Kind::Prefix4 => &mut wide.prefix4,
                 _ => &mut wide.prefix6,
             };
-            *f = (*f).max(after.get(k));
+            *f = (*f).max(plan.after.get(k));
         }
         self.set_counts(&wide);
-        if let Err(e) = self.insert_other(&new_ids) {
-            // Roll back: remove what was inserted, release the ids.
-            let _ = self.delete_other(new_ids.iter().map(|(p, _)| *p));
-            for (_, id) in &new_ids {
-                self.meta.set(*id as usize, EntryMeta::default());
-            }
-            self.set_counts(&before);
+        if let Err(e) = self.insert_other(new_ids) {
+            self.roll_back(plan, new_ids);
             return Err(e);
         }
 
-        // Exact IPv4: rebuild and publish when its set changed or a kept
-        // entry was retired by the data path.
-        let gone_ids: HashSet<u32> = removes
-            .iter()
-            .chain(expired.iter())
-            .map(|(_, id)| *id)
-            .collect();
         let exact4_changed = new_ids
             .iter()
-            .chain(removes.iter())
-            .chain(expired.iter())
+            .chain(plan.removes.iter())
+            .chain(plan.expired.iter())
             .any(|(p, _)| p.kind() == Kind::Exact4)
-            || refresh.iter().any(|(id, _)| {
+            || plan.refresh.iter().any(|(id, _)| {
                 let m = self.meta.get(*id as usize);
                 m.family == 4
                     && m.prefixlen == 32
                     && Prefix::from_words(4, m.addr, 32).is_some_and(|p| p.kind() == Kind::Exact4)
                     && !self.active_has(m.addr[0])
             });
-        let mut table_info = None;
-        if exact4_changed {
-            let mut entries: Vec<(u32, u32)> = Vec::with_capacity(after.exact4);
-            for (p, &id) in &live {
-                if p.kind() == Kind::Exact4 && !gone_ids.contains(&id) {
-                    entries.push((p.addr_words()[0], id));
-                }
+        if !exact4_changed {
+            return Ok(Published {
+                exact4_changed,
+                table: None,
+            });
+        }
+        let gone = plan.gone_ids();
+        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(plan.after.exact4);
+        for (p, &id) in &plan.live {
+            if p.kind() == Kind::Exact4 && !gone.contains(&id) {
+                entries.push((p.addr_words()[0], id));
             }
-            for (p, id) in &new_ids {
-                if p.kind() == Kind::Exact4 {
-                    entries.push((p.addr_words()[0], *id));
-                }
+        }
+        for (p, id) in new_ids {
+            if p.kind() == Kind::Exact4 {
+                entries.push((p.addr_words()[0], *id));
             }
-            // Deterministic order: the same set gives the same table for a given multiplier.
-            entries.sort_unstable();
-            let built = match table::build(
-                &entries,
-                (ctl.cap_buckets as usize) * BL4_SLOTS_PER_BUCKET,
-                &mut self.rng,
-            ) {
-                Ok(b) => b,
-                Err(e) => {
-                    let _ = self.delete_other(new_ids.iter().map(|(p, _)| *p));
-                    for (_, id) in &new_ids {
-                        self.meta.set(*id as usize, EntryMeta::default());
-                    }
-                    self.set_counts(&before);
-                    return Err(e);
-                }
-            };
-            self.publish(&built);
-            table_info = Some(TableInfo {
+        }
+        // Deterministic order: the same set gives the same table for a given multiplier.
+        entries.sort_unstable();
+        let slots = (ctl.cap_buckets as usize) * DDOS_BL4_SLOTS_PER_BUCKET;
+        let built = match table::build(&entries, slots, &mut self.rng) {
+            Ok(b) => b,
+            Err(e) => {
+                self.roll_back(plan, new_ids);
+                return Err(e);
+            }
+        };
+        self.publish(&built);
+        Ok(Published {
+            exact4_changed,
+            table: Some(TableInfo {
                 entries: built.count,
                 slots: built.slots() as u32,
                 max_dist: built.max_dist,
                 mean_dist: Some(built.mean_dist()),
-            });
+            }),
+        })
+    }
+
+    /// Undo a failed publish: remove what was inserted, release the ids,
+    /// restore the counts.
+    fn roll_back(&self, plan: &Plan, new_ids: &[(Prefix, u32)]) {
+        let _ = self.delete_other(new_ids.iter().map(|(p, _)| *p));
+        for (_, id) in new_ids {
+            self.meta.set(*id as usize, EntryMeta::default());
         }
+        self.set_counts(&plan.before);
+    }
 
-        // Removals from the prefix and IPv6 tables, then the final counts.
-        self.delete_other(removes.iter().chain(expired.iter()).map(|(p, _)| *p))?;
-        self.set_counts(&after);
-
-        // After one grace period no program run can still hold a removed id
-        // (or read the table that was active before the flip): free them.
+    /// Remove the removed and expired entries from the prefix and IPv6
+    /// tables, set the final counts, and free their ids once no program run
+    /// can still hold one (or read the exact table active before the flip).
+    fn retire(&self, plan: &Plan, exact4_changed: bool) -> Result<()> {
+        let gone = plan.removes.iter().chain(plan.expired.iter());
+        self.delete_other(gone.map(|(p, _)| *p))?;
+        self.set_counts(&plan.after);
+        let gone_ids = plan.gone_ids();
         if !gone_ids.is_empty() || exact4_changed {
             maps::grace_period();
         }
@@ -1290,16 +1368,7 @@ impl Filter {
             self.counters.set(*id as usize, Counter::default());
             self.meta.set(*id as usize, EntryMeta::default());
         }
-        let kept = live.len() - removes.len();
-        Ok(UpdateReport {
-            added: new_ids.len(),
-            removed: removes.len(),
-            expired: expired.len(),
-            kept,
-            counts: after,
-            table: table_info,
-            seconds: t0.elapsed().as_secs_f64(),
-        })
+        Ok(())
     }
 
     /// Copy `b` into the idle half and flip `active` to it.
@@ -1310,14 +1379,15 @@ impl Filter {
         let base = if idle == 0 { 0 } else { ctl.cap_buckets };
         for i in 0..b.buckets() {
             let mut ib = Bl4Bucket::default();
-            ib.slot
-                .copy_from_slice(&b.ids[i * BL4_SLOTS_PER_BUCKET..(i + 1) * BL4_SLOTS_PER_BUCKET]);
+            ib.slot.copy_from_slice(
+                &b.ids[i * DDOS_BL4_SLOTS_PER_BUCKET..(i + 1) * DDOS_BL4_SLOTS_PER_BUCKET],
+            );
             self.ids.set(base as usize + i, ib);
         }
         if b.is_narrow() {
             // 32 16-bit slots per element, in memory order.
             let w = b.narrow_words();
-            for (i, chunk) in w.chunks_exact(BL4_N_SLOTS_PER_BUCKET).enumerate() {
+            for (i, chunk) in w.chunks_exact(DDOS_BL4_N_SLOTS_PER_BUCKET).enumerate() {
                 let mut kb = Bl4Bucket::default();
                 for (j, pair) in chunk.chunks_exact(2).enumerate() {
                     let [a0, a1] = pair[0].to_ne_bytes();
@@ -1330,7 +1400,7 @@ impl Filter {
             for i in 0..b.buckets() {
                 let mut kb = Bl4Bucket::default();
                 kb.slot.copy_from_slice(
-                    &b.keys[i * BL4_SLOTS_PER_BUCKET..(i + 1) * BL4_SLOTS_PER_BUCKET],
+                    &b.keys[i * DDOS_BL4_SLOTS_PER_BUCKET..(i + 1) * DDOS_BL4_SLOTS_PER_BUCKET],
                 );
                 self.keys.set(base as usize + i, kb);
             }
@@ -1472,8 +1542,8 @@ impl Filter {
     /// A failing per-CPU read.
     pub fn stats(&self) -> Result<FilterStats> {
         let per_cpu: Vec<RawStats> = maps::percpu_values(self.fstats.raw())?;
-        let mut drops = vec![PktBytes::default(); DROP_REASONS];
-        let mut passes = vec![PktBytes::default(); PASS_REASONS];
+        let mut drops = vec![PktBytes::default(); DDOS_DROP_REASON_MAX];
+        let mut passes = vec![PktBytes::default(); DDOS_PASS_REASON_MAX];
         let (mut no_next, mut sampled, mut expired) = (0, 0, 0);
         for s in &per_cpu {
             for (i, d) in s.drop.iter().enumerate() {
@@ -1496,16 +1566,8 @@ impl Filter {
             counts.bump(p.kind(), 1);
         }
         Ok(FilterStats {
-            drops: drops
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| (drop_reason_name(i), c))
-                .collect(),
-            passes: passes
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| (pass_reason_name(i), c))
-                .collect(),
+            drops: DDOS_DROP_REASON_LABELS.into_iter().zip(drops).collect(),
+            passes: DDOS_PASS_REASON_LABELS.into_iter().zip(passes).collect(),
             no_next_stage: no_next,
             sampled,
             expired,

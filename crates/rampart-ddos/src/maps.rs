@@ -12,6 +12,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::ptr::NonNull;
 
+use bytemuck::Pod;
+
 use crate::error::{Error, Result};
 
 /// Kernel facts about a map.
@@ -86,11 +88,16 @@ impl PinnedMap {
 }
 
 /// A typed, shared view of an mmapable BPF array: element `i` of a
-/// `T`-valued array, as the BPF program sees it. Reads and writes go
-/// through raw pointers (volatile or atomic at the call sites that race
-/// with the data path).
+/// `T`-valued array, as the BPF program sees it.
+///
+/// The data path reads and writes the same memory at any time, so a copy
+/// ([`ArrayMmap::get`]) is a volatile read that may tear: a mix of the
+/// element's bytes before and after a concurrent write. `T: Pod` makes any
+/// such mix a valid `T` — possibly a wrong value, never an invalid one.
+/// Fields that must be read or updated consistently go through atomics at
+/// the call sites (or a generation that says which copy is stable).
 #[derive(Debug)]
-pub struct ArrayMmap<T> {
+pub struct ArrayMmap<T: Pod> {
     ptr: NonNull<u8>,
     map_len: usize,
     n: usize,
@@ -98,18 +105,27 @@ pub struct ArrayMmap<T> {
     _t: PhantomData<T>,
 }
 
-// SAFETY: the mapping is plain shared memory; every access that can race
-// with the kernel or another thread goes through volatile/atomic operations.
-unsafe impl<T> Send for ArrayMmap<T> {}
+// SAFETY: the mapping is plain shared memory owned by the map, not by a
+// thread; every safe access is a volatile copy of a `T: Pod` (any bytes are
+// a valid value), and the accesses that need more go through `unsafe`
+// methods whose callers uphold their contracts.
+unsafe impl<T: Pod> Send for ArrayMmap<T> {}
 // SAFETY: as above.
-unsafe impl<T> Sync for ArrayMmap<T> {}
+unsafe impl<T: Pod> Sync for ArrayMmap<T> {}
 
-impl<T: Copy> ArrayMmap<T> {
+impl<T: Pod> ArrayMmap<T> {
     /// Map the whole array behind `fd` (created with `BPF_F_MMAPABLE`).
     ///
     /// # Errors
     /// A value size that is not `T`'s, or a failing `mmap`.
     pub fn new(fd: BorrowedFd<'_>, info: &MapInfo) -> Result<Self> {
+        // Elements start every `stride` (a multiple of 8) bytes from a page.
+        if std::mem::align_of::<T>() > 8 {
+            return Err(Error::Invalid(format!(
+                "internal: {} needs more than the 8-byte alignment of an array element",
+                std::any::type_name::<T>()
+            )));
+        }
         if info.value_size as usize != std::mem::size_of::<T>() {
             return Err(Error::Invalid(format!(
                 "internal: mapping an array of {}-byte values as {}-byte values",
@@ -197,20 +213,25 @@ impl<T: Copy> ArrayMmap<T> {
         unsafe { std::slice::from_raw_parts_mut(self.at(start), len) }
     }
 
-    /// Volatile copy of element `i`.
+    /// Volatile copy of element `i`; torn when the data path writes it
+    /// at the same time (see the type's documentation).
     pub fn get(&self, i: usize) -> T {
-        // SAFETY: `at` is in bounds and suitably aligned (page-aligned base, 8-byte stride).
+        // SAFETY: `at` is in bounds and aligned for `T` (page-aligned base,
+        // 8-byte stride, `new` checked the size); the memory is readable for
+        // the mapping's life; any bytes read are a valid `T: Pod`.
         unsafe { std::ptr::read_volatile(self.at(i)) }
     }
 
-    /// Volatile store of element `i`.
+    /// Volatile store of element `i`. Readers (the data path included) may
+    /// see it half written; publish what must be seen whole another way.
     pub fn set(&self, i: usize, v: T) {
-        // SAFETY: as in `get`.
+        // SAFETY: as in `get`; a `T: Pod` owns no resources a racing
+        // write could leak or double-free.
         unsafe { std::ptr::write_volatile(self.at(i), v) }
     }
 }
 
-impl<T> Drop for ArrayMmap<T> {
+impl<T: Pod> Drop for ArrayMmap<T> {
     fn drop(&mut self) {
         // SAFETY: unmapping exactly what `new` mapped.
         unsafe {
@@ -287,23 +308,6 @@ pub fn grace_period() {
     }
 }
 
-/// View a plain-old-data value as bytes.
-pub fn bytes_of<T: Copy>(v: &T) -> &[u8] {
-    // SAFETY: `T: Copy` ABI structs generated from BTF have no invalid byte
-    // patterns to observe; the slice borrows `v`.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
-}
-
-/// Read a `T` from the start of `b` (unaligned).
-///
-/// # Panics
-/// If `b` is shorter than `T` (a logic error in this crate).
-pub fn from_bytes<T: Copy>(b: &[u8]) -> T {
-    assert!(b.len() >= std::mem::size_of::<T>());
-    // SAFETY: length checked; the ABI types are valid for any bit pattern.
-    unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<T>()) }
-}
-
 /// Number of possible CPUs (the length of per-CPU values).
 pub fn possible_cpus() -> usize {
     rampart_dataplane::maps::possible_cpus()
@@ -313,12 +317,12 @@ pub fn possible_cpus() -> usize {
 ///
 /// # Errors
 /// The lookup's error.
-pub fn percpu_values<T: Copy>(fd: RawFd) -> Result<Vec<T>> {
+pub fn percpu_values<T: Pod>(fd: RawFd) -> Result<Vec<T>> {
     let ncpu = possible_cpus();
     let stride = std::mem::size_of::<T>().next_multiple_of(8);
     let mut buf = vec![0u8; stride * ncpu];
     lookup_raw(fd, &0u32.to_ne_bytes(), &mut buf)?;
     Ok((0..ncpu)
-        .map(|c| from_bytes::<T>(&buf[c * stride..]))
+        .map(|c| bytemuck::pod_read_unaligned(&buf[c * stride..][..std::mem::size_of::<T>()]))
         .collect())
 }

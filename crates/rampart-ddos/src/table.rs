@@ -8,7 +8,7 @@
 //! addresses (a /16 of attackers, or the lab generator's sources) spread
 //! like random ones instead of landing in a perfect, unrealistically cheap
 //! sequence. Keys are placed with Robin Hood insertion at load ≤ 50%, and
-//! every key must sit fewer than [`BL4_MAX_PROBES`] slots from home, so a
+//! every key must sit fewer than [`DDOS_BL4_MAX_PROBES`] slots from home, so a
 //! lookup makes at most that many probes and usually touches one cache
 //! line. A build that would break the bound retries with another
 //! multiplier, then doubles the slots.
@@ -19,8 +19,9 @@
 //! `bpf/ddos/abi.h`). That halves the memory a random lookup walks.
 
 use rampart_bpf::abi::ddos::{
-    BL4_EMPTY, BL4_MAX_PROBES, BL4_MIX, BL4_NARROW, BL4_NARROW_MAX_SHIFT, BL4_N_EMPTY,
-    BL4_N_SLOTS_PER_BUCKET, BL4_N_USED, BL4_SLOTS_PER_BUCKET, BL4_TOMBSTONE,
+    DDOS_BL4_EMPTY, DDOS_BL4_MAX_PROBES, DDOS_BL4_MIX, DDOS_BL4_NARROW, DDOS_BL4_NARROW_MAX_SHIFT,
+    DDOS_BL4_N_EMPTY, DDOS_BL4_N_SLOTS_PER_BUCKET, DDOS_BL4_N_USED, DDOS_BL4_SLOTS_PER_BUCKET,
+    DDOS_BL4_TOMBSTONE,
 };
 
 use crate::error::{Error, Result};
@@ -31,7 +32,7 @@ use crate::error::{Error, Result};
 pub fn hash(key: u32, mult: u32) -> u32 {
     let mut h = key.wrapping_mul(mult);
     h ^= h >> 16;
-    h.wrapping_mul(BL4_MIX)
+    h.wrapping_mul(DDOS_BL4_MIX)
 }
 
 /// Home slot of `key` for a table of `2^(32 - shift)` slots.
@@ -43,21 +44,21 @@ pub fn home(key: u32, mult: u32, shift: u32) -> u32 {
 /// Is a table with this `shift` stored narrow (16-bit slots)?
 #[inline]
 pub fn is_narrow_shift(shift: u32) -> bool {
-    (shift & 31) <= BL4_NARROW_MAX_SHIFT
+    (shift & 31) <= DDOS_BL4_NARROW_MAX_SHIFT
 }
 
 /// The 16-bit slot of `key` at `dist` slots from its home in a narrow table.
 #[inline]
 pub fn narrow_word(key: u32, mult: u32, shift: u32, dist: u32) -> u16 {
     let rem = hash(key, mult) & ((1u32 << (shift & 31)) - 1);
-    BL4_N_USED | (dist << 11) as u16 | rem as u16
+    DDOS_BL4_N_USED | (dist << 11) as u16 | rem as u16
 }
 
 /// A built table, ready to be copied into one half of `ddos_bl4_keys` /
 /// `ddos_bl4_ids`.
 #[derive(Debug, Clone)]
 pub struct Built {
-    /// Keys per slot ([`BL4_EMPTY`] when free).
+    /// Keys per slot ([`DDOS_BL4_EMPTY`] when free).
     pub keys: Vec<u32>,
     /// Entry id per slot.
     pub ids: Vec<u32>,
@@ -81,7 +82,7 @@ impl Built {
 
     /// Array elements (cache lines) the table spans.
     pub fn buckets(&self) -> usize {
-        self.keys.len() / BL4_SLOTS_PER_BUCKET
+        self.keys.len() / DDOS_BL4_SLOTS_PER_BUCKET
     }
 
     /// `slots - 1`.
@@ -97,21 +98,21 @@ impl Built {
     /// The `shift` word of the table's descriptor (with `DDOS_BL4_NARROW`).
     pub fn shift_word(&self) -> u32 {
         if self.is_narrow() {
-            self.shift | BL4_NARROW
+            self.shift | DDOS_BL4_NARROW
         } else {
             self.shift
         }
     }
 
-    /// The 16-bit slots of the narrow form, slot by slot (`BL4_N_EMPTY` when free).
+    /// The 16-bit slots of the narrow form, slot by slot (`DDOS_BL4_N_EMPTY` when free).
     pub fn narrow_words(&self) -> Vec<u16> {
         let mask = self.mask();
         self.keys
             .iter()
             .enumerate()
             .map(|(s, &k)| {
-                if k == BL4_EMPTY {
-                    BL4_N_EMPTY
+                if k == DDOS_BL4_EMPTY {
+                    DDOS_BL4_N_EMPTY
                 } else {
                     let d = (s as u32).wrapping_sub(home(k, self.mult, self.shift)) & mask;
                     narrow_word(k, self.mult, self.shift, d)
@@ -123,7 +124,7 @@ impl Built {
     /// Array elements of `ddos_bl4_keys` the table takes (narrow: half).
     pub fn key_buckets(&self) -> usize {
         if self.is_narrow() {
-            self.keys.len() / BL4_N_SLOTS_PER_BUCKET
+            self.keys.len() / DDOS_BL4_N_SLOTS_PER_BUCKET
         } else {
             self.buckets()
         }
@@ -141,12 +142,12 @@ impl Built {
     /// The lookup `xdp_filter` does (for tests and for userspace checks):
     /// the slot holding `key`, if any.
     pub fn find(&self, key: u32) -> Option<usize> {
-        if key == BL4_EMPTY || key == BL4_TOMBSTONE || self.count == 0 {
+        if key == DDOS_BL4_EMPTY || key == DDOS_BL4_TOMBSTONE || self.count == 0 {
             return None;
         }
         let mask = self.mask();
         let h = home(key, self.mult, self.shift);
-        for i in 0..BL4_MAX_PROBES {
+        for i in 0..DDOS_BL4_MAX_PROBES {
             if i > self.max_dist {
                 return None;
             }
@@ -154,7 +155,7 @@ impl Built {
             if self.keys[s] == key {
                 return Some(s);
             }
-            if self.keys[s] == BL4_EMPTY {
+            if self.keys[s] == DDOS_BL4_EMPTY {
                 return None;
             }
         }
@@ -164,7 +165,7 @@ impl Built {
 
 /// Slots for `n` keys: load ≤ 50%, at least one cache line.
 pub fn slots_for(n: usize) -> usize {
-    (2 * n).next_power_of_two().max(BL4_SLOTS_PER_BUCKET)
+    (2 * n).next_power_of_two().max(DDOS_BL4_SLOTS_PER_BUCKET)
 }
 
 enum Try {
@@ -177,10 +178,10 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Try {
     let bits = slots.trailing_zeros();
     let shift = 32 - bits;
     let mask = slots - 1;
-    let mut keys = vec![BL4_EMPTY; slots];
+    let mut keys = vec![DDOS_BL4_EMPTY; slots];
     let mut ids = vec![0u32; slots];
     let mut dist = vec![0u8; slots];
-    let limit = BL4_MAX_PROBES - 1;
+    let limit = DDOS_BL4_MAX_PROBES - 1;
     for &(k0, id0) in entries {
         let (mut k, mut id, mut d) = (k0, id0, 0u32);
         let mut s = home(k, mult, shift) as usize;
@@ -190,7 +191,7 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Try {
                 // second copy always meets the first before it could stop.
                 return Try::Duplicate(k);
             }
-            if keys[s] == BL4_EMPTY {
+            if keys[s] == DDOS_BL4_EMPTY {
                 keys[s] = k;
                 ids[s] = id;
                 dist[s] = d as u8;
@@ -214,7 +215,7 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Try {
     let mut max_dist = 0;
     let mut total = 0u64;
     for (i, &k) in keys.iter().enumerate() {
-        if k != BL4_EMPTY {
+        if k != DDOS_BL4_EMPTY {
             max_dist = max_dist.max(u32::from(dist[i]));
             total += u64::from(dist[i]);
         }
@@ -231,7 +232,7 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Try {
 }
 
 /// Build a table holding `entries` (key, id), in at most `max_slots` slots.
-/// Keys must be distinct and neither [`BL4_EMPTY`] nor [`BL4_TOMBSTONE`].
+/// Keys must be distinct and neither [`DDOS_BL4_EMPTY`] nor [`DDOS_BL4_TOMBSTONE`].
 ///
 /// # Errors
 /// [`Error::Invalid`] for a reserved key or a duplicate, and when no
@@ -240,14 +241,14 @@ fn try_build(entries: &[(u32, u32)], slots: usize, mult: u32) -> Try {
 pub fn build(entries: &[(u32, u32)], max_slots: usize, rng: &mut impl rand::Rng) -> Result<Built> {
     if let Some(&(k, _)) = entries
         .iter()
-        .find(|(k, _)| *k == BL4_EMPTY || *k == BL4_TOMBSTONE)
+        .find(|(k, _)| *k == DDOS_BL4_EMPTY || *k == DDOS_BL4_TOMBSTONE)
     {
         return Err(Error::Invalid(format!(
             "internal: reserved key {k:#x} offered to the exact IPv4 table (it belongs in the prefix trie)"
         )));
     }
     let mut slots = slots_for(entries.len());
-    while slots <= max_slots.max(BL4_SLOTS_PER_BUCKET) {
+    while slots <= max_slots.max(DDOS_BL4_SLOTS_PER_BUCKET) {
         for _ in 0..8 {
             let mult = rng.random::<u32>() | 1;
             match try_build(entries, slots, mult) {
@@ -266,7 +267,7 @@ pub fn build(entries: &[(u32, u32)], max_slots: usize, rng: &mut impl rand::Rng)
         "could not place {} exact IPv4 entries within {} probes in {max_slots} slots: \
          re-attach with a larger --max-entries",
         entries.len(),
-        BL4_MAX_PROBES
+        DDOS_BL4_MAX_PROBES
     )))
 }
 
@@ -289,7 +290,7 @@ mod tests {
             .collect();
         let b = build(&e, 1 << 22, &mut rng()).unwrap();
         assert_eq!(b.slots(), 262_144);
-        assert!(b.max_dist < BL4_MAX_PROBES);
+        assert!(b.max_dist < DDOS_BL4_MAX_PROBES);
         // Random keys at load 0.5 give a mean distance near 0.5; a plain
         // multiplicative hash would give exactly 0 for sequential keys.
         assert!(
@@ -325,13 +326,13 @@ mod tests {
     fn find_narrow(b: &Built, w: &[u16], key: u32) -> Option<usize> {
         let h = hash(key, b.mult);
         let home = h >> b.shift;
-        let want = BL4_N_USED | (h & ((1 << b.shift) - 1)) as u16;
+        let want = DDOS_BL4_N_USED | (h & ((1 << b.shift) - 1)) as u16;
         for i in 0..=b.max_dist {
             let s = (home.wrapping_add(i) & b.mask()) as usize;
             if w[s] == want | (i << 11) as u16 {
                 return Some(s);
             }
-            if w[s] == BL4_N_EMPTY {
+            if w[s] == DDOS_BL4_N_EMPTY {
                 return None;
             }
         }
@@ -356,8 +357,8 @@ mod tests {
             .collect();
         let b = build(&e, 1 << 22, &mut rng()).unwrap();
         assert_eq!(b.slots(), 1 << 21);
-        assert!(b.is_narrow() && b.shift_word() == 11 | BL4_NARROW);
-        assert_eq!(b.key_buckets() * BL4_N_SLOTS_PER_BUCKET, 1 << 21);
+        assert!(b.is_narrow() && b.shift_word() == 11 | DDOS_BL4_NARROW);
+        assert_eq!(b.key_buckets() * DDOS_BL4_N_SLOTS_PER_BUCKET, 1 << 21);
         let w = b.narrow_words();
         for &(k, id) in &e {
             let s = find_narrow(&b, &w, k).unwrap_or_else(|| panic!("{k:#x} not found"));
@@ -385,7 +386,7 @@ mod tests {
         fn every_key_is_found_and_no_other(keys in proptest::collection::hash_set(1u32..u32::MAX, 0..3000), probes in proptest::collection::vec(1u32..u32::MAX, 50)) {
             let e: Vec<(u32, u32)> = keys.iter().enumerate().map(|(i, &k)| (k, i as u32)).collect();
             let b = build(&e, 1 << 16, &mut rng()).unwrap();
-            prop_assert!(b.max_dist < BL4_MAX_PROBES);
+            prop_assert!(b.max_dist < DDOS_BL4_MAX_PROBES);
             prop_assert!(b.slots() >= 2 * e.len());
             for &(k, id) in &e {
                 let s = b.find(k);

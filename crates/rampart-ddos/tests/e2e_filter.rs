@@ -60,7 +60,7 @@ fn exact_drops_per_source_then_detach_removes_everything() {
     let lab = TestLab::up("dfe", 0);
     let a = attach(&lab, &exact());
     let n = 200u32;
-    let slots = dist::slots_for(n, rampart_bpf::abi::GEN_SLOTS_MAX);
+    let slots = dist::slots_for(n, rampart_bpf::abi::lab::GEN_SLOTS_MAX);
     // One full walk of the schedule: each source sends exactly its quota.
     // Paced so that a 1 ms batch fits the 256-frame veth rings (a full-speed
     // burst can overflow the first hop, which would make counts inexact).
@@ -216,7 +216,7 @@ fn feature_slot_swaps_under_traffic_conserve_counts() {
     let lab = TestLab::up("dss", 0);
     let a = attach(&lab, &exact());
     let n = 1000u32;
-    let slots = dist::slots_for(n, rampart_bpf::abi::GEN_SLOTS_MAX) as u64;
+    let slots = dist::slots_for(n, rampart_bpf::abi::lab::GEN_SLOTS_MAX) as u64;
     // Three full walks, paced so that nothing is lost before host0.
     let spec = GenSpec {
         sources: n,
@@ -306,7 +306,7 @@ fn generic_mode_attach_filters_then_detaches() {
             .is_some()
     );
     let n = 16u32;
-    let slots = dist::slots_for(n, rampart_bpf::abi::GEN_SLOTS_MAX);
+    let slots = dist::slots_for(n, rampart_bpf::abi::lab::GEN_SLOTS_MAX);
     let spec = GenSpec {
         sources: n,
         limit: Limit::Count(slots as u64),

@@ -7,9 +7,12 @@
 mod common;
 
 use std::net::IpAddr;
+use std::os::fd::AsRawFd;
 
 use common::*;
 use rampart_ddos::features::{FeatureRecord, Features};
+use rampart_testkit::frame::{tcp, Frame};
+use rampart_testkit::prog::{Counter, ProgCase, Runner, XDP_PASS};
 
 fn rec<'a>(recs: &'a [FeatureRecord], src: &str, dst: &str) -> &'a FeatureRecord {
     let (s, d): (IpAddr, IpAddr) = (src.parse().unwrap(), dst.parse().unwrap());
@@ -27,18 +30,26 @@ fn records_per_pair_with_detector_features() {
     let u = udp(a, h, 53, 10);
     assert_eq!(run(&prog, &u, 3), XDP_PASS);
     for port in 1000..1020 {
-        assert_eq!(run(&prog, &tcp(a, h, port, "S"), 1), XDP_PASS);
+        assert_eq!(run(&prog, &tcp(a, h, port, tcp::SYN), 1), XDP_PASS);
     }
-    run(&prog, &tcp(h, a, 80, "SA"), 2);
-    run(&prog, &tcp(a, h, 80, "R"), 1);
-    run(&prog, &tcp(a, h, 80, "A"), 1);
-    run(&prog, &icmp4(a, h), 4);
-    let mut frag = udp(a, h, 53, 16);
-    frag[14 + 7] = 0x03; // later fragment: protocol counted, no ports or flags
+    run(&prog, &tcp(h, a, 80, tcp::SYN | tcp::ACK), 2);
+    run(&prog, &tcp(a, h, 80, tcp::RST), 1);
+    run(&prog, &tcp(a, h, 80, tcp::ACK), 1);
+    let icmp = Frame::icmp_echo(a, h).zeros(8).build();
+    run(&prog, &icmp, 4);
+    // A later fragment: protocol counted, no ports or flags.
+    let frag = Frame::udp(a, h, 40000, 53)
+        .zeros(16)
+        .fragment(3, false)
+        .build();
     run(&prog, &frag, 1);
     run(&prog, &udp("2001:db8::1", "2001:db8::2", 443, 10), 2);
     // Skipped: not IP passes through untouched; malformed never reaches here (dropped by the filter).
-    run(&prog, &arp(), 1);
+    run(
+        &prog,
+        &Frame::arp([192, 0, 2, 1], [198, 51, 100, 1]).build(),
+        1,
+    );
 
     let snap = feats.snapshot().unwrap();
     let r = rec(&snap.records, a, h);
@@ -48,9 +59,9 @@ fn records_per_pair_with_detector_features() {
     assert_eq!(
         r.bytes,
         3 * u.len() as u64
-            + 20 * tcp(a, h, 1, "S").len() as u64
-            + 2 * tcp(a, h, 80, "R").len() as u64
-            + 4 * icmp4(a, h).len() as u64
+            + 20 * tcp(a, h, 1, tcp::SYN).len() as u64
+            + 2 * tcp(a, h, 80, tcp::RST).len() as u64
+            + 4 * icmp.len() as u64
             + frag.len() as u64
     );
     // Ports 53, 80 and 1000..1019: 22 distinct.
@@ -86,16 +97,55 @@ fn standalone_feature_program_skips_malformed() {
     let feat_prog =
         rampart_dataplane::pin::open_pinned(&f.filter.dir().join("prog_features")).unwrap();
     let feats = Features::open(f.filter.name()).unwrap();
-    let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
-    assert_eq!(run(&feat_prog, &good[..14 + 20 + 4], 1), XDP_PASS);
-    assert_eq!(run(&feat_prog, &vlan(&good, 5), 1), XDP_PASS);
-    assert_eq!(run(&feat_prog, &arp(), 1), XDP_PASS);
-    assert_eq!(run(&feat_prog, &good, 1), XDP_PASS);
+    let good = || Frame::udp("192.0.2.1", "198.51.100.1", 40000, 53).zeros(10);
+    let cut = good().truncate(14 + 20 + 4).build();
+    assert_eq!(run(&feat_prog, &cut, 1), XDP_PASS);
+    // Five tags: one more than the filter's (and so the stage's) default walks.
+    let deep = (0..5).fold(good(), |f, t| f.vlan(10 + t)).build();
+    assert_eq!(run(&feat_prog, &deep, 1), XDP_PASS);
+    let arp = Frame::arp([192, 0, 2, 1], [198, 51, 100, 1]).build();
+    assert_eq!(run(&feat_prog, &arp, 1), XDP_PASS);
+    assert_eq!(run(&feat_prog, &good().build(), 1), XDP_PASS);
     let st = feats.stats().unwrap();
     assert_eq!(
         (st.recorded, st.skipped_malformed, st.skipped_not_ip),
         (1, 2, 1)
     );
+}
+
+/// The feature program alone over the kit's corpus and every truncation:
+/// frames that parse (with the filter's limits) are recorded, the rest
+/// counted under their skip reason, and every frame passes untouched.
+#[test]
+fn standalone_feature_program_counts_every_corpus_frame_once() {
+    use rampart_testkit::corpus;
+    use rampart_testkit::parse::{self, Status};
+    let cfg = exact_cfg();
+    let f = Installed::new("pq", &cfg);
+    let feat_prog =
+        rampart_dataplane::pin::open_pinned(&f.filter.dir().join("prog_features")).unwrap();
+    let feats = Features::open(f.filter.name()).unwrap();
+    let reasons = || {
+        let st = feats.stats().unwrap();
+        vec![
+            Counter::packets("recorded", st.recorded),
+            Counter::packets("skipped_not_ip", st.skipped_not_ip),
+            Counter::packets("skipped_malformed", st.skipped_malformed),
+            Counter::packets("skipped_table_full", st.skipped_table_full),
+        ]
+    };
+    let runner = Runner::new(feat_prog.as_raw_fd(), reasons);
+    let mut cases = corpus::base();
+    cases.extend(corpus::truncations());
+    for c in cases {
+        // The stage walks what the filter does (more tags, PPPoE, MPLS).
+        let reason = match parse::expect_with(&c.frame, parse_limits(&cfg)).status {
+            Status::Ok => "recorded",
+            Status::NotIp => "skipped_not_ip",
+            _ => "skipped_malformed",
+        };
+        runner.run(&ProgCase::new(c.name, c.frame, XDP_PASS, reason).unchanged());
+    }
 }
 
 #[test]

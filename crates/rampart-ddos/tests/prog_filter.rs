@@ -5,11 +5,14 @@
 
 mod common;
 
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use common::*;
 use rampart_ddos::filter::{FilterConfig, Update};
 use rampart_ddos::{BlockEntry, Error, Prefix};
+use rampart_testkit::frame::{tcp, Ext, Frame};
+use rampart_testkit::prog::{ProgCase, Runner, XDP_DROP, XDP_PASS};
 
 fn entry(f: &Installed, p: &str) -> (u64, u64) {
     let p = Prefix::parse(p).unwrap();
@@ -105,31 +108,28 @@ fn malformed_frames_have_a_reason() {
     let mut f = Installed::new("pf", &exact_cfg());
     f.block(&["192.0.2.66"]);
     let prog = f.prog();
-    let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
+    let good = || Frame::udp("192.0.2.1", "198.51.100.1", 40000, 53).zeros(10);
+    let tags = |f: Frame, n: u16| (0..n).fold(f, |f, t| f.vlan(10 + t));
     // Truncated inside UDP, bad IHL, five VLAN tags, not IP.
-    assert_eq!(run(&prog, &good[..14 + 20 + 4], 1), XDP_DROP);
-    let mut bad_ihl = good.clone();
-    bad_ihl[14] = 0x44;
-    assert_eq!(run(&prog, &bad_ihl, 1), XDP_DROP);
-    assert_eq!(run(&prog, &vlan(&good, 5), 1), XDP_DROP);
-    assert_eq!(run(&prog, &arp(), 1), XDP_PASS);
-    // Up to four VLAN tags are walked: clean passes, blacklisted drops.
-    assert_eq!(run(&prog, &vlan(&good, 2), 1), XDP_PASS);
     assert_eq!(
-        run(
-            &prog,
-            &vlan(&udp("192.0.2.66", "198.51.100.1", 53, 10), 2),
-            1
-        ),
+        run(&prog, &good().truncate(14 + 20 + 4).build(), 1),
         XDP_DROP
     );
+    assert_eq!(run(&prog, &good().ihl(4).build(), 1), XDP_DROP);
+    assert_eq!(run(&prog, &tags(good(), 5).build(), 1), XDP_DROP);
+    let arp = Frame::arp([192, 0, 2, 1], [192, 0, 2, 2]).build();
+    assert_eq!(run(&prog, &arp, 1), XDP_PASS);
+    // Up to four VLAN tags are walked: clean passes, blacklisted drops.
+    assert_eq!(run(&prog, &tags(good(), 2).build(), 1), XDP_PASS);
+    let bl = || Frame::udp("192.0.2.66", "198.51.100.1", 40000, 53).zeros(10);
+    assert_eq!(run(&prog, &tags(bl(), 2).build(), 1), XDP_DROP);
     // A blacklisted source with a truncated L4 header is dropped as blacklisted.
-    let b = udp("192.0.2.66", "198.51.100.1", 53, 10);
-    assert_eq!(run(&prog, &b[..14 + 20 + 3], 1), XDP_DROP);
+    assert_eq!(run(&prog, &bl().truncate(14 + 20 + 3).build(), 1), XDP_DROP);
     // A later IPv4 fragment from a blacklisted source: no L4 header, still dropped.
-    let mut frag = udp("192.0.2.66", "198.51.100.1", 53, 16);
-    frag[14 + 7] = 0x03;
-    assert_eq!(run(&prog, &frag, 1), XDP_DROP);
+    let frag = Frame::udp("192.0.2.66", "198.51.100.1", 40000, 53)
+        .zeros(16)
+        .fragment(3, false);
+    assert_eq!(run(&prog, &frag.build(), 1), XDP_DROP);
     let s = f.filter.stats().unwrap();
     assert_eq!(s.dropped("truncated"), 1);
     assert_eq!(s.dropped("bad_header"), 1);
@@ -148,13 +148,66 @@ fn pass_malformed_mode_passes_them_counted() {
     };
     let f = Installed::new("pf", &cfg);
     let prog = f.prog();
-    let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
-    assert_eq!(run(&prog, &good[..14 + 20 + 4], 1), XDP_PASS);
-    assert_eq!(run(&prog, &vlan(&good, 5), 1), XDP_PASS);
+    let good = || Frame::udp("192.0.2.1", "198.51.100.1", 40000, 53).zeros(10);
+    let cut = good().truncate(14 + 20 + 4).build();
+    assert_eq!(run(&prog, &cut, 1), XDP_PASS);
+    let deep = (0..5).fold(good(), |f, t| f.vlan(10 + t)).build();
+    assert_eq!(run(&prog, &deep, 1), XDP_PASS);
     let s = f.filter.stats().unwrap();
     assert_eq!(s.passed("malformed"), 2);
     assert_eq!(s.dropped("truncated") + s.dropped("too_deep"), 0);
 }
+
+/// Every frame of the test kit's corpus (valid, malformed, every
+/// truncation, seeded mutations) from sources not on the (empty)
+/// blacklist: the verdict and the one reason its parse status (with the
+/// filter's limits) and tunnel kind call for — dropped, or passed as
+/// `malformed` when the filter is loaded to pass malformed frames; tunnels
+/// passed under their kind, or dropped as `encap` when loaded to drop them.
+#[test]
+fn every_corpus_frame_has_the_verdict_and_reason_of_its_parse_status() {
+    use rampart_testkit::parse::{self, Encap, Status};
+    for (pass_malformed, drop_encap) in [(false, false), (true, true)] {
+        let cfg = FilterConfig {
+            pass_malformed,
+            drop_encap,
+            ..exact_cfg()
+        };
+        let f = Installed::new("pc", &cfg);
+        let prog = f.prog();
+        let runner = Runner::new(prog.as_raw_fd(), || f.reasons());
+        for c in rampart_testkit::corpus::all(0xdd05_f11e, 1500) {
+            let p = parse::expect_with(&c.frame, parse_limits(&cfg));
+            let tunnel = p.encap != Encap::None && !p.status.malformed();
+            let (verdict, reason) = match p.status {
+                _ if tunnel && drop_encap => (XDP_DROP, "drop.encap".to_string()),
+                _ if tunnel => (XDP_PASS, format!("pass.encap_{}", p.encap.label())),
+                Status::Ok => (XDP_PASS, "pass.clean".to_string()),
+                Status::NotIp => (XDP_PASS, "pass.not_ip".to_string()),
+                _ if pass_malformed => (XDP_PASS, "pass.malformed".to_string()),
+                s => (XDP_DROP, format!("drop.{}", s.label())),
+            };
+            runner.run(&ProgCase::new(c.name, c.frame, verdict, reason).unchanged());
+        }
+    }
+}
+
+/// An IPv4 packet from `src` carrying protocol `proto`: `header`, then the
+/// IP packet of `inner` (GRE, IP in IP).
+fn ip4_carrying(src: &str, proto: u8, header: &[u8], inner: &Frame) -> Frame {
+    Frame::ip(src, "198.51.100.1", proto).payload(&[header, &inner.build()[14..]].concat())
+}
+
+/// A UDP datagram from 203.0.113.9 to `dport` carrying `header` then the
+/// whole frame `inner` (VXLAN, Geneve).
+fn udp_carrying(dport: u16, header: &[u8], inner: &Frame) -> Frame {
+    Frame::udp("203.0.113.9", "198.51.100.1", 40000, dport)
+        .payload(&[header, &inner.build()].concat())
+}
+
+const VXLAN_HDR: [u8; 8] = [8, 0, 0, 0, 0, 0, 42, 0];
+const GENEVE_HDR: [u8; 8] = [0, 0, 0x65, 0x58, 0, 0, 42, 0];
+const GRE_HDR: [u8; 4] = [0, 0, 0x08, 0x00];
 
 #[test]
 fn drop_encap_drops_every_tunnel_and_keeps_the_rest() {
@@ -164,19 +217,23 @@ fn drop_encap_drops_every_tunnel_and_keeps_the_rest() {
     };
     let f = Installed::new("pf", &cfg);
     let prog = f.prog();
-    let inner = udp("192.0.2.1", "198.51.100.1", 53, 10);
+    let inner = Frame::udp("192.0.2.1", "198.51.100.1", 40000, 53).zeros(10);
     let tunnels = [
-        ip4_carrying(&inner, 47, &[0, 0, 0x08, 0x00]),
-        ip4_carrying(&inner, 4, &[]),
-        udp_carrying(&inner, 4789, &[8, 0, 0, 0, 0, 0, 42, 0], true),
-        udp_carrying(&inner, 6081, &[0, 0, 0x65, 0x58, 0, 0, 42, 0], true),
+        ip4_carrying("203.0.113.9", 47, &GRE_HDR, &inner),
+        ip4_carrying("203.0.113.9", 4, &[], &inner),
+        udp_carrying(4789, &VXLAN_HDR, &inner),
+        udp_carrying(6081, &GENEVE_HDR, &inner),
     ];
     for t in &tunnels {
-        assert_eq!(run(&prog, t, 1), XDP_DROP);
+        assert_eq!(run(&prog, &t.build(), 1), XDP_DROP);
     }
     // Plain traffic, MPLS and PPPoE carrying IP are not tunnels.
-    for p in [inner.clone(), mpls(&inner, 2), pppoe(&inner, 0x0021)] {
-        assert_eq!(run(&prog, &p, 1), XDP_PASS);
+    for p in [
+        inner.clone(),
+        inner.clone().mpls(16).mpls(17),
+        inner.pppoe(7),
+    ] {
+        assert_eq!(run(&prog, &p.build(), 1), XDP_PASS);
     }
     let s = f.filter.stats().unwrap();
     assert_eq!(s.dropped("encap"), tunnels.len() as u64);
@@ -188,6 +245,16 @@ fn drop_encap_drops_every_tunnel_and_keeps_the_rest() {
 
 #[test]
 fn parse_depth_limits_are_set_at_load() {
+    let tags = |n: u16| {
+        (0..n)
+            .fold(
+                Frame::udp("192.0.2.1", "198.51.100.1", 40000, 53),
+                |f, t| f.vlan(10 + t),
+            )
+            .zeros(10)
+            .build()
+    };
+    let ext = |n: usize| v6_ext("2001:db8::1", n, false).build();
     // Stricter than the defaults: two VLAN tags, three IPv6 extension headers.
     let cfg = FilterConfig {
         max_vlans: 2,
@@ -196,11 +263,10 @@ fn parse_depth_limits_are_set_at_load() {
     };
     let f = Installed::new("pf", &cfg);
     let prog = f.prog();
-    let good = udp("192.0.2.1", "198.51.100.1", 53, 10);
-    assert_eq!(run(&prog, &vlan(&good, 2), 1), XDP_PASS);
-    assert_eq!(run(&prog, &vlan(&good, 3), 1), XDP_DROP);
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 3, false), 1), XDP_PASS);
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 4, false), 1), XDP_DROP);
+    assert_eq!(run(&prog, &tags(2), 1), XDP_PASS);
+    assert_eq!(run(&prog, &tags(3), 1), XDP_DROP);
+    assert_eq!(run(&prog, &ext(3), 1), XDP_PASS);
+    assert_eq!(run(&prog, &ext(4), 1), XDP_DROP);
     assert_eq!(f.filter.stats().unwrap().dropped("too_deep"), 2);
     drop(f);
     // The ceilings: eight tags, sixteen extension headers.
@@ -211,10 +277,10 @@ fn parse_depth_limits_are_set_at_load() {
     };
     let f = Installed::new("pf", &cfg);
     let prog = f.prog();
-    assert_eq!(run(&prog, &vlan(&good, 8), 1), XDP_PASS);
-    assert_eq!(run(&prog, &vlan(&good, 9), 1), XDP_DROP);
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 16, false), 1), XDP_PASS);
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 17, false), 1), XDP_DROP);
+    assert_eq!(run(&prog, &tags(8), 1), XDP_PASS);
+    assert_eq!(run(&prog, &tags(9), 1), XDP_DROP);
+    assert_eq!(run(&prog, &ext(16), 1), XDP_PASS);
+    assert_eq!(run(&prog, &ext(17), 1), XDP_DROP);
     let s = f.filter.stats().unwrap();
     assert_eq!((s.passed("clean"), s.dropped("too_deep")), (2, 2));
     drop(f);
@@ -533,31 +599,18 @@ fn replacing_a_full_table_reuses_the_removed_ids() {
     assert_eq!(f.filter.entries().unwrap().len(), 5);
 }
 
-/// IPv6 header + a chain of `n` destination-options headers + UDP.
-fn v6_ext(src: &str, n: usize, frag_later: bool) -> Vec<u8> {
-    let s: std::net::Ipv6Addr = src.parse().unwrap();
-    let d: std::net::Ipv6Addr = "2001:db8::ff".parse().unwrap();
-    let first = if frag_later { 44u8 } else { 17 };
-    let mut payload = Vec::new();
-    for i in 0..n {
-        // Destination options: next header, length 0 (8 bytes), one PadN option.
-        let next = if i + 1 < n { 60 } else { first };
-        payload.extend_from_slice(&[next, 0, 1, 4, 0, 0, 0, 0]);
-    }
+/// IPv6 UDP from `src` behind `n` destination-options headers; with
+/// `frag_later`, a later fragment whose bytes after the fragment header
+/// are not a UDP header.
+fn v6_ext(src: &str, n: usize, frag_later: bool) -> Frame {
+    let f = (0..n).fold(Frame::udp(src, "2001:db8::ff", 40000, 53), |f, _| {
+        f.ext(Ext::DestOpts(0))
+    });
     if frag_later {
-        // Fragment header, offset 64 bytes: what follows is not a UDP header.
-        payload.extend_from_slice(&[17, 0, 0x02, 0x00, 0, 0, 0, 1]);
+        f.fragment(64, false)
+    } else {
+        f
     }
-    payload.extend_from_slice(&[0x9c, 0x40, 0, 53, 0, 8, 0, 0]);
-    let next0 = if n > 0 { 60 } else { first };
-    let mut v = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
-    v.extend_from_slice(&[0x60, 0, 0, 0]);
-    v.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-    v.extend_from_slice(&[next0, 64]);
-    v.extend_from_slice(&s.octets());
-    v.extend_from_slice(&d.octets());
-    v.extend_from_slice(&payload);
-    v
 }
 
 #[test]
@@ -566,109 +619,24 @@ fn ipv6_malformed_and_fragments() {
     f.block(&["2001:db8::66"]);
     let prog = f.prog();
     // Eight extension headers are walked (RFC 8200's order has six); nine are too deep.
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 8, false), 1), XDP_PASS);
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 9, false), 1), XDP_DROP);
+    let clean = "2001:db8::1";
+    assert_eq!(run(&prog, &v6_ext(clean, 8, false).build(), 1), XDP_PASS);
+    assert_eq!(run(&prog, &v6_ext(clean, 9, false).build(), 1), XDP_DROP);
     // A blacklisted source is dropped as blacklisted even behind too many headers.
-    assert_eq!(run(&prog, &v6_ext("2001:db8::66", 9, false), 1), XDP_DROP);
+    let bl = "2001:db8::66";
+    assert_eq!(run(&prog, &v6_ext(bl, 9, false).build(), 1), XDP_DROP);
     // A chain cut short: truncated.
-    let cut = v6_ext("2001:db8::1", 3, false);
-    assert_eq!(run(&prog, &cut[..14 + 40 + 12], 1), XDP_DROP);
+    let cut = v6_ext(clean, 3, false).truncate(14 + 40 + 12).build();
+    assert_eq!(run(&prog, &cut, 1), XDP_DROP);
     // Later fragments: no L4 read; blacklisted dropped, clean passed.
-    assert_eq!(run(&prog, &v6_ext("2001:db8::66", 1, true), 1), XDP_DROP);
-    assert_eq!(run(&prog, &v6_ext("2001:db8::1", 1, true), 1), XDP_PASS);
+    assert_eq!(run(&prog, &v6_ext(bl, 1, true).build(), 1), XDP_DROP);
+    assert_eq!(run(&prog, &v6_ext(clean, 1, true).build(), 1), XDP_PASS);
     let s = f.filter.stats().unwrap();
     assert_eq!(s.dropped("too_deep"), 1);
     assert_eq!(s.dropped("truncated"), 1);
     assert_eq!(s.dropped("blacklist"), 2);
     assert_eq!(s.passed("clean"), 2);
     assert_eq!(entry(&f, "2001:db8::66/128").0, 2);
-}
-
-/// IPv6 frame from `src`: extension headers `exts` (type, body without its
-/// next-header byte, which is filled in) then `l4` (protocol, bytes).
-fn v6_chain(src: &str, exts: &[(u8, Vec<u8>)], l4: (u8, &[u8])) -> Vec<u8> {
-    let s: std::net::Ipv6Addr = src.parse().unwrap();
-    let d: std::net::Ipv6Addr = "2001:db8::ff".parse().unwrap();
-    let mut payload = Vec::new();
-    for (i, (_, body)) in exts.iter().enumerate() {
-        let next = exts.get(i + 1).map(|e| e.0).unwrap_or(l4.0);
-        payload.push(next);
-        payload.extend_from_slice(body);
-    }
-    payload.extend_from_slice(l4.1);
-    let first = exts.first().map(|e| e.0).unwrap_or(l4.0);
-    let mut v = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
-    v.extend_from_slice(&[0x60, 0, 0, 0]);
-    v.extend_from_slice(&(payload.len() as u16).to_be_bytes());
-    v.extend_from_slice(&[first, 64]);
-    v.extend_from_slice(&s.octets());
-    v.extend_from_slice(&d.octets());
-    v.extend_from_slice(&payload);
-    v
-}
-
-/// IPv4 frame with `opt` bytes of options (a multiple of 4) inserted.
-fn v4_options(frame: &[u8], opt: usize) -> Vec<u8> {
-    let mut v = frame[..34].to_vec();
-    v.extend(std::iter::repeat_n(1u8, opt)); // NOPs
-    v.extend_from_slice(&frame[34..]);
-    v[14] = 0x45 + (opt / 4) as u8;
-    let tot = u16::from_be_bytes([v[16], v[17]]) + opt as u16;
-    v[16..18].copy_from_slice(&tot.to_be_bytes());
-    v
-}
-
-/// IPv4 frame cut to `l4` bytes after the IP header, fragment field `frag`.
-fn v4_frag(frame: &[u8], l4: usize, frag: u16) -> Vec<u8> {
-    let mut v = frame[..34 + l4].to_vec();
-    v[16..18].copy_from_slice(&((20 + l4) as u16).to_be_bytes());
-    v[20..22].copy_from_slice(&frag.to_be_bytes());
-    v
-}
-
-/// An IPv4 frame from 203.0.113.9 to 198.51.100.1 whose payload is
-/// `header` then the IP packet inside `inner` (GRE, IP in IP).
-fn ip4_carrying(inner: &[u8], proto: u8, header: &[u8]) -> Vec<u8> {
-    let mut payload = header.to_vec();
-    payload.extend_from_slice(&inner[14..]);
-    let mut v = udp("203.0.113.9", "198.51.100.1", 53, 0)[..34].to_vec();
-    v.extend_from_slice(&payload);
-    v[16..18].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
-    v[14 + 9] = proto;
-    v
-}
-
-/// A UDP packet to `dport` whose payload is `header` then `inner` (with its
-/// Ethernet header when `ethernet`): VXLAN, Geneve.
-fn udp_carrying(inner: &[u8], dport: u16, header: &[u8], ethernet: bool) -> Vec<u8> {
-    let mut payload = header.to_vec();
-    payload.extend_from_slice(if ethernet { inner } else { &inner[14..] });
-    let mut v = udp("203.0.113.9", "198.51.100.1", dport, payload.len());
-    let n = v.len();
-    v[n - payload.len()..].copy_from_slice(&payload);
-    v
-}
-
-/// Which counter one run of `pkt` advanced: ("drop"|"pass", reason).
-fn verdict_reason(f: &Installed, prog: &std::os::fd::OwnedFd, pkt: &[u8]) -> (u32, String) {
-    let before = f.filter.stats().unwrap();
-    let v = run(prog, pkt, 1);
-    let after = f.filter.stats().unwrap();
-    let mut moved = Vec::new();
-    for (kind, b, a) in [
-        ("drop", &before.drops, &after.drops),
-        ("pass", &before.passes, &after.passes),
-    ] {
-        for ((n, x), (_, y)) in b.iter().zip(a.iter()) {
-            if y.packets != x.packets {
-                assert_eq!(y.packets - x.packets, 1, "{kind}.{n}");
-                assert_eq!(y.bytes - x.bytes, pkt.len() as u64, "{kind}.{n} bytes");
-                moved.push(format!("{kind}.{n}"));
-            }
-        }
-    }
-    assert_eq!(moved.len(), 1, "exactly one reason counted, got {moved:?}");
-    (v, moved.pop().unwrap())
 }
 
 /// Every parse path of bpf/common/parse.h and every malformed frame, through
@@ -681,516 +649,287 @@ fn every_parse_path_and_malformed_frame_has_its_verdict_and_reason() {
     let prog = f.prog();
     let (c4, b4, d4) = ("192.0.2.1", "192.0.2.66", "198.51.100.1");
     let (c6, b6, d6) = ("2001:db8::1", "2001:db8::66", "2001:db8::ff");
-    let udp4 = udp(c4, d4, 53, 10);
-    let tcp4 = tcp(c4, d4, 80, "S");
-    let icmp = icmp4(c4, d4);
-    let udp_l4: &[u8] = &[0x9c, 0x40, 0, 53, 0, 8, 0, 0];
-    let mut tcp_l4 = vec![
-        0x9c, 0x40, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff,
-    ];
-    tcp_l4.extend_from_slice(&[0, 0, 0, 0]);
-    let icmp6_l4: &[u8] = &[128, 0, 0, 0, 0, 1, 0, 1];
-    let hop = (0u8, vec![0, 1, 4, 0, 0, 0, 0]);
-    let routing = (43u8, vec![0, 0, 0, 0, 0, 0, 0]);
-    let dst = (60u8, vec![0, 1, 4, 0, 0, 0, 0]);
-    let ah = (51u8, vec![1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1]);
-    let frag_first = (44u8, vec![0, 0x00, 0x01, 0, 0, 0, 7]);
-    let frag_later = (44u8, vec![0, 0x02, 0x00, 0, 0, 0, 7]);
-    let mut qinq = vlan(&udp4, 2);
-    qinq[12..14].copy_from_slice(&0x88a8u16.to_be_bytes());
-    let mut lldp = arp();
-    lldp[12..14].copy_from_slice(&0x88ccu16.to_be_bytes());
-    let mut bad_ver4 = udp4.clone();
-    bad_ver4[14] = 0x55;
-    let mut short_tot = udp4.clone();
-    short_tot[16..18].copy_from_slice(&19u16.to_be_bytes());
-    let mut tcp_doff = tcp4.clone();
-    tcp_doff[14 + 20 + 12] = 0x40;
-    let mut bad_ver6 = udp(c6, d6, 53, 4);
-    bad_ver6[14] = 0x40;
-    let mut ihl15 = udp4.clone();
-    ihl15[14] = 0x4f; // 60-byte header announced, frame holds 28 + 10 after it
-    let mut tcp6_doff = v6_chain(c6, &[], (6, &tcp_l4));
-    tcp6_doff[14 + 40 + 12] = 0x40;
-    // A later IPv6 fragment whose fragmentable part starts with what its
-    // fragment header calls a destination-options header: those bytes are
-    // fragment payload, never walked (here they would announce 2 KB).
-    let frag_later_dst = (44u8, vec![0, 0x02, 0x00, 0, 0, 0, 7]);
-    let later6_payload: &[u8] = &[43, 255, 0, 0, 0, 0, 0, 0];
-
-    let cases: Vec<(&str, Vec<u8>, u32, &str)> = vec![
+    let udp4 = |src: &str| Frame::udp(src, d4, 40000, 53).zeros(10);
+    let tcp4 = |src: &str| Frame::tcp(src, d4, 40000, 80).flags(tcp::SYN);
+    let udp6 = |src: &str| Frame::udp(src, d6, 40000, 53);
+    let tcp6 = |src: &str| Frame::tcp(src, d6, 40000, 80).flags(tcp::SYN);
+    let icmp4 = Frame::icmp_echo(c4, d4).zeros(8);
+    let qinq = |f: Frame| f.vlan_tag(0x88a8, 10).vlan(11);
+    // 3 bytes of a TCP header after the IPv4 header.
+    let tcp_start = |src: &str| Frame::ip(src, d4, 6).payload(&[0x9c, 0x40, 0]);
+    // A later IPv6 fragment (offset 512 bytes) carrying 3 bytes.
+    let later6 = |src: &str| {
+        Frame::ip(src, d6, 6)
+            .payload(&[1, 2, 3])
+            .fragment(64, false)
+    };
+    let full_chain = |f: Frame| {
+        f.ext(Ext::HopByHop(0))
+            .ext(Ext::Routing(0))
+            .ext(Ext::DestOpts(0))
+            .ext(Ext::Auth(0))
+            .fragment(0, true)
+    };
+    let tags = |f: Frame, n: u16| (0..n).fold(f, |f, t| f.vlan(10 + t));
+    let labels = |f: Frame, n: u32| (0..n).fold(f, |f, l| f.mpls(16 + l));
+    // RFC 8200's order with every header, and Destination Options twice more.
+    let seven = full_chain(udp6(c6))
+        .ext(Ext::DestOpts(0))
+        .ext(Ext::DestOpts(0));
+    let nine = (0..8).fold(udp6(c6).ext(Ext::HopByHop(0)), |f, _| {
+        f.ext(Ext::DestOpts(0))
+    });
+    let pass = |name: &str, f: Frame| ProgCase::new(name, f.build(), XDP_PASS, "pass.clean");
+    let tunnel = |name: &str, f: Frame, kind: &str| {
+        ProgCase::new(name, f.build(), XDP_PASS, format!("pass.encap_{kind}"))
+    };
+    let drop = |name: &str, f: Frame, reason: &str| {
+        ProgCase::new(name, f.build(), XDP_DROP, format!("drop.{reason}"))
+    };
+    let cases = vec![
         // Parse paths, clean source: the feature stage gets them.
-        ("ipv4 udp", udp4.clone(), XDP_PASS, "pass.clean"),
-        ("ipv4 tcp", tcp4.clone(), XDP_PASS, "pass.clean"),
-        ("ipv4 icmp", icmp.clone(), XDP_PASS, "pass.clean"),
-        ("ipv4 options", v4_options(&udp4, 8), XDP_PASS, "pass.clean"),
-        (
-            "ipv4 options max (40 B)",
-            v4_options(&tcp4, 40),
+        pass("ipv4 udp", udp4(c4)),
+        pass("ipv4 tcp", tcp4(c4)),
+        pass("ipv4 icmp", icmp4.clone()),
+        pass("ipv4 options", udp4(c4).ipv4_options(&[1; 8])),
+        pass("ipv4 options max (40 B)", tcp4(c4).ipv4_options(&[1; 40])),
+        pass("802.1Q", udp4(c4).vlan(10)),
+        pass("802.1ad + 802.1Q", qinq(udp4(c4))),
+        pass("three vlan tags", tags(udp4(c4), 3)),
+        pass("four vlan tags", tags(udp4(c4), 4)),
+        pass("ipv4 with Ethernet padding after it", udp4(c4).pad_to(80)),
+        pass("mpls ipv4", udp4(c4).mpls(16)),
+        pass("mpls two labels ipv6", labels(udp6(c6), 2)),
+        pass("mpls eight labels", labels(udp4(c4), 8)),
+        pass("pppoe ipv4", udp4(c4).pppoe(7)),
+        pass("pppoe ipv6", tcp6(c6).pppoe(7)),
+        pass("802.1Q + pppoe ipv4", udp4(c4).pppoe(7).vlan(10)),
+        ProgCase::new(
+            "pppoe lcp",
+            Frame::ethertype(0x8864)
+                .payload(&[0x11, 0, 0, 7, 0, 6, 0xc0, 0x21, 1, 1, 0, 4])
+                .build(),
             XDP_PASS,
-            "pass.clean",
+            "pass.not_ip",
         ),
-        ("802.1Q", vlan(&udp4, 1), XDP_PASS, "pass.clean"),
-        ("802.1ad + 802.1Q", qinq.clone(), XDP_PASS, "pass.clean"),
-        ("three vlan tags", vlan(&udp4, 3), XDP_PASS, "pass.clean"),
-        ("four vlan tags", vlan(&udp4, 4), XDP_PASS, "pass.clean"),
-        (
-            "ipv4 with Ethernet padding after it",
-            {
-                let mut v = udp(c4, d4, 53, 0);
-                v.extend_from_slice(&[0; 18]);
-                v
-            },
-            XDP_PASS,
-            "pass.clean",
-        ),
-        ("mpls ipv4", mpls(&udp4, 1), XDP_PASS, "pass.clean"),
-        (
-            "mpls two labels ipv6",
-            mpls(&v6_chain(c6, &[], (17, udp_l4)), 2),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        ("mpls eight labels", mpls(&udp4, 8), XDP_PASS, "pass.clean"),
-        ("pppoe ipv4", pppoe(&udp4, 0x0021), XDP_PASS, "pass.clean"),
-        (
-            "pppoe ipv6",
-            pppoe(&v6_chain(c6, &[], (6, &tcp_l4)), 0x0057),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        (
-            "802.1Q + pppoe ipv4",
-            vlan(&pppoe(&udp4, 0x0021), 1),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        ("pppoe lcp", pppoe(&udp4, 0xc021), XDP_PASS, "pass.not_ip"),
-        (
-            "ipv6 seven extension headers",
-            v6_chain(
-                c6,
-                &[
-                    hop.clone(),
-                    dst.clone(),
-                    routing.clone(),
-                    ah.clone(),
-                    frag_first.clone(),
-                    dst.clone(),
-                    dst.clone(),
-                ],
-                (17, udp_l4),
-            ),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        (
-            "ipv6 eight extension headers",
-            v6_ext(c6, 8, false),
-            XDP_PASS,
-            "pass.clean",
-        ),
+        pass("ipv6 seven extension headers", seven),
+        pass("ipv6 eight extension headers", v6_ext(c6, 8, false)),
         // Tunnels: passed and counted by kind (the inner source is not checked).
-        (
-            "gre",
-            ip4_carrying(&udp4, 47, &[0, 0, 0x08, 0x00]),
-            XDP_PASS,
-            "pass.encap_gre",
-        ),
-        (
-            "ipip",
-            ip4_carrying(&udp4, 4, &[]),
-            XDP_PASS,
-            "pass.encap_ipip",
-        ),
-        (
-            "6in4",
-            ip4_carrying(&v6_chain(c6, &[], (17, udp_l4)), 41, &[]),
-            XDP_PASS,
-            "pass.encap_ipip",
-        ),
-        (
-            "vxlan",
-            udp_carrying(&udp4, 4789, &[8, 0, 0, 0, 0, 0, 42, 0], true),
-            XDP_PASS,
-            "pass.encap_vxlan",
-        ),
-        (
+        tunnel("gre", ip4_carrying(c4, 47, &GRE_HDR, &udp4(c4)), "gre"),
+        tunnel("ipip", ip4_carrying(c4, 4, &[], &udp4(c4)), "ipip"),
+        tunnel("6in4", ip4_carrying(c4, 41, &[], &udp6(c6)), "ipip"),
+        tunnel("vxlan", udp_carrying(4789, &VXLAN_HDR, &udp4(c4)), "vxlan"),
+        tunnel(
             "geneve",
-            udp_carrying(&udp4, 6081, &[0, 0, 0x65, 0x58, 0, 0, 42, 0], true),
-            XDP_PASS,
-            "pass.encap_geneve",
+            udp_carrying(6081, &GENEVE_HDR, &udp4(c4)),
+            "geneve",
         ),
-        (
+        tunnel(
             "gre later fragment",
-            v4_frag(&ip4_carrying(&udp4, 47, &[0, 0, 0x08, 0x00]), 8, 0x0004),
-            XDP_PASS,
-            "pass.encap_gre",
+            Frame::ip(c4, d4, 47)
+                .payload(&[0, 0, 0x08, 0x00, 0x45, 0, 0, 28])
+                .fragment(4, false),
+            "gre",
         ),
-        (
+        // Control word (first nibble 0), then an Ethernet frame.
+        tunnel(
             "mpls ethernet pseudowire",
-            {
-                // Control word (first nibble 0), then an Ethernet frame.
-                let mut pw = vec![0u8; 4];
-                pw.extend_from_slice(&udp4);
-                let mut v = udp4[..12].to_vec();
-                v.extend_from_slice(&0x8847u16.to_be_bytes());
-                v.extend_from_slice(&((16u32 << 12) | (1 << 8) | 64).to_be_bytes());
-                v.extend_from_slice(&pw);
-                v
-            },
-            XDP_PASS,
-            "pass.encap_mpls",
+            Frame::ethertype(0x8847)
+                .payload(&[&[0, 1, 1, 64, 0, 0, 0, 0][..], &udp4(c4).build()].concat()),
+            "mpls",
         ),
-        (
-            "ipv4 first fragment",
-            v4_frag(&udp4, 18, 0x2000),
-            XDP_PASS,
-            "pass.clean",
-        ),
+        pass("ipv4 first fragment", udp4(c4).fragment(0, true)),
         // 3 bytes after the header: as TCP it would be truncated; as a later fragment it has no L4 header.
-        (
-            "ipv4 later fragment",
-            v4_frag(&tcp4, 3, 0x0010),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        (
+        pass("ipv4 later fragment", tcp_start(c4).fragment(16, false)),
+        drop(
             "ipv4 not-a-fragment, same bytes",
-            v4_frag(&tcp4, 3, 0),
-            XDP_DROP,
-            "drop.truncated",
+            tcp_start(c4),
+            "truncated",
         ),
-        (
-            "ipv6 udp",
-            v6_chain(c6, &[], (17, udp_l4)),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        (
-            "ipv6 tcp",
-            v6_chain(c6, &[], (6, &tcp_l4)),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        (
-            "ipv6 icmpv6",
-            v6_chain(c6, &[], (58, icmp6_l4)),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        (
+        pass("ipv6 udp", udp6(c6)),
+        pass("ipv6 tcp", tcp6(c6)),
+        pass("ipv6 icmpv6", Frame::icmp_echo(c6, d6)),
+        pass(
             "ipv6 hop+routing+dst+ah+frag(first) udp",
-            v6_chain(
-                c6,
-                &[
-                    hop.clone(),
-                    routing.clone(),
-                    dst.clone(),
-                    ah.clone(),
-                    frag_first.clone(),
-                ],
-                (17, udp_l4),
-            ),
-            XDP_PASS,
-            "pass.clean",
+            full_chain(udp6(c6)),
         ),
-        (
-            "ipv6 later fragment",
-            v6_chain(c6, std::slice::from_ref(&frag_later), (6, &[1, 2, 3])),
-            XDP_PASS,
-            "pass.clean",
-        ),
-        (
+        pass("ipv6 later fragment", later6(c6)),
+        // Its fragmentable part starts with what its fragment header calls a
+        // destination-options header: those bytes are fragment payload,
+        // never walked (here they would announce 2 KB).
+        pass(
             "ipv6 later fragment, payload looks like a header",
-            v6_chain(
-                c6,
-                std::slice::from_ref(&frag_later_dst),
-                (60, later6_payload),
-            ),
-            XDP_PASS,
-            "pass.clean",
+            Frame::ip(c6, d6, 60)
+                .payload(&[43, 255, 0, 0, 0, 0, 0, 0])
+                .fragment(64, false),
         ),
-        (
+        pass(
             "ipv6 esp (no L4 read)",
-            v6_chain(c6, &[], (50, &[0, 0, 0, 1])),
-            XDP_PASS,
-            "pass.clean",
+            Frame::ip(c6, d6, 50).payload(&[0, 0, 0, 1]),
         ),
-        ("arp", arp(), XDP_PASS, "pass.not_ip"),
-        ("lldp", lldp, XDP_PASS, "pass.not_ip"),
+        ProgCase::new(
+            "arp",
+            Frame::arp([192, 0, 2, 1], [192, 0, 2, 2]).build(),
+            XDP_PASS,
+            "pass.not_ip",
+        ),
+        ProgCase::new(
+            "lldp",
+            Frame::ethertype(0x88cc).zeros(28).build(),
+            XDP_PASS,
+            "pass.not_ip",
+        ),
         // Malformed, clean source.
         // (A frame shorter than its Ethernet header never reaches XDP: BPF_PROG_RUN refuses it too.)
-        (
-            "vlan tag cut",
-            vlan(&udp4, 1)[..16].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
-        ),
-        (
-            "ipv4 header cut",
-            udp4[..14 + 12].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
-        ),
-        (
+        drop("vlan tag cut", udp4(c4).vlan(10).truncate(16), "truncated"),
+        drop("ipv4 header cut", udp4(c4).truncate(14 + 12), "truncated"),
+        // A 60-byte header announced; the frame holds 28 + 10 after it.
+        drop(
             "ipv4 options beyond the frame",
-            ihl15,
-            XDP_DROP,
-            "drop.truncated",
+            udp4(c4).ihl(15),
+            "truncated",
         ),
-        ("ipv4 version 5", bad_ver4, XDP_DROP, "drop.bad_header"),
-        (
+        drop("ipv4 version 5", udp4(c4).version(5), "bad_header"),
+        drop(
             "ipv4 total length < header",
-            short_tot,
-            XDP_DROP,
-            "drop.bad_header",
+            udp4(c4).ip_len(19),
+            "bad_header",
         ),
-        (
-            "tcp cut",
-            tcp4[..14 + 20 + 10].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+        drop("tcp cut", tcp4(c4).truncate(14 + 20 + 10), "truncated"),
+        drop(
+            "tcp data offset 4",
+            tcp4(c4).tcp_data_offset(4),
+            "bad_header",
         ),
-        ("tcp data offset 4", tcp_doff, XDP_DROP, "drop.bad_header"),
-        (
-            "udp cut",
-            udp4[..14 + 20 + 6].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
-        ),
-        (
-            "icmp cut",
-            icmp[..14 + 20 + 2].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
-        ),
-        ("five vlan tags", vlan(&udp4, 5), XDP_DROP, "drop.too_deep"),
+        drop("udp cut", udp4(c4).truncate(14 + 20 + 6), "truncated"),
+        drop("icmp cut", icmp4.truncate(14 + 20 + 2), "truncated"),
+        drop("five vlan tags", tags(udp4(c4), 5), "too_deep"),
         // The IP packet is longer than the frame: cut short on the way.
-        (
+        drop(
             "ipv4 shorter than its total length",
-            {
-                let mut v = udp4.clone();
-                v[16..18].copy_from_slice(&(20 + 8 + 11u16).to_be_bytes());
-                v
-            },
-            XDP_DROP,
-            "drop.truncated",
+            udp4(c4).ip_len(20 + 8 + 11),
+            "truncated",
         ),
-        (
+        drop(
             "ipv6 shorter than its payload length",
-            {
-                let mut v = v6_chain(c6, &[], (17, udp_l4));
-                v[18..20].copy_from_slice(&9u16.to_be_bytes());
-                v
-            },
-            XDP_DROP,
-            "drop.truncated",
+            udp6(c6).ip_len(9),
+            "truncated",
         ),
-        (
-            "mpls nine labels",
-            mpls(&udp4, 9),
-            XDP_DROP,
-            "drop.too_deep",
-        ),
-        (
+        drop("mpls nine labels", labels(udp4(c4), 9), "too_deep"),
+        drop(
             "mpls label cut",
-            mpls(&udp4, 2)[..16].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            labels(udp4(c4), 2).truncate(16),
+            "truncated",
         ),
-        (
+        drop(
             "pppoe version 2",
-            {
-                let mut v = pppoe(&udp4, 0x0021);
-                v[14] = 0x21;
-                v
-            },
-            XDP_DROP,
-            "drop.bad_header",
+            Frame::ethertype(0x8864).payload(&[0x21, 0, 0, 7, 0, 2, 0, 0x21]),
+            "bad_header",
         ),
-        (
+        drop(
             "pppoe header cut",
-            pppoe(&udp4, 0x0021)[..20].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            udp4(c4).pppoe(7).truncate(20),
+            "truncated",
         ),
-        (
-            "ipv6 nine extension headers",
-            v6_ext(c6, 9, false),
-            XDP_DROP,
-            "drop.too_deep",
-        ),
-        (
+        drop(
             "ipv6 header cut",
-            bad_ver6[..14 + 30].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            udp6(c6).zeros(4).version(4).truncate(14 + 30),
+            "truncated",
         ),
-        ("ipv6 version 4", bad_ver6, XDP_DROP, "drop.bad_header"),
-        (
+        drop("ipv6 version 4", udp6(c6).zeros(4).version(4), "bad_header"),
+        drop(
             "ipv6 tcp data offset 4",
-            tcp6_doff,
-            XDP_DROP,
-            "drop.bad_header",
+            tcp6(c6).tcp_data_offset(4),
+            "bad_header",
         ),
-        (
+        drop(
             "ipv6 icmpv6 cut",
-            v6_chain(c6, &[], (58, &icmp6_l4[..3])),
-            XDP_DROP,
-            "drop.truncated",
+            Frame::icmp_echo(c6, d6).truncate(14 + 40 + 3),
+            "truncated",
         ),
-        (
+        drop(
             "ipv6 ext header cut",
-            v6_chain(c6, std::slice::from_ref(&hop), (17, udp_l4))[..14 + 40 + 1].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            udp6(c6).ext(Ext::HopByHop(0)).truncate(14 + 40 + 1),
+            "truncated",
         ),
-        (
+        drop(
             "ipv6 ah cut",
-            v6_chain(c6, std::slice::from_ref(&ah), (17, &[]))[..14 + 40 + 8].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            Frame::ip(c6, d6, 17)
+                .ext(Ext::Auth(0))
+                .truncate(14 + 40 + 8),
+            "truncated",
         ),
-        (
+        drop(
             "ipv6 fragment header cut",
-            v6_chain(c6, std::slice::from_ref(&frag_first), (17, &[]))[..14 + 40 + 6].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            Frame::ip(c6, d6, 17)
+                .fragment(0, true)
+                .truncate(14 + 40 + 6),
+            "truncated",
         ),
+        drop("ipv6 nine extension headers", nine, "too_deep"),
         // Blacklisted sources: dropped as blacklisted whatever the path or the rest of the frame.
-        (
-            "bl ipv4 udp",
-            udp(b4, d4, 53, 10),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
+        drop("bl ipv4 udp", udp4(b4), "blacklist"),
+        drop(
             "bl ipv4 options",
-            v4_options(&udp(b4, d4, 53, 10), 12),
-            XDP_DROP,
-            "drop.blacklist",
+            udp4(b4).ipv4_options(&[1; 12]),
+            "blacklist",
         ),
-        (
-            "bl 802.1ad + 802.1Q",
-            {
-                let mut q = vlan(&udp(b4, d4, 53, 10), 2);
-                q[12..14].copy_from_slice(&0x88a8u16.to_be_bytes());
-                q
-            },
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
+        drop("bl 802.1ad + 802.1Q", qinq(udp4(b4)), "blacklist"),
+        drop(
             "bl ipv4 later fragment",
-            v4_frag(&tcp(b4, d4, 80, "S"), 3, 0x0010),
-            XDP_DROP,
-            "drop.blacklist",
+            tcp_start(b4).fragment(16, false),
+            "blacklist",
         ),
-        (
-            "bl tcp cut",
-            tcp(b4, d4, 80, "S")[..14 + 20 + 10].to_vec(),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
-            "bl ipv6 tcp",
-            v6_chain(b6, &[], (6, &tcp_l4)),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
+        drop("bl tcp cut", tcp4(b4).truncate(14 + 20 + 10), "blacklist"),
+        drop("bl ipv6 tcp", tcp6(b6), "blacklist"),
+        drop(
             "bl ipv6 behind ext headers",
-            v6_chain(
-                b6,
-                &[hop.clone(), routing.clone(), ah.clone()],
-                (17, udp_l4),
-            ),
-            XDP_DROP,
-            "drop.blacklist",
+            udp6(b6)
+                .ext(Ext::HopByHop(0))
+                .ext(Ext::Routing(0))
+                .ext(Ext::Auth(0)),
+            "blacklist",
         ),
-        (
-            "bl ipv6 later fragment",
-            v6_chain(b6, std::slice::from_ref(&frag_later), (6, &[1, 2, 3])),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
-            "bl three vlan tags",
-            vlan(&udp(b4, d4, 53, 10), 3),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
-            "bl mpls ipv4",
-            mpls(&udp(b4, d4, 53, 10), 3),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
-            "bl pppoe ipv4",
-            pppoe(&udp(b4, d4, 53, 10), 0x0021),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
-            "bl pppoe ipv6",
-            pppoe(&v6_chain(b6, &[], (17, udp_l4)), 0x0057),
-            XDP_DROP,
-            "drop.blacklist",
-        ),
-        (
+        drop("bl ipv6 later fragment", later6(b6), "blacklist"),
+        drop("bl three vlan tags", tags(udp4(b4), 3), "blacklist"),
+        drop("bl mpls ipv4", labels(udp4(b4), 3), "blacklist"),
+        drop("bl pppoe ipv4", udp4(b4).pppoe(7), "blacklist"),
+        drop("bl pppoe ipv6", udp6(b6).pppoe(7), "blacklist"),
+        drop(
             "bl ipv6 behind eight headers",
             v6_ext(b6, 8, false),
-            XDP_DROP,
-            "drop.blacklist",
+            "blacklist",
         ),
-        (
+        drop(
             "bl gre (outer source)",
-            ip4_carrying(&udp(c4, d4, 53, 10), 47, &[0, 0, 0x08, 0x00])
-                .iter()
-                .copied()
-                .enumerate()
-                .map(|(i, b)| {
-                    if (26..30).contains(&i) {
-                        [192, 0, 2, 66][i - 26]
-                    } else {
-                        b
-                    }
-                })
-                .collect(),
-            XDP_DROP,
-            "drop.blacklist",
+            ip4_carrying(b4, 47, &GRE_HDR, &udp4(c4)),
+            "blacklist",
         ),
-        (
+        drop(
             "bl ipv4 shorter than its total length",
-            {
-                let mut v = udp(b4, d4, 53, 10);
-                v[16..18].copy_from_slice(&200u16.to_be_bytes());
-                v
-            },
-            XDP_DROP,
-            "drop.blacklist",
+            udp4(b4).ip_len(200),
+            "blacklist",
         ),
         // The source of a header that is itself cut is not trusted: a malformed frame, not a match.
-        (
+        drop(
             "bl ipv4 header cut after saddr",
-            udp(b4, d4, 53, 10)[..14 + 16].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            udp4(b4).truncate(14 + 16),
+            "truncated",
         ),
-        (
+        drop(
             "bl ipv6 header cut after saddr",
-            v6_chain(b6, &[], (17, udp_l4))[..14 + 38].to_vec(),
-            XDP_DROP,
-            "drop.truncated",
+            udp6(b6).truncate(14 + 38),
+            "truncated",
         ),
     ];
-    for (name, pkt, verdict, reason) in &cases {
-        let (v, r) = verdict_reason(&f, &prog, pkt);
-        assert_eq!((v, r.as_str()), (*verdict, *reason), "{name}");
+    let runner = Runner::new(prog.as_raw_fd(), || f.reasons());
+    for c in &cases {
+        runner.run(&c.clone().unchanged());
     }
-    let bl = cases.iter().filter(|c| c.3 == "drop.blacklist").count() as u64;
+    let bl = cases
+        .iter()
+        .filter(|c| c.reason.as_deref() == Some("drop.blacklist"))
+        .count() as u64;
     assert_eq!(
         entry(&f, "192.0.2.66/32").0 + entry(&f, "2001:db8::66/128").0,
         bl

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use rampart_ddos_control::{DetectConfig, MonitorConfig, PlannerConfig};
+use rampart_service::alert::AlertsConfig;
 use rampart_service::{ConfigError, ServerConfig};
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +27,7 @@ pub struct Config {
     /// `[filter]`: the XDP blacklist's load-time settings (used when the
     /// daemon attaches; a resumed filter keeps the ones it was loaded with).
     pub filter: FilterSection,
-    /// `[hw]`: the hardware tier of the `hw+…` modes.
+    /// `[hw]`: the hardware tier of the `hw+…` modes and the NIC hop.
     pub hw: HwConfig,
     /// `[detect]` (rampart-ddos-control).
     pub detect: DetectConfig,
@@ -34,6 +35,8 @@ pub struct Config {
     pub monitor: MonitorConfig,
     /// `[offload]` (rampart-ddos-control). `capacity` is capped at the hardware tier's own.
     pub offload: PlannerConfig,
+    /// `[alerts]`: where alerts go (a JSON-lines file or stdout, syslog, a webhook).
+    pub alerts: AlertsConfig,
 }
 
 /// `[daemon]`.
@@ -41,21 +44,15 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct DaemonConfig {
     /// Placement mode: `xdp-host`, `xdp-nic`, `hw+xdp-nic`, `hw+xdp-host`,
-    /// `iptables`. Default `hw+xdp-host`.
+    /// `iptables`. Default `xdp-host` (no hardware tier).
     pub mode: Mode,
-    /// Host interface (features are read here; the XDP blacklist runs here
-    /// in the `*-host` modes). Default `host0` (the lab's).
+    /// Host interface to protect (features are read here; the XDP
+    /// blacklist runs here in the `*-host` modes). Required: no default.
     pub iface: String,
-    /// Named network namespace of `iface`. Default none (the daemon's own);
-    /// the lab's host is `<lab>-host`.
+    /// Named network namespace of `iface`. Default none (the daemon's own).
     pub netns: Option<String>,
-    /// Lab prefix whose EMULATED NIC serves the `emulated` tier and the nic
-    /// hop of the `xdp-nic` modes. Default `rp`.
-    pub lab: String,
     /// Loop interval (seconds). Default 0.5; 0.05 ≤ x ≤ 1.
     pub interval_s: f64,
-    /// JSON-lines alerts file (appended); `-` is standard output. Default `-`.
-    pub alerts: String,
     /// Directory of the daemon's state file (`<name>.json`: reasons and
     /// detectors of blocked sources, operator whitelist, learned normal
     /// peak). Default `/run/rampart/ddosd`.
@@ -70,12 +67,10 @@ pub struct DaemonConfig {
 impl Default for DaemonConfig {
     fn default() -> Self {
         Self {
-            mode: Mode::HwXdpHost,
-            iface: "host0".into(),
+            mode: Mode::XdpHost,
+            iface: String::new(),
             netns: None,
-            lab: "rp".into(),
             interval_s: 0.5,
-            alerts: "-".into(),
             state_dir: PathBuf::from("/run/rampart/ddosd"),
             nice: -10,
         }
@@ -121,19 +116,26 @@ impl Default for FilterSection {
     }
 }
 
-/// `[hw]`.
+/// `[hw]`: the hardware tier of the `hw+…` modes and the NIC hop.
+///
+/// The NIC hop (`iface` in `netns`) is the interface in front of the host
+/// where the hardware tier's rules live — the NIC's own interface for
+/// `tc-flower`, `ethtool-ntuple` and `xdp-hw`, or the interface whose XDP
+/// program is the EMULATED NIC for `emulated` — and where the `xdp-nic`
+/// modes chain their filter in front of the program that runs there.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HwConfig {
-    /// `emulated` (the lab's EMULATED NIC), `tc-flower`, `ethtool-ntuple`,
-    /// `xdp-hw`. Default `emulated`.
+    /// `tc-flower`, `ethtool-ntuple`, `xdp-hw`, or `emulated` (the
+    /// EMULATED NIC of the lab). Default `tc-flower`.
     pub backend: String,
     /// Per-update delay of the EMULATED NIC (milliseconds), what a real
     /// card costs. Default 2; 0 ≤ x ≤ 1000.
     pub update_delay_ms: f64,
-    /// Interface of the real-NIC backends. Default: `[daemon].iface`.
+    /// The NIC hop's interface. Default: `[daemon].iface` (a NIC's own
+    /// tables); required by `emulated` and the `xdp-nic` modes.
     pub iface: Option<String>,
-    /// Its network namespace. Default: `[daemon].netns`.
+    /// The NIC hop's network namespace. Default: `[daemon].netns`.
     pub netns: Option<String>,
     /// Rule capacity of the real-NIC backends. Default 512.
     pub capacity: usize,
@@ -151,7 +153,7 @@ pub struct HwConfig {
 impl Default for HwConfig {
     fn default() -> Self {
         Self {
-            backend: "emulated".into(),
+            backend: "tc-flower".into(),
             update_delay_ms: 2.0,
             iface: None,
             netns: None,
@@ -175,6 +177,7 @@ impl Default for Config {
             detect: DetectConfig::default(),
             monitor: MonitorConfig::default(),
             offload: PlannerConfig::default(),
+            alerts: AlertsConfig::default(),
         }
     }
 }
@@ -244,8 +247,13 @@ impl Config {
         self.server
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
-        rampart_ddos::Scope::new(d.netns.as_deref(), &d.iface)
-            .map_err(|e| Error::Config(format!("daemon.iface/netns: {e}")))?;
+        self.alerts
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        if !d.iface.is_empty() {
+            rampart_ddos::Scope::new(d.netns.as_deref(), &d.iface)
+                .map_err(|e| Error::Config(format!("daemon.iface/netns: {e}")))?;
+        }
         if !["native", "generic"].contains(&self.filter.xdp_mode.as_str()) {
             return Err(Error::Config(format!(
                 "filter.xdp_mode = {:?}: use \"native\" or \"generic\"",
@@ -256,6 +264,13 @@ impl Config {
         if !["emulated", "tc-flower", "ethtool-ntuple", "xdp-hw"].contains(&h.backend.as_str()) {
             return Err(Error::Config(format!(
                 "hw.backend = {:?}: use emulated, tc-flower, ethtool-ntuple or xdp-hw",
+                h.backend
+            )));
+        }
+        if h.iface.is_none() && (d.mode.on_nic() || (d.mode.has_hw() && h.backend == "emulated")) {
+            return Err(Error::Config(format!(
+                "mode {} with hw.backend = {:?} works on the NIC hop: set [hw] iface (and netns) to it",
+                d.mode.name(),
                 h.backend
             )));
         }
@@ -301,81 +316,49 @@ fn config_error(e: ConfigError) -> Error {
 }
 
 impl Config {
-    /// The daemon as the lab's DDoS demo and `rampart bench ddos` run it:
-    /// `hw+xdp-host` on the lab's `host0` with its EMULATED NIC as the
-    /// hardware tier (K = `nic_capacity`, 2 ms per update), no API, alerts
-    /// and state in `dir`, signature detectors only (why: the comments in
-    /// the text).
+    /// What the daemon needs to run beyond a valid file: the interface to
+    /// protect.
     ///
     /// # Errors
-    /// Out-of-range values ([`Config::parse`]).
-    pub fn lab_demo(
-        lab: &rampart_lab::Lab,
-        interval_s: f64,
-        hold_s: f64,
-        nic_capacity: u32,
-        dir: &std::path::Path,
-    ) -> Result<Self> {
-        let text = format!(
-            r#"
-[server]
-listen = ""
+    /// [`Error::Config`] saying which key to set.
+    pub fn require_runnable(&self) -> Result<()> {
+        if self.daemon.iface.is_empty() {
+            return Err(Error::Config(
+                "daemon.iface is not set: set [daemon] iface to the interface to protect, e.g. iface = \"eth0\"".into(),
+            ));
+        }
+        Ok(())
+    }
 
-[daemon]
-mode = "hw+xdp-host"
-iface = "{iface}"
-netns = "{host}"
-lab = "{lab}"
-interval_s = {interval}
-alerts = "{alerts}"
-state_dir = "{dir}"
+    /// The NIC hop (`[hw] iface`, `netns`; by default the daemon's own).
+    pub fn nic_hop(&self) -> NicHop {
+        NicHop {
+            netns: self.hw.netns.clone().or_else(|| self.daemon.netns.clone()),
+            iface: self
+                .hw
+                .iface
+                .clone()
+                .unwrap_or_else(|| self.daemon.iface.clone()),
+        }
+    }
+}
 
-[filter]
-max_entries = 65536
-max_prefixes = 4096
-features_capacity = 65536
+/// A NIC hop: an interface, in a named network namespace or the daemon's
+/// own, in front of the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicHop {
+    /// Named network namespace (`None`: the daemon's own).
+    pub netns: Option<String>,
+    /// Interface.
+    pub iface: String,
+}
 
-[hw]
-backend = "emulated"
-update_delay_ms = 2
-
-# The rate detector is off here: it learns its baseline (p99 of per-source
-# rates) in every interval it does not flag itself, so during this attack,
-# caught by the signature detectors, it learns the attackers' rates and
-# then bans the legitimate wrk client (one address, ~40k pps) as a rate
-# outlier (seen in a run: false_bans = 1). The attack is caught by the SYN
-# flood and UDP signatures.
-[detect.rate]
-enabled = false
-# The entropy detector is off too: once the attack is dropped in XDP, the
-# feature stage sees only wrk again, the source entropy collapses, and wrk
-# "drives" that change (seen in 1 of 3 runs: false_bans = 1).
-[detect.entropy]
-enabled = false
-[detect.signatures.udp_amplification]
-# The demo's UDP flood uses 512-byte frames; its Zipf tail sends a few
-# packets/s per source, so the per-source floor is low (no legitimate UDP here).
-min_pps = 5
-
-[monitor]
-hold_s = {hold}
-quiet_intervals = 5
-
-[offload]
-capacity = {k}
-max_updates = 64
-host_capacity_pps = 1000000
-"#,
-            iface = rampart_lab::topology::HOST_IF,
-            host = lab.host_ns(),
-            lab = lab.prefix(),
-            interval = interval_s,
-            alerts = dir.join("alerts.jsonl").display(),
-            dir = dir.display(),
-            hold = hold_s,
-            k = nic_capacity,
-        );
-        Self::parse(&text)
+impl std::fmt::Display for NicHop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.netns {
+            Some(n) => write!(f, "{} (netns {n})", self.iface),
+            None => write!(f, "{}", self.iface),
+        }
     }
 }
 
@@ -384,22 +367,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lab_demo_config_is_the_demos() {
-        let lab = rampart_lab::Lab::new("cfgt").unwrap();
-        let c = Config::lab_demo(&lab, 0.2, 22.0, 512, std::path::Path::new("/tmp/x")).unwrap();
-        assert_eq!(c.daemon.mode, Mode::HwXdpHost);
-        assert_eq!(c.daemon.netns.as_deref(), Some("cfgt-host"));
-        assert_eq!((c.daemon.interval_s, c.monitor.hold_s), (0.2, 22.0));
-        assert_eq!(c.offload.capacity, 512);
-        assert!(!c.detect.rate.enabled && !c.detect.entropy.enabled);
-        assert_eq!(c.server.listen.as_deref(), Some(""));
-    }
-
-    #[test]
     fn empty_file_is_all_defaults() {
         let c = Config::parse("").unwrap();
         assert_eq!(c.server.listen.as_deref(), Some(DEFAULT_LISTEN));
-        assert_eq!(c.daemon.mode, Mode::HwXdpHost);
+        assert_eq!(c.daemon.mode, Mode::XdpHost);
+        assert_eq!(c.hw.backend, "tc-flower");
         assert_eq!(c.daemon.interval_s, 0.5);
         assert_eq!(c.offload.capacity, 512);
     }
@@ -407,8 +379,53 @@ mod tests {
     #[test]
     fn shipped_example_parses() {
         let c = Config::parse(include_str!("../../../dist/rampart-ddos.toml")).unwrap();
-        assert_eq!(c.daemon.mode, Mode::HwXdpHost);
-        assert_eq!(c.hw.backend, "emulated");
+        assert_eq!(c.daemon.mode, Mode::XdpHost);
+        assert!(
+            !c.daemon.mode.has_hw(),
+            "no hardware tier unless configured"
+        );
+        // The interface to protect is the one key a host must set.
+        let e = c.require_runnable().unwrap_err().to_string();
+        assert!(e.contains("set [daemon] iface"), "{e}");
+    }
+
+    #[test]
+    fn the_interface_is_required_to_run_and_nothing_else() {
+        let c = Config::parse("[daemon]\niface = \"eth0\"\n").unwrap();
+        c.require_runnable().unwrap();
+        assert_eq!(
+            c.nic_hop(),
+            NicHop {
+                netns: None,
+                iface: "eth0".into()
+            },
+            "the NIC hop defaults to the daemon's interface (a NIC's own tables)"
+        );
+    }
+
+    #[test]
+    fn the_nic_hop_comes_from_hw_and_nic_modes_require_it() {
+        let c = Config::parse(
+            "[daemon]\nmode = \"hw+xdp-nic\"\niface = \"host0\"\nnetns = \"h\"\n\
+             [hw]\nbackend = \"emulated\"\nnetns = \"n\"\niface = \"nic-wan\"\n",
+        )
+        .unwrap();
+        let hop = c.nic_hop();
+        assert_eq!(
+            (hop.netns.as_deref(), hop.iface.as_str()),
+            (Some("n"), "nic-wan")
+        );
+        assert_eq!(hop.to_string(), "nic-wan (netns n)");
+        for (mode, backend) in [("xdp-nic", "tc-flower"), ("hw+xdp-host", "emulated")] {
+            let e = Config::parse(&format!(
+                "[daemon]\nmode = \"{mode}\"\niface = \"eth0\"\n[hw]\nbackend = \"{backend}\"\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("set [hw] iface"), "{mode}: {e}");
+        }
+        // A real NIC's tables are on the host's own interface: no hop needed.
+        Config::parse("[daemon]\nmode = \"hw+xdp-host\"\niface = \"eth0\"\n").unwrap();
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //! blacklist already drops it, and leaves the XDP blacklist only when it is
 //! unbanned. A hardware rule added or removed therefore never lets a packet
 //! through: a source "moved to the NIC" simply stops reaching XDP once its
-//! rule is live. (In `hw+xdp-nic` the lab's emulated table sits *behind*
-//! the nic-hop filter, so there the tiers are exclusive and every move is
+//! rule is live. (In `hw+xdp-nic` the NIC hop's table sits *behind* the
+//! nic-hop filter, so there the tiers are exclusive and every move is
 //! ordered add-then-remove: the new holder drops before the old one lets go.)
 //!
 //! **Restart.** Everything that filters is pinned (the XDP link and maps,
@@ -30,12 +30,11 @@ use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_ddos::filter::{self, Filter, FilterConfig, Scope};
 use rampart_ddos::{FeatureRecord, Features, Prefix};
 use rampart_ddos_control::{BlockDecision, Detection, Interval, Planner, RateMonitor};
-use rampart_lab::Lab;
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
-use crate::alerts::{now_unix, Alert, Alerts};
-use crate::config::Config;
+use crate::alerts::{self, Alerts, App};
+use crate::config::{Config, NicHop};
 use crate::error::{Error, Result};
 use crate::hw::HwWorker;
 use crate::metrics::Metrics;
@@ -247,7 +246,7 @@ pub struct Daemon {
     prev_stats: HashMap<(&'static str, String), u64>,
     last_snap: Instant,
     records: Vec<FeatureRecord>,
-    alerts: Arc<Alerts>,
+    alerts: Alerts,
     metrics: Metrics,
     view: Arc<RwLock<View>>,
     was_attack: bool,
@@ -308,112 +307,124 @@ fn open_or_attach(scope: &Scope, cfg: &FilterConfig, mode: XdpMode) -> Result<(F
     Ok((Filter::attach(scope, cfg, mode)?, false))
 }
 
-/// The filter on the lab's nic hop, chained in front of the EMULATED NIC's forwarder.
-fn open_or_chain_nic(lab: &Lab, cfg: &FilterConfig) -> Result<(Filter, bool)> {
-    let nic_ns = lab.nic_ns();
-    let scope = Scope::new(Some(&nic_ns), rampart_lab::topology::NIC_WAN_IF)?;
+/// The filter on the NIC hop, chained in front of the program the hop runs.
+fn open_or_chain_nic(hop: &NicHop, cfg: &FilterConfig) -> Result<(Filter, bool)> {
+    let scope = Scope::new(hop.netns.as_deref(), &hop.iface)?;
     let name = scope.name();
     if filter::pin_dir(&name).exists() {
         return Ok((Filter::open(&name)?, true));
     }
-    lab.require_up()?;
     let f = Filter::create(&scope, cfg)?;
-    if let Err(e) = chain_nic(lab, &f) {
+    if let Err(e) = chain_nic(hop, &f) {
         let _ = Filter::detach(&name);
         return Err(e);
     }
     Ok((f, false))
 }
 
-/// Put `f` (a filter created for the lab's `nic-wan`) in front of the
-/// EMULATED NIC's forwarder: the filter's tail call goes to the forwarder,
-/// and the pinned `nic-wan` link runs the filter.
+/// Put `f` (a filter created for the NIC hop) in front of the XDP program
+/// the hop runs: the filter's tail call goes to that program, and the
+/// hop's `bpf_link` is updated to run the filter (atomically: every frame
+/// sees one program or the other). Already chained: nothing to do.
 ///
 /// # Errors
-/// Missing lab pins or the forwarder.
-pub fn chain_nic(lab: &Lab, f: &Filter) -> Result<()> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let nic_ns = lab.nic_ns();
-    // The forwarder still runs on nic-host: take its program from there.
-    let id = rampart_dataplane::xdp::attached_prog_id(
-        Some(&nic_ns),
-        rampart_lab::topology::NIC_HOST_IF,
-    )?
-    .ok_or_else(|| {
+/// No XDP program on the hop, or one attached without a `bpf_link`.
+pub fn chain_nic(hop: &NicHop, f: &Filter) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let ns = hop.netns.as_deref();
+    let attached = rampart_dataplane::xdp::attached_prog_id(ns, &hop.iface)?.ok_or_else(|| {
         Error::Config(format!(
-            "lab {}: no EMULATED NIC program on nic-host",
-            lab.prefix()
+            "no XDP program on the NIC hop {hop}: the xdp-nic modes chain their filter in front of the program it runs"
         ))
     })?;
-    // SAFETY: plain bpf(2) wrapper; the fd is owned right away.
-    let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
-    if raw < 0 {
-        return Err(Error::io(
-            "opening the EMULATED NIC program",
-            std::io::Error::last_os_error(),
-        ));
+    let prog = f.prog_fd()?;
+    if prog_id_of(prog.as_raw_fd())? == attached {
+        return Ok(());
     }
-    // SAFETY: fresh fd we own.
-    let nic_prog = unsafe { OwnedFd::from_raw_fd(raw) };
+    let link = hop_link(hop, attached)?;
+    let next_prog = rampart_dataplane::xdp::prog_fd(attached)?;
     let next = rampart_dataplane::pin::open_pinned(&f.dir().join("ddos_next"))?;
     rampart_dataplane::maps::update_raw(
         next.as_raw_fd(),
         &0u32.to_ne_bytes(),
-        &nic_prog.as_raw_fd().to_ne_bytes(),
+        &next_prog.as_raw_fd().to_ne_bytes(),
         0,
     )?;
-    let prog = f.prog_fd()?;
-    XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?.update(prog.as_raw_fd())?;
+    link.update(prog.as_raw_fd())?;
     Ok(())
 }
 
-/// Run the EMULATED NIC's own forwarder on `nic-wan` again (undoes [`chain_nic`];
-/// the filter itself stays pinned).
+/// Run the NIC hop's own program on it again (undoes [`chain_nic`]; the
+/// filter `f` stays pinned). Nothing to do when the hop does not run `f`.
 ///
 /// # Errors
-/// Missing lab pins.
-pub fn unchain_nic_link(lab: &Lab) -> Result<()> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    let nic_ns = lab.nic_ns();
-    if let Some(id) =
-        rampart_dataplane::xdp::attached_prog_id(Some(&nic_ns), rampart_lab::topology::NIC_HOST_IF)?
-    {
-        // SAFETY: plain bpf(2) wrapper; owned right away.
-        let raw = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
-        if raw >= 0 {
-            // SAFETY: fresh fd.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            XdpLink::open_pinned(&lab.pin_dir().join("nic").join("link_wan"))?
-                .update(fd.as_raw_fd())?;
+/// The hop's link or the program behind the filter cannot be opened.
+pub fn unchain_nic_link(hop: &NicHop, f: &Filter) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let prog = prog_id_of(f.prog_fd()?.as_raw_fd())?;
+    if rampart_dataplane::xdp::attached_prog_id(hop.netns.as_deref(), &hop.iface)? != Some(prog) {
+        return Ok(());
+    }
+    let next = rampart_dataplane::pin::open_pinned(&f.dir().join("ddos_next"))?;
+    // A program array read from userspace gives the program's id.
+    let mut id = [0u8; 4];
+    if !rampart_dataplane::maps::lookup_raw(next.as_raw_fd(), &0u32.to_ne_bytes(), &mut id)? {
+        return Err(Error::Config(format!(
+            "the filter on the NIC hop {hop} has no program behind it to put back"
+        )));
+    }
+    let own = rampart_dataplane::xdp::prog_fd(u32::from_ne_bytes(id))?;
+    hop_link(hop, prog)?.update(own.as_raw_fd())?;
+    Ok(())
+}
+
+/// Put the NIC hop's own program back and remove the nic-hop filter.
+///
+/// # Errors
+/// As [`unchain_nic_link`], or the filter's pins cannot be removed.
+pub fn unchain_nic(hop: &NicHop) -> Result<()> {
+    let scope = Scope::new(hop.netns.as_deref(), &hop.iface)?;
+    let name = scope.name();
+    if filter::pin_dir(&name).exists() {
+        if let Ok(f) = Filter::open(&name) {
+            unchain_nic_link(hop, &f)?;
         }
+        Filter::detach(&name)?;
     }
     Ok(())
 }
 
-/// Put the EMULATED NIC's own forwarder back on nic-wan and remove the nic-hop filter.
-///
-/// # Errors
-/// Missing lab pins.
-pub fn unchain_nic(lab_prefix: &str) -> Result<()> {
-    let lab = Lab::new(lab_prefix)?;
-    let scope = Scope::new(Some(&lab.nic_ns()), rampart_lab::topology::NIC_WAN_IF)?;
-    unchain_nic_link(&lab)?;
-    if filter::pin_dir(&scope.name()).exists() {
-        Filter::detach(&scope.name())?;
+/// The `bpf_link` that runs program `prog_id` on the NIC hop.
+fn hop_link(hop: &NicHop, prog_id: u32) -> Result<XdpLink> {
+    XdpLink::find(hop.netns.as_deref(), &hop.iface, prog_id)?.ok_or_else(|| {
+        Error::Config(format!(
+            "the XDP program on the NIC hop {hop} was attached without a bpf_link: \
+             attach it with one (ip link cannot) so the filter can be chained atomically"
+        ))
+    })
+}
+
+fn prog_id_of(fd: std::os::fd::RawFd) -> Result<u32> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is valid for `len` bytes of writes.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc < 0 {
+        return Err(Error::io(
+            "reading the filter program's id",
+            std::io::Error::from_raw_os_error(-rc),
+        ));
     }
-    Ok(())
+    Ok(info.id)
 }
 
 fn open_hw(cfg: &Config) -> Result<Box<dyn Tier>> {
     let h = &cfg.hw;
-    let iface = h.iface.clone().unwrap_or_else(|| cfg.daemon.iface.clone());
-    let netns = h.netns.clone().or_else(|| cfg.daemon.netns.clone());
+    let hop = cfg.nic_hop();
+    let (netns, iface) = (hop.netns.clone(), hop.iface.clone());
     Ok(match h.backend.as_str() {
         "emulated" => {
-            let t = EmulatedNic::open(
-                &cfg.daemon.lab,
-                Duration::from_secs_f64(h.update_delay_ms / 1000.0),
-            )?;
+            let t = EmulatedNic::open(&hop, Duration::from_secs_f64(h.update_delay_ms / 1000.0))?;
             Box::new(if h.counters { t } else { t.without_counters() })
         }
         "tc-flower" => Box::new(crate::tier::tc_flower::TcFlower::open(
@@ -438,8 +449,14 @@ impl Daemon {
     ///
     /// # Errors
     /// Bad config, a tier this host cannot provide, attach failures.
-    pub fn start(cfg: Config, view: Arc<RwLock<View>>, metrics: Metrics) -> Result<Self> {
+    pub fn start(
+        cfg: Config,
+        view: Arc<RwLock<View>>,
+        metrics: Metrics,
+        alerts: Alerts,
+    ) -> Result<Self> {
         cfg.validate()?;
+        cfg.require_runnable()?;
         let d = &cfg.daemon;
         let scope = Scope::new(d.netns.as_deref(), &d.iface)?;
         let fcfg = FilterConfig {
@@ -454,7 +471,7 @@ impl Daemon {
             max_v6_ext: cfg.filter.max_v6_ext,
         };
         let mode = d.mode;
-        let alerts = Arc::new(Alerts::open(&d.alerts)?);
+
         let hw = if mode.has_hw() {
             let c = cfg.clone();
             Some(HwWorker::spawn(
@@ -475,19 +492,16 @@ impl Daemon {
                 (HostTier::Xdp(XdpTier::new(host_f, scope.describe())), None)
             }
             Mode::XdpNic | Mode::HwXdpNic => {
-                let lab = Lab::new(&d.lab)?;
+                let hop = cfg.nic_hop();
                 let (nf, r) = open_or_chain_nic(
-                    &lab,
+                    &hop,
                     &FilterConfig {
                         features: false,
                         ..fcfg.clone()
                     },
                 )?;
                 resumed &= r;
-                let loc = format!(
-                    "nic-wan (netns {}), in front of the EMULATED NIC forwarder",
-                    lab.nic_ns()
-                );
+                let loc = format!("{hop}, the NIC hop, in front of the program it runs");
                 (HostTier::Xdp(XdpTier::new(nf, loc)), Some(host_f))
             }
             Mode::Iptables => {
@@ -588,7 +602,7 @@ impl Daemon {
                 prefix: p.to_string(),
                 detector: "resumed".into(),
                 reason: "found in the pinned blacklist at start".into(),
-                since: now_unix(),
+                since: rampart_service::alert::unix_now(),
                 pps_at_block: 0.0,
                 operator: false,
             });
@@ -614,14 +628,7 @@ impl Daemon {
         me.measure(1.0)?;
         me.drop_stats();
         if resumed {
-            me.alerts.emit(Alert {
-                event: "resume",
-                reason: Some(format!(
-                    "resumed from pinned state: {} blocked sources, filtering never stopped",
-                    me.blocked.len()
-                )),
-                ..Default::default()
-            });
+            me.alerts.emit(alerts::resume(me.blocked.len()));
         }
         me.publish();
         Ok(me)
@@ -712,17 +719,16 @@ impl Daemon {
             *self.counters.tier_packets.entry(tier).or_default() += d;
         }
         if self.hw.is_some() && self.cfg.hw.backend == "emulated" {
-            if let Ok(lab) = Lab::new(&self.cfg.daemon.lab) {
-                if let Ok(n) = rampart_lab::gen::veth_xdp_packets(
-                    &lab.nic_ns(),
-                    rampart_lab::topology::NIC_WAN_IF,
-                ) {
-                    if let Some(p) = self.nic_seen_prev {
-                        *self.counters.tier_packets.entry("emulated").or_default() +=
-                            n.saturating_sub(p);
-                    }
-                    self.nic_seen_prev = Some(n);
+            // Frames the EMULATED NIC saw: its program's veth counters on the hop.
+            let hop = self.cfg.nic_hop();
+            if let Ok(n) =
+                rampart_dataplane::xdp::veth_xdp_packets(hop.netns.as_deref(), &hop.iface)
+            {
+                if let Some(p) = self.nic_seen_prev {
+                    *self.counters.tier_packets.entry("emulated").or_default() +=
+                        n.saturating_sub(p);
                 }
+                self.nic_seen_prev = Some(n);
             }
         }
     }
@@ -748,20 +754,14 @@ impl Daemon {
                     prefix: d.prefix.to_string(),
                     detector: d.detector.to_string(),
                     reason: d.reason.clone(),
-                    since: now_unix(),
+                    since: rampart_service::alert::unix_now(),
                     pps_at_block: d.pps,
                     operator,
                 },
             );
-            self.alerts.emit(Alert {
-                event: "block",
-                prefix: Some(d.prefix.to_string()),
-                detector: Some(d.detector.to_string()),
-                reason: Some(d.reason.clone()),
-                pps: Some(d.pps),
-                tier: Some(host.to_string()),
-                ..Default::default()
-            });
+            self.alerts.emit(alerts::block(
+                &d.prefix, d.detector, &d.reason, d.pps, d.bps, host,
+            ));
         }
         Ok(())
     }
@@ -787,15 +787,15 @@ impl Daemon {
             .inc_by(n as u64);
         for (i, p) in prefixes.iter().enumerate() {
             self.monitor.forget(p);
-            self.blocked.remove(p);
+            let was = self.blocked.remove(p);
             self.metrics.unblocks.with_label_values(&[detector]).inc();
-            self.alerts.emit(Alert {
-                event: "unblock",
-                prefix: Some(p.to_string()),
-                detector: Some(detector.to_string()),
-                reason: reasons.get(i).cloned(),
-                ..Default::default()
-            });
+            let blocked_by = was.as_ref().map_or("attack", |b| b.detector.as_str());
+            self.alerts.emit(alerts::unblock(
+                p,
+                blocked_by,
+                detector,
+                reasons.get(i).cloned(),
+            ));
         }
         Ok(())
     }
@@ -952,11 +952,18 @@ impl Daemon {
         }
         let attack = self.detection.under_attack();
         if attack != self.was_attack {
-            self.alerts.emit(Alert {
-                event: if attack { "attack_start" } else { "attack_end" },
-                reason: Some(format!("{} sources blocked", self.blocked.len())),
-                ..Default::default()
-            });
+            let top = self
+                .last_rates
+                .iter()
+                .take(10)
+                .map(|r| r.prefix.clone())
+                .collect();
+            self.alerts.emit(alerts::attack(
+                attack,
+                &self.cfg.daemon.iface,
+                self.blocked.len(),
+                top,
+            ));
             self.was_attack = attack;
         }
         let mut rates = self.measure(secs)?;
@@ -1165,6 +1172,8 @@ pub struct Handle {
     pub view: Arc<RwLock<View>>,
     /// Its metrics.
     pub metrics: Metrics,
+    /// Its alerts (the API and dashboard read the latest and the attacks).
+    pub alerts: Alerts,
     owner: Owner<Daemon>,
 }
 
@@ -1195,10 +1204,12 @@ impl Handle {
     pub fn spawn(cfg: Config) -> Result<Self> {
         let view = Arc::new(RwLock::new(View::default()));
         let metrics = Metrics::new(view.clone());
-        let (v, m) = (view.clone(), metrics.clone());
+        let alerts = Alerts::open(&cfg.alerts, &[App::Ddos], &metrics.registry)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let (v, m, a) = (view.clone(), metrics.clone(), alerts.clone());
         let owner = Owner::spawn("rampart-ddosd", move || {
             set_thread_nice(cfg.daemon.nice);
-            Daemon::start(cfg, v, m)
+            Daemon::start(cfg, v, m, a)
         })
         .map_err(|e| match e {
             SpawnError::Init(e) => e,
@@ -1208,6 +1219,7 @@ impl Handle {
         Ok(Self {
             view,
             metrics,
+            alerts,
             owner,
         })
     }

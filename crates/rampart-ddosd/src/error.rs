@@ -8,9 +8,6 @@ pub enum Error {
     /// From the ddos data plane (filter, features, prefixes).
     #[error(transparent)]
     Ddos(#[from] rampart_ddos::Error),
-    /// From the lab (the EMULATED NIC table).
-    #[error(transparent)]
-    Lab(#[from] rampart_lab::Error),
     /// From the data-plane toolkit (links, netns).
     #[error(transparent)]
     Dataplane(#[from] rampart_dataplane::Error),

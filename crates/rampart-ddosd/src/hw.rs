@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rampart_ddos::Prefix;
 
-use crate::alerts::{Alert, Alerts};
+use crate::alerts::{self, Alerts};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::tier::{Counts, Tier, TierInfo};
@@ -85,12 +85,7 @@ fn run(
                         Err(e) => tracing::warn!("{name}: {e}"),
                     }
                     for p in chunk {
-                        alerts.emit(Alert {
-                            event: "hw_remove",
-                            prefix: Some(p.to_string()),
-                            tier: Some(name.into()),
-                            ..Default::default()
-                        });
+                        alerts.emit(alerts::hw_move(false, p, name));
                     }
                     refresh(t.as_ref(), sh);
                 }
@@ -104,12 +99,7 @@ fn run(
                     }
                     refresh(t.as_ref(), sh);
                     for p in chunk {
-                        alerts.emit(Alert {
-                            event: "hw_add",
-                            prefix: Some(p.to_string()),
-                            tier: Some(name.into()),
-                            ..Default::default()
-                        });
+                        alerts.emit(alerts::hw_move(true, p, name));
                     }
                 }
                 if let Ok(mut s) = sh.lock() {
@@ -130,7 +120,7 @@ impl HwWorker {
     pub fn spawn(
         open: impl FnOnce() -> Result<Box<dyn Tier>> + Send + 'static,
         metrics: Metrics,
-        alerts: Arc<Alerts>,
+        alerts: Alerts,
     ) -> Result<Self> {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let stop = Arc::new(AtomicBool::new(false));

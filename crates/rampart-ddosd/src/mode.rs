@@ -1,4 +1,4 @@
-//! Placement modes (DESIGN §3, the paper's comparison).
+//! Placement modes (the paper's comparison).
 
 use serde::{Deserialize, Serialize};
 
@@ -6,17 +6,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum Mode {
     /// XDP filter on the host's interface; no hardware tier.
+    #[default]
     #[serde(rename = "xdp-host")]
     XdpHost,
-    /// XDP filter on the NIC hop (in the lab: the EMULATED NIC's `nic-wan`,
-    /// chained in front of its forwarder); features still read on the host.
+    /// XDP filter on the NIC hop (`[hw] iface`, `netns`), chained in front
+    /// of the program the hop runs; features still read on the host.
     #[serde(rename = "xdp-nic")]
     XdpNic,
     /// Hardware table (top-K) + XDP filter on the NIC hop.
     #[serde(rename = "hw+xdp-nic")]
     HwXdpNic,
     /// Hardware table (top-K) + XDP filter on the host (the paper's best).
-    #[default]
     #[serde(rename = "hw+xdp-host")]
     HwXdpHost,
     /// Baseline: iptables raw PREROUTING + ipset on the host; the XDP

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use rampart_ddos::filter::{Filter, Scope};
 use rampart_ddos::Prefix;
+use rampart_ddosd::config::NicHop;
 use rampart_ddosd::tier::emulated::EmulatedNic;
 use rampart_ddosd::tier::{ethtool, tc_flower, xdp_hw, Tier};
 use rampart_ddosd::{Command, Config, Error, Handle};
@@ -21,11 +22,20 @@ use rampart_lab::packet::Proto;
 use rampart_lab::testing::TestLab;
 use rampart_lab::topology::HOST_IF;
 
+/// The lab's NIC hop, where its EMULATED NIC meets the wire.
+fn nic_hop(lab: &TestLab) -> NicHop {
+    let (netns, iface) = rampart_lab::nic::hop(lab);
+    NicHop {
+        netns: Some(netns),
+        iface: iface.to_string(),
+    }
+}
+
 /// Removes the daemon's filter pins and files when the test ends.
 struct Cleanup {
     scope: String,
     dir: PathBuf,
-    lab: String,
+    hop: NicHop,
     nic_scope: String,
 }
 
@@ -37,7 +47,7 @@ impl Cleanup {
         Self {
             scope: Scope::new(Some(&lab.host_ns()), HOST_IF).unwrap().name(),
             dir,
-            lab: lab.prefix().to_string(),
+            hop: nic_hop(lab),
             nic_scope: Scope::new(Some(&lab.nic_ns()), rampart_lab::topology::NIC_WAN_IF)
                 .unwrap()
                 .name(),
@@ -50,7 +60,7 @@ impl Drop for Cleanup {
         let _ = Filter::detach(&self.scope);
         if rampart_ddos::filter::pin_dir(&self.nic_scope).exists() {
             // The xdp-nic modes' filter on the nic hop (even when the test failed).
-            let _ = rampart_ddosd::daemon::unchain_nic(&self.lab);
+            let _ = rampart_ddosd::daemon::unchain_nic(&self.hop);
             let _ = Filter::detach(&self.nic_scope);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -59,13 +69,14 @@ impl Drop for Cleanup {
 
 fn config(lab: &TestLab, c: &Cleanup, mode: &str, extra: &str) -> Config {
     Config::parse(&format!(
-        "[server]\nlisten = \"\"\n[daemon]\nmode = \"{mode}\"\nnetns = \"{}\"\nlab = \"{}\"\ninterval_s = 0.1\n\
-         alerts = \"{}\"\nstate_dir = \"{}\"\n[filter]\nmax_entries = 4096\nmax_prefixes = 256\nfeatures_capacity = 8192\nsample_shift = 0\n\
-         [hw]\nupdate_delay_ms = 0\n{extra}",
+        "[server]\nlisten = \"\"\n[daemon]\nmode = \"{mode}\"\niface = \"{HOST_IF}\"\nnetns = \"{}\"\ninterval_s = 0.1\n\
+         state_dir = \"{}\"\n[alerts]\nfile = \"{}\"\n[filter]\nmax_entries = 4096\nmax_prefixes = 256\nfeatures_capacity = 8192\nsample_shift = 0\n\
+         [hw]\nbackend = \"emulated\"\nnetns = \"{}\"\niface = \"{}\"\nupdate_delay_ms = 0\n{extra}",
         lab.host_ns(),
-        lab.prefix(),
+        c.dir.display(),
         c.dir.join("alerts.jsonl").display(),
-        c.dir.display()
+        c.hop.netns.as_deref().unwrap_or_default(),
+        c.hop.iface,
     ))
     .unwrap()
 }
@@ -90,7 +101,7 @@ fn alerts(c: &Cleanup) -> Vec<serde_json::Value> {
 fn emulated_tier_holds_k_rules_with_exact_counters() {
     let lab = TestLab::up("dtnic", 0);
     lab.set_nic_capacity(4).unwrap();
-    let mut nic = EmulatedNic::open(lab.prefix(), Duration::from_millis(2)).unwrap();
+    let mut nic = EmulatedNic::open(&nic_hop(&lab), Duration::from_millis(2)).unwrap();
     let info = nic.info();
     assert_eq!(info.capacity, Some(4));
     assert!(info.emulated && info.location.contains("EMULATED"));
@@ -189,6 +200,8 @@ fn hardware_backends_refuse_clearly_on_veth() {
     let _ = Filter::detach(&c.scope);
     let mut cfg = config(&lab, &c, "hw+xdp-host", "");
     cfg.hw.backend = "tc-flower".into();
+    // A real NIC's tables are on the host's interface (the NIC hop defaults to it).
+    (cfg.hw.netns, cfg.hw.iface) = (None, None);
     let e = Handle::spawn(cfg).unwrap_err().to_string();
     assert!(e.contains("tc-flower"), "{e}");
     assert!(
@@ -232,10 +245,13 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
         "blocked sources were dropped"
     );
     let a = alerts(&c);
-    let blocks: Vec<_> = a.iter().filter(|x| x["event"] == "block").collect();
+    let blocks: Vec<_> = a
+        .iter()
+        .filter(|x| x["rampart"]["event"] == "block")
+        .collect();
     assert!(!blocks.is_empty());
     for b in &blocks {
-        let p = Prefix::parse(b["prefix"].as_str().unwrap()).unwrap();
+        let p = Prefix::parse(b["rampart"]["prefix"].as_str().unwrap()).unwrap();
         assert!(
             Prefix::parse("172.16.0.0/12")
                 .unwrap()
@@ -243,15 +259,25 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
             "only attackers: {b}"
         );
         assert!(
-            !b["detector"].as_str().unwrap().is_empty()
-                && !b["reason"].as_str().unwrap().is_empty()
+            !b["rampart"]["detector"].as_str().unwrap().is_empty()
+                && !b["rampart"]["reason"].as_str().unwrap().is_empty()
+        );
+        // EVE: the rule of the detector's vector, the source as src_ip.
+        assert!(
+            b["alert"]["signature_id"].as_u64().unwrap() / 1000 == 9100,
+            "{b}"
+        );
+        assert_eq!(
+            b["src_ip"].as_str(),
+            Some(&*p.net().addr().to_string()),
+            "{b}"
         );
     }
     assert!(
-        a.iter().any(|x| x["event"] == "hw_add"),
+        a.iter().any(|x| x["rampart"]["event"] == "hw_add"),
         "the heaviest went to the EMULATED NIC"
     );
-    assert!(a.iter().any(|x| x["event"] == "attack_start"));
+    assert!(a.iter().any(|x| x["rampart"]["event"] == "attack_start"));
     let m = h.metrics.render();
     assert!(
         m.contains("rampart_ddos_drops_total{reason=\"hw_rule\",tier=\"emulated\"}"),
@@ -266,7 +292,7 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
     let a = alerts(&c);
     assert!(a
         .iter()
-        .any(|x| x["event"] == "unblock" && x["detector"] == "rate_monitor"));
+        .any(|x| x["rampart"]["event"] == "unblock" && x["rampart"]["detector"] == "rate_monitor"));
     assert!(
         h.view().tiers.iter().all(|t| t.rules == 0),
         "no rule left in any tier"
@@ -275,7 +301,7 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
 }
 
 fn ipt_count(ns: &str) -> u64 {
-    let out = rampart_lab::cmd::in_ns(
+    let out = rampart_dataplane::cmd::in_ns(
         ns,
         "iptables",
         &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
@@ -308,7 +334,7 @@ fn restart_under_attack_leaks_no_packet() {
         .unwrap();
     }
     // Counts every attack frame that reaches the host's stack.
-    rampart_lab::cmd::in_ns(
+    rampart_dataplane::cmd::in_ns(
         &lab.host_ns(),
         "iptables",
         &["-t", "raw", "-A", "PREROUTING", "-s", "172.16.0.0/12"],
@@ -343,7 +369,7 @@ fn restart_under_attack_leaks_no_packet() {
         );
         let r = run.join().unwrap();
         std::thread::sleep(Duration::from_millis(200));
-        let nic = EmulatedNic::open(lab.prefix(), Duration::ZERO).unwrap();
+        let nic = EmulatedNic::open(&nic_hop(&lab), Duration::ZERO).unwrap();
         hw_total = nic.rules().unwrap().iter().map(|(_, c)| c.packets).sum();
         h2.stop().unwrap();
         r
@@ -512,7 +538,7 @@ fn api_answers_bad_requests_with_4xx_and_a_message() {
 /// Packets from `src` counted by a rule appended to the host's raw PREROUTING
 /// (after any DROP rule of the iptables mode, so it counts what got through).
 fn ipt_count_src(ns: &str, src: std::net::IpAddr) -> u64 {
-    let out = rampart_lab::cmd::in_ns(
+    let out = rampart_dataplane::cmd::in_ns(
         ns,
         "iptables",
         &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
@@ -559,7 +585,7 @@ fn mode_drops_blocked_sources_where_it_says(tag: &str, mode: &str) {
         .unwrap();
     }
     for i in 0..16 {
-        rampart_lab::cmd::in_ns(
+        rampart_dataplane::cmd::in_ns(
             &lab.host_ns(),
             "iptables",
             &[
@@ -652,7 +678,7 @@ fn mode_drops_blocked_sources_where_it_says(tag: &str, mode: &str) {
     }
     h.stop().unwrap();
     if mode.contains("nic") {
-        rampart_ddosd::daemon::unchain_nic(lab.prefix()).unwrap();
+        rampart_ddosd::daemon::unchain_nic(&c.hop).unwrap();
         assert!(!rampart_ddos::filter::pin_dir(&c.nic_scope).exists());
     }
 }
@@ -741,7 +767,10 @@ fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
     // Without an estimate the NIC's sources read 0 pps and the planner swaps
     // all K of them out every interval (2K updates); with it, only the
     // probed ones leave and come back.
-    let hw_adds = alerts(&c).iter().filter(|a| a["event"] == "hw_add").count() as u64;
+    let hw_adds = alerts(&c)
+        .iter()
+        .filter(|a| a["rampart"]["event"] == "hw_add")
+        .count() as u64;
     assert!(
         hw_adds <= 4 + 3 * flood_intervals,
         "{hw_adds} NIC rule adds in {flood_intervals} intervals: the NIC table churns"

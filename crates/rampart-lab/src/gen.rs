@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
-use rampart_bpf::abi::{GEN_FAMILY_V4, GEN_FAMILY_V6, GEN_SLOTS_MAX, GEN_SLOTS_PER_ELEM};
+use rampart_bpf::abi::lab::{
+    GenCpuState, GEN_FAMILY_V4, GEN_FAMILY_V6, GEN_SLOTS_MAX, GEN_SLOTS_PER_ELEM,
+};
 use rampart_bpf::xdp_trafficgen::{XdpTrafficgenSkel, XdpTrafficgenSkelBuilder};
 use rampart_dataplane::error::BpfContext;
 use rampart_dataplane::{netns, testrun};
@@ -285,7 +287,11 @@ impl Generator {
             .bpf_context(|| "reading gen_state".into())?
             .unwrap_or_default();
         Ok(v.iter()
-            .map(|b| u64::from_ne_bytes(b[0..8].try_into().unwrap_or_default()))
+            .map(|b| {
+                bytemuck::try_pod_read_unaligned::<GenCpuState>(b)
+                    .unwrap_or_default()
+                    .pos
+            })
             .sum())
     }
 
@@ -522,24 +528,9 @@ pub struct GenWithSink {
 /// # Errors
 /// A failing `ip` call.
 pub fn iface_rx_packets(ns: &str, iface: &str) -> Result<u64> {
-    let out = crate::cmd::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", iface])?;
+    let out = rampart_dataplane::cmd::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", iface])?;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
     Ok(v[0]["stats64"]["rx"]["packets"].as_u64().unwrap_or(0))
-}
-
-/// Frames the XDP program of `iface` has seen, from the veth driver's
-/// per-queue counters (`ethtool -S`, `rx_queue_<n>_xdp_packets`).
-///
-/// # Errors
-/// A failing `ethtool` call.
-pub fn veth_xdp_packets(ns: &str, iface: &str) -> Result<u64> {
-    let out = crate::cmd::in_ns(ns, "ethtool", &["-S", iface])?;
-    Ok(out
-        .lines()
-        .filter_map(|l| l.trim().split_once(": "))
-        .filter(|(k, _)| k.starts_with("rx_queue_") && k.ends_with("_xdp_packets"))
-        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-        .sum())
 }
 
 /// Frames a veth lost on the lab's wire (queue overflow), all traffic:
@@ -549,7 +540,7 @@ pub fn veth_xdp_packets(ns: &str, iface: &str) -> Result<u64> {
 /// # Errors
 /// A failing `ethtool` or `ip` call.
 pub fn veth_lost(ns: &str, iface: &str) -> Result<u64> {
-    let out = crate::cmd::in_ns(ns, "ethtool", &["-S", iface])?;
+    let out = rampart_dataplane::cmd::in_ns(ns, "ethtool", &["-S", iface])?;
     let (mut xmit_err, mut rx_drops) = (0u64, 0u64);
     for (k, v) in out.lines().filter_map(|l| l.trim().split_once(": ")) {
         let Ok(v) = v.trim().parse::<u64>() else {
@@ -562,7 +553,7 @@ pub fn veth_lost(ns: &str, iface: &str) -> Result<u64> {
             rx_drops += v;
         }
     }
-    let out = crate::cmd::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", iface])?;
+    let out = rampart_dataplane::cmd::ip(&["-n", ns, "-s", "-j", "link", "show", "dev", iface])?;
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
     let st = &v[0]["stats64"];
     let tx = st["tx"]["dropped"].as_u64().unwrap_or(0);
@@ -596,7 +587,10 @@ pub fn wire_lost(lab: &Lab) -> Result<[(&'static str, u64); 4]> {
 }
 
 fn nic_forwarded(lab: &Lab) -> Result<u64> {
-    veth_xdp_packets(&lab.nic_ns(), topology::NIC_WAN_IF)
+    Ok(rampart_dataplane::xdp::veth_xdp_packets(
+        Some(&lab.nic_ns()),
+        topology::NIC_WAN_IF,
+    )?)
 }
 
 /// Run the generator into `host0`, attaching the counting sink for the run

@@ -1,8 +1,8 @@
 //! The host's packet-processing CPU, made measurable.
 //!
 //! In the lab every veth's NAPI runs on the CPU that sent the frame, so the
-//! generator, the EMULATED NIC and the host's processing share one core
-//! (DESIGN §7). For the tenant experiments the host's receive processing
+//! generator, the EMULATED NIC and the host's processing share one core.
+//! For the tenant experiments the host's receive processing
 //! is moved into its own kernel thread with *threaded NAPI* (the kernel's
 //! own mechanism for running a device's NET_RX work outside the softirq;
 //! `/sys/class/net/<dev>/threaded`) and pinned to a CPU of its own. Then:
@@ -60,7 +60,7 @@ fn napi_thread_pids(dev: &str) -> BTreeSet<i32> {
 /// When the switch fails or no new NAPI thread appears.
 pub fn threaded_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
     let before = napi_thread_pids(dev);
-    crate::cmd::in_ns(
+    rampart_dataplane::cmd::in_ns(
         ns,
         "sh",
         &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
@@ -112,7 +112,7 @@ pub fn rethread_napi(ns: &str, dev: &str, cpu: usize) -> Result<NapiThreads> {
 /// # Errors
 /// When the switch fails.
 pub fn unthreaded_napi(ns: &str, dev: &str) -> Result<()> {
-    crate::cmd::in_ns(
+    rampart_dataplane::cmd::in_ns(
         ns,
         "sh",
         &["-c", &format!("echo 0 > /sys/class/net/{dev}/threaded")],

@@ -12,7 +12,6 @@
 //! - [`nic`]: the EMULATED SmartNIC's table;
 //! - [`web`]: nginx and wrk.
 
-pub mod cmd;
 pub mod dist;
 pub mod error;
 pub mod gen;

@@ -1,247 +1,30 @@
-//! The EMULATED SmartNIC's hardware table, from userspace.
-//!
-//! What a real card offers through TC flower `skip_sw` (exact-match rules
-//! with hardware counters) is emulated by `xdp_nic_emul` on the lab's `nic`
-//! hop: an exact-match table of source addresses with capacity K (the BPF
-//! map's max_entries) and per-rule packet/byte counters. This handle is the
-//! only way rampart touches it; the control plane's `emulated` tier backend
-//! adds the per-update delay a real card has (~2 ms). Everything the
-//! hybrid logic does runs for real on this table; what it cannot stand for
-//! is the host CPU a real NIC saves.
+//! The lab's EMULATED SmartNIC: `xdp_nic_emul` on both veths of the `nic`
+//! hop, forwarding at L2 and dropping sources its exact-match table holds
+//! (the table handle, [`EmulatedNicTable`], is the product's: the ddos
+//! daemon's `emulated` tier uses the same one). Everything the hybrid logic
+//! does runs for real on this table; what it cannot stand for is the host
+//! CPU a real NIC saves.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+pub use rampart_dataplane::emulated_nic::{EmulatedNicTable, RuleStats};
 
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
-use rampart_dataplane::error::BpfContext;
-use serde::Serialize;
+use crate::error::Result;
+use crate::topology::{Lab, NIC_WAN_IF};
 
-use crate::error::{Error, Result};
-use crate::topology::Lab;
-
-/// Default K, as in the paper's evaluation.
-pub const DEFAULT_CAPACITY: u32 = 512;
 /// Largest table the lab builds (real cards hold ~512–2K exact rules).
 pub const MAX_CAPACITY: u32 = 65_536;
 
-const KEY_LEN: usize = 20;
-
-/// Counters of one hardware rule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct RuleStats {
-    /// Frames dropped by the rule.
-    pub packets: u64,
-    /// Bytes dropped by the rule.
-    pub bytes: u64,
+/// The table of `lab`'s EMULATED NIC (from its pins).
+///
+/// # Errors
+/// [`crate::Error::NotUp`] when the lab (or its NIC) is not up.
+pub fn open(lab: &Lab) -> Result<EmulatedNicTable> {
+    lab.require_up()?;
+    Ok(EmulatedNicTable::open_pinned(&lab.pin_dir().join("nic"))?)
 }
 
-/// The EMULATED NIC table of a lab (opened from its pins).
-#[derive(Debug)]
-pub struct NicTable {
-    rules: MapHandle,
-    state: MapHandle,
-    capacity: u32,
-}
-
-fn key(addr: IpAddr) -> [u8; KEY_LEN] {
-    let mut k = [0u8; KEY_LEN];
-    match addr {
-        IpAddr::V4(a) => {
-            k[..4].copy_from_slice(&a.octets());
-            k[16..].copy_from_slice(&4u32.to_ne_bytes());
-        }
-        IpAddr::V6(a) => {
-            k[..16].copy_from_slice(&a.octets());
-            k[16..].copy_from_slice(&6u32.to_ne_bytes());
-        }
-    }
-    k
-}
-
-fn addr_of(k: &[u8]) -> Option<IpAddr> {
-    let fam = u32::from_ne_bytes(k.get(16..20)?.try_into().ok()?);
-    match fam {
-        4 => Some(IpAddr::V4(Ipv4Addr::new(k[0], k[1], k[2], k[3]))),
-        6 => {
-            let o: [u8; 16] = k[..16].try_into().ok()?;
-            Some(IpAddr::V6(Ipv6Addr::from(o)))
-        }
-        _ => None,
-    }
-}
-
-impl NicTable {
-    /// Open the table of `lab`'s EMULATED NIC.
-    ///
-    /// # Errors
-    /// [`Error::NotUp`] when the lab (or its NIC) is not up.
-    pub fn open(lab: &Lab) -> Result<Self> {
-        lab.require_up()?;
-        let dir = lab.pin_dir().join("nic");
-        let rules = MapHandle::from_pinned_path(dir.join("rules"))
-            .bpf_context(|| format!("opening {}/rules", dir.display()))?;
-        let state = MapHandle::from_pinned_path(dir.join("state"))
-            .bpf_context(|| format!("opening {}/state", dir.display()))?;
-        let capacity = rules.max_entries();
-        Ok(Self {
-            rules,
-            state,
-            capacity,
-        })
-    }
-
-    /// K: how many rules fit.
-    pub fn capacity(&self) -> u32 {
-        self.capacity
-    }
-
-    fn set_count(&self, n: u32) -> Result<()> {
-        let mut v = self
-            .state
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .bpf_context(|| "reading nic_state".into())?
-            .unwrap_or_else(|| vec![0u8; 16]);
-        v[..4].copy_from_slice(&n.to_ne_bytes());
-        self.state
-            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
-            .bpf_context(|| "writing nic_state".into())?;
-        Ok(())
-    }
-
-    /// Installed rules with their counters.
-    ///
-    /// # Errors
-    /// Map read failure.
-    pub fn rules(&self) -> Result<Vec<(IpAddr, RuleStats)>> {
-        let mut out = Vec::new();
-        // A hash map walked while rules are removed restarts from its first
-        // bucket, so a key can come twice: keep each address once.
-        let mut seen = std::collections::HashSet::new();
-        for k in self.rules.keys() {
-            if !seen.insert(k.clone()) {
-                continue;
-            }
-            let Some(v) = self
-                .rules
-                .lookup(&k, MapFlags::ANY)
-                .bpf_context(|| "reading nic_rules".into())?
-            else {
-                continue;
-            };
-            if let Some(a) = addr_of(&k) {
-                let p = u64::from_ne_bytes(v[0..8].try_into().unwrap_or_default());
-                let b = u64::from_ne_bytes(v[8..16].try_into().unwrap_or_default());
-                out.push((
-                    a,
-                    RuleStats {
-                        packets: p,
-                        bytes: b,
-                    },
-                ));
-            }
-        }
-        Ok(out)
-    }
-
-    /// Number of installed rules (the count the program keeps in `nic_state`,
-    /// maintained by [`insert`](Self::insert), [`remove`](Self::remove) and
-    /// [`clear`](Self::clear); O(1), unlike a walk of the table).
-    ///
-    /// # Errors
-    /// Map read failure.
-    pub fn len(&self) -> Result<usize> {
-        let v = self
-            .state
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .bpf_context(|| "reading nic_state".into())?
-            .unwrap_or_default();
-        Ok(v.get(..4)
-            .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or_default()))
-            as usize)
-    }
-
-    /// Is the table empty?
-    ///
-    /// # Errors
-    /// Map read failure.
-    pub fn is_empty(&self) -> Result<bool> {
-        Ok(self.len()? == 0)
-    }
-
-    /// Install a drop rule for `addr`. A rule that exists keeps its counters.
-    ///
-    /// # Errors
-    /// [`Error::InvalidSpec`] when the table is full (K rules), or the map update's error.
-    pub fn insert(&self, addr: IpAddr) -> Result<()> {
-        let k = key(addr);
-        if self
-            .rules
-            .lookup(&k, MapFlags::ANY)
-            .bpf_context(|| "reading nic_rules".into())?
-            .is_some()
-        {
-            return Ok(());
-        }
-        let n = self.len()? as u32;
-        if n >= self.capacity {
-            return Err(Error::InvalidSpec(format!(
-                "EMULATED NIC table is full ({} rules): remove a rule first",
-                self.capacity
-            )));
-        }
-        self.rules
-            .update(&k, &[0u8; 16], MapFlags::NO_EXIST)
-            .bpf_context(|| format!("installing NIC rule for {addr}"))?;
-        self.set_count(n + 1)
-    }
-
-    /// Remove the rule for `addr`; returns its final counters if it existed.
-    ///
-    /// # Errors
-    /// Map failure.
-    pub fn remove(&self, addr: IpAddr) -> Result<Option<RuleStats>> {
-        let k = key(addr);
-        let Some(v) = self
-            .rules
-            .lookup(&k, MapFlags::ANY)
-            .bpf_context(|| "reading nic_rules".into())?
-        else {
-            return Ok(None);
-        };
-        self.rules
-            .delete(&k)
-            .bpf_context(|| format!("removing NIC rule for {addr}"))?;
-        let n = self.len()? as u32;
-        self.set_count(n.saturating_sub(1))?;
-        Ok(Some(RuleStats {
-            packets: u64::from_ne_bytes(v[0..8].try_into().unwrap_or_default()),
-            bytes: u64::from_ne_bytes(v[8..16].try_into().unwrap_or_default()),
-        }))
-    }
-
-    /// Remove every rule.
-    ///
-    /// # Errors
-    /// Map failure.
-    pub fn clear(&self) -> Result<()> {
-        let keys: Vec<Vec<u8>> = self.rules.keys().collect();
-        for k in keys {
-            let _ = self.rules.delete(&k);
-        }
-        self.set_count(0)
-    }
-
-    /// Frames from wan the NIC could not parse (forwarded unmatched).
-    ///
-    /// # Errors
-    /// Map failure.
-    pub fn unparsed(&self) -> Result<u64> {
-        let v = self
-            .state
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .bpf_context(|| "reading nic_state".into())?
-            .unwrap_or_default();
-        Ok(v.get(8..16)
-            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-            .unwrap_or(0))
-    }
+/// The NIC hop of `lab` as the ddos daemon's config names it (`[hw] netns`,
+/// `iface`): the EMULATED NIC's side facing the wire, where its table drops
+/// and where the `xdp-nic` modes chain their filter in front of it.
+pub fn hop(lab: &Lab) -> (String, &'static str) {
+    (lab.nic_ns(), NIC_WAN_IF)
 }

@@ -1,12 +1,13 @@
 //! Frame templates for the generator and packet checks for the tests.
 //!
-//! A template is a complete, valid frame for source index 0; the generator
-//! program rewrites the source address and fixes checksums from the
-//! partial sums computed here (see `bpf/lab/abi.h`, `struct gen_config`).
+//! A template is a complete, valid frame for source index 0, built with the
+//! test kit's frame builder; the generator program rewrites the source
+//! address and fixes checksums from the partial sums computed here (see
+//! `bpf/lab/abi.h`, `struct gen_config`).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
-use etherparse::{PacketBuilder, TcpOptionElement};
+use rampart_testkit::frame::{self, tcp, Frame};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -165,54 +166,40 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
             spec.size
         )));
     }
-    let eth = PacketBuilder::ethernet2(spec.src_mac, spec.dst_mac);
-    let (ip, l3len) = match (spec.src, spec.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => (eth.ipv4(s.octets(), d.octets(), 64), 20),
-        (IpAddr::V6(s), IpAddr::V6(d)) => (eth.ipv6(s.octets(), d.octets(), 64), 40),
-        _ => {
-            return Err(Error::InvalidSpec(
-                "source and destination must both be IPv4 or both IPv6".into(),
-            ))
-        }
-    };
-    let v6 = l3len == 40;
+    if spec.src.is_ipv4() != spec.dst.is_ipv4() {
+        return Err(Error::InvalidSpec(
+            "source and destination must both be IPv4 or both IPv6".into(),
+        ));
+    }
+    let v6 = spec.src.is_ipv6();
+    let l3len = if v6 { 40 } else { 20 };
     let hdrs = 14 + l3len;
-    let mut frame = Vec::with_capacity(spec.size);
     let l4hdr = match spec.proto {
-        Proto::Udp | Proto::Dns => 8,
-        Proto::Syn | Proto::Ack => 20 + if spec.proto == Proto::Syn { 4 } else { 0 },
-        Proto::Icmp => 8,
+        Proto::Udp | Proto::Dns | Proto::Icmp => 8,
+        Proto::Syn => 24,
+        Proto::Ack => 20,
     };
     let room = spec.size.saturating_sub(hdrs + l4hdr);
-    let res = match spec.proto {
-        Proto::Udp => ip
-            .udp(spec.sport, spec.dport)
-            .write(&mut frame, &vec![0u8; room]),
+    let f = match spec.proto {
+        Proto::Udp => Frame::udp(spec.src, spec.dst, spec.sport, spec.dport).zeros(room),
         Proto::Dns => {
-            let q = dns_query(room);
-            ip.udp(spec.sport, spec.dport).write(&mut frame, &q)
+            Frame::udp(spec.src, spec.dst, spec.sport, spec.dport).payload(&dns_query(room))
         }
-        Proto::Syn => ip
-            .tcp(spec.sport, spec.dport, 0x1000_0000, 64240)
-            .syn()
-            .options(&[TcpOptionElement::MaximumSegmentSize(1460)])
-            .map_err(|e| Error::InvalidSpec(e.to_string()))?
-            .write(&mut frame, &[]),
-        Proto::Ack => ip
-            .tcp(spec.sport, spec.dport, 0x1000_0001, 502)
-            .ack(0x2000_0001)
-            .write(&mut frame, &[]),
-        Proto::Icmp => {
-            if v6 {
-                ip.icmpv6_echo_request(0x7261, 1)
-                    .write(&mut frame, &vec![0u8; room])
-            } else {
-                ip.icmpv4_echo_request(0x7261, 1)
-                    .write(&mut frame, &vec![0u8; room])
-            }
-        }
+        Proto::Syn => Frame::tcp(spec.src, spec.dst, spec.sport, spec.dport)
+            .seq(0x1000_0000)
+            .window(64240)
+            .flags(tcp::SYN)
+            .tcp_options(&[2, 4, 0x05, 0xb4]), // MSS 1460
+        Proto::Ack => Frame::tcp(spec.src, spec.dst, spec.sport, spec.dport)
+            .seq(0x1000_0001)
+            .window(502)
+            .flags(tcp::ACK)
+            .ack(0x2000_0001),
+        Proto::Icmp => Frame::icmp_echo(spec.src, spec.dst)
+            .echo_id(0x7261)
+            .zeros(room),
     };
-    res.map_err(|e| Error::InvalidSpec(format!("building frame: {e}")))?;
+    let mut frame = f.macs(spec.src_mac, spec.dst_mac).build();
     if frame.len() > spec.size {
         return Err(Error::InvalidSpec(format!(
             "packet size {} is too small for {:?} over {}: it needs at least {} bytes",
@@ -291,109 +278,26 @@ pub struct Checked {
     pub len: usize,
 }
 
-/// Parse a frame and verify its IPv4 header and L4 checksums with
-/// etherparse (an implementation independent of ours).
+/// Parse a frame and verify its IPv4 header and L4 checksums (with the
+/// test kit's [`frame::check`], independent of the generator's patching).
 ///
 /// # Errors
 /// A description of the first thing that is wrong.
 pub fn check(frame: &[u8]) -> std::result::Result<Checked, String> {
-    use etherparse::{NetSlice, SlicedPacket, TransportSlice};
-    let p = SlicedPacket::from_ethernet(frame).map_err(|e| format!("unparseable frame: {e}"))?;
-    let (src, dst, v4, v6) = match &p.net {
-        Some(NetSlice::Ipv4(s)) => {
-            let h = s.header().to_header();
-            if h.calc_header_checksum() != h.header_checksum {
-                return Err("bad IPv4 header checksum".into());
-            }
-            (
-                IpAddr::V4(Ipv4Addr::from(h.source)),
-                IpAddr::V4(Ipv4Addr::from(h.destination)),
-                Some(s),
-                None,
-            )
-        }
-        Some(NetSlice::Ipv6(s)) => {
-            let h = s.header().to_header();
-            (
-                IpAddr::V6(Ipv6Addr::from(h.source)),
-                IpAddr::V6(Ipv6Addr::from(h.destination)),
-                None,
-                Some(s),
-            )
-        }
-        _ => return Err("not an IP frame".into()),
-    };
-    let (proto, dport) = match &p.transport {
-        Some(TransportSlice::Udp(u)) => {
-            let h = u.to_header();
-            let ok = if let Some(v4) = v4 {
-                h.calc_checksum_ipv4(&v4.header().to_header(), u.payload())
-                    .map_err(|e| e.to_string())?
-            } else {
-                h.calc_checksum_ipv6(&v6.unwrap().header().to_header(), u.payload())
-                    .map_err(|e| e.to_string())?
-            };
-            if ok != h.checksum {
-                return Err(format!(
-                    "bad UDP checksum {:#06x}, expected {ok:#06x}",
-                    h.checksum
-                ));
-            }
-            (
-                if h.destination_port == 53 {
-                    Proto::Dns
-                } else {
-                    Proto::Udp
-                },
-                h.destination_port,
-            )
-        }
-        Some(TransportSlice::Tcp(t)) => {
-            let ok = if let Some(v4) = v4 {
-                t.calc_checksum_ipv4(v4.header().source(), v4.header().destination())
-                    .map_err(|e| e.to_string())?
-            } else {
-                let h = v6.unwrap().header();
-                t.calc_checksum_ipv6(h.source(), h.destination())
-                    .map_err(|e| e.to_string())?
-            };
-            if ok != t.checksum() {
-                return Err(format!(
-                    "bad TCP checksum {:#06x}, expected {ok:#06x}",
-                    t.checksum()
-                ));
-            }
-            (
-                if t.syn() { Proto::Syn } else { Proto::Ack },
-                t.destination_port(),
-            )
-        }
-        Some(TransportSlice::Icmpv4(i)) => {
-            if i.header().icmp_type.calc_checksum(i.payload()) != i.checksum() {
-                return Err("bad ICMP checksum".into());
-            }
-            (Proto::Icmp, 0)
-        }
-        Some(TransportSlice::Icmpv6(i)) => {
-            let h = v6.unwrap().header();
-            let ok = i
-                .header()
-                .icmp_type
-                .calc_checksum(h.source(), h.destination(), i.payload())
-                .map_err(|e| e.to_string())?;
-            if ok != i.checksum() {
-                return Err("bad ICMPv6 checksum".into());
-            }
-            (Proto::Icmp, 0)
-        }
-        _ => return Err("no transport header".into()),
+    let c = frame::check(frame)?;
+    let proto = match c.proto {
+        17 if c.dport == 53 => Proto::Dns,
+        17 => Proto::Udp,
+        6 if c.tcp_flags & tcp::SYN != 0 => Proto::Syn,
+        6 => Proto::Ack,
+        _ => Proto::Icmp,
     };
     Ok(Checked {
-        src,
-        dst,
+        src: c.src,
+        dst: c.dst,
         proto,
-        dport,
-        len: frame.len(),
+        dport: c.dport,
+        len: c.len,
     })
 }
 

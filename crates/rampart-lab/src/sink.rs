@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
-use rampart_bpf::abi::{SinkCounters, SinkSrcKey};
+use rampart_bpf::abi::lab::{SinkCounters, SinkSrcKey};
 use rampart_bpf::xdp_sink::{XdpSinkSkel, XdpSinkSkelBuilder};
 use rampart_dataplane::error::BpfContext;
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
@@ -80,10 +80,7 @@ impl Sink {
             .unwrap_or_default()
             .iter()
             .map(|b| {
-                let c: SinkCounters = SinkCounters {
-                    packets: u64::from_ne_bytes(b[0..8].try_into().unwrap_or_default()),
-                    bytes: u64::from_ne_bytes(b[8..16].try_into().unwrap_or_default()),
-                };
+                let c: SinkCounters = bytemuck::try_pod_read_unaligned(b).unwrap_or_default();
                 [c.packets, c.bytes]
             })
             .collect();
@@ -107,13 +104,13 @@ impl Sink {
             else {
                 continue;
             };
-            debug_assert_eq!(k.len(), std::mem::size_of::<SinkSrcKey>());
-            let key_family = u32::from_ne_bytes(k[16..20].try_into().unwrap_or_default());
-            let addr = if key_family == 4 {
-                IpAddr::V4(Ipv4Addr::new(k[0], k[1], k[2], k[3]))
+            let Ok(key) = bytemuck::try_pod_read_unaligned::<SinkSrcKey>(&k) else {
+                continue;
+            };
+            let a = key.addr;
+            let addr = if key.family == 4 {
+                IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))
             } else {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&k[..16]);
                 IpAddr::V6(Ipv6Addr::from(a))
             };
             out.insert(

@@ -21,8 +21,8 @@ use serde::Serialize;
 
 use rampart_dataplane::{netns, pin, xdp::XdpLink, xdp::XdpMode};
 
-use crate::cmd::{in_ns, ip};
 use crate::error::{Error, Result};
+use rampart_dataplane::cmd::{in_ns, ip};
 
 /// Prefix used when none is given.
 pub const DEFAULT_PREFIX: &str = "rp";
@@ -252,7 +252,7 @@ impl Lab {
                 return Err(e);
             }
         } else if let Some(k) = opts.nic_capacity {
-            if crate::nic::NicTable::open(self)?.capacity() != k {
+            if crate::nic::open(self)?.capacity() != k {
                 self.set_nic_capacity(k)?;
             }
         }
@@ -481,7 +481,10 @@ impl Lab {
                 "net.ipv6.conf.all.forwarding=1",
             ],
         )?;
-        self.attach_nic(opts.nic_capacity.unwrap_or(crate::nic::DEFAULT_CAPACITY))?;
+        self.attach_nic(
+            opts.nic_capacity
+                .unwrap_or(rampart_bpf::abi::lab::NIC_DEFAULT_CAPACITY),
+        )?;
         Ok(())
     }
 

@@ -17,8 +17,12 @@ use std::time::{Duration, Instant};
 
 use crate::packet::{self, FrameSpec, Proto};
 use crate::{topology, Lab};
+use bytemuck::pod_read_unaligned;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
+use rampart_bpf::abi::lab::{
+    TgenCpuState, TmixCpuState, TGEN_MAX_DST, TMIX_MAX_LEN, TMIX_MAX_SLOT,
+};
 use rampart_bpf::xdp_tenant_gen::{XdpTenantGenSkel, XdpTenantGenSkelBuilder};
 use rampart_bpf::xdp_tenant_mix::{XdpTenantMixSkel, XdpTenantMixSkelBuilder};
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
@@ -26,9 +30,6 @@ use rampart_dataplane::{netns, testrun};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-
-/// Most destinations.
-pub const MAX_DST: usize = 8;
 
 /// How long to send.
 #[derive(Debug, Clone, Copy)]
@@ -54,10 +55,10 @@ pub struct TrafficReport {
 /// its error type is the caller's.
 pub type During<'a, E = Error> = &'a mut dyn FnMut(&AtomicBool) -> std::result::Result<bool, E>;
 
-/// Most slots of a mixed generator ([`TenantTraffic::mixed`]).
-pub const MAX_SLOTS: usize = 16;
 /// Frame length of a mixed generator (every slot's frame is padded to it).
 pub const MIX_LEN: usize = 88;
+// The program copies whole 8-byte words of a template of at most TMIX_MAX_LEN bytes.
+const _: () = assert!(MIX_LEN.is_multiple_of(8) && MIX_LEN <= TMIX_MAX_LEN);
 
 enum Skel {
     /// One template, per-destination address and checksums.
@@ -107,9 +108,9 @@ impl TenantTraffic {
         dport: u16,
     ) -> Result<Self> {
         lab.require_up()?;
-        if dsts.is_empty() || dsts.len() > MAX_DST {
+        if dsts.is_empty() || dsts.len() > TGEN_MAX_DST {
             return Err(Error::InvalidSpec(format!(
-                "1..={MAX_DST} destinations, not {}",
+                "1..={TGEN_MAX_DST} destinations, not {}",
                 dsts.len()
             )));
         }
@@ -123,7 +124,7 @@ impl TenantTraffic {
             src_mac: topology::WAN_MAC,
             dst_mac: topology::HOST_MAC,
         };
-        // One complete template per destination (etherparse computes the
+        // One complete template per destination (the frame builder computes the
         // checksums); they differ only in the address and the two checksums.
         let tpls = dsts
             .iter()
@@ -179,9 +180,9 @@ impl TenantTraffic {
     /// Lab not up, no or too many slots, load or anchor failures.
     pub fn mixed(lab: &Lab, slots: &[(Proto, Ipv4Addr, u16)]) -> Result<Self> {
         lab.require_up()?;
-        if slots.is_empty() || slots.len() > MAX_SLOTS {
+        if slots.is_empty() || slots.len() > TMIX_MAX_SLOT {
             return Err(Error::InvalidSpec(format!(
-                "1..={MAX_SLOTS} slots, not {}",
+                "1..={TMIX_MAX_SLOT} slots, not {}",
                 slots.len()
             )));
         }
@@ -265,9 +266,12 @@ impl TenantTraffic {
             .unwrap_or_default();
         let mut out = vec![0u64; self.n];
         for v in vals {
-            for (i, o) in out.iter_mut().enumerate() {
-                let off = 8 + 8 * i;
-                *o += u64::from_ne_bytes(v[off..off + 8].try_into().unwrap_or_default());
+            let sent: &[u64] = match &self.skel {
+                Skel::Gen(_) => &pod_read_unaligned::<TgenCpuState>(&v).sent,
+                Skel::Mix(_) => &pod_read_unaligned::<TmixCpuState>(&v).sent,
+            };
+            for (o, s) in out.iter_mut().zip(sent) {
+                *o += s;
             }
         }
         Ok(out)

@@ -66,7 +66,7 @@ pub fn steer_queues_by_cpu(lab: &crate::Lab) -> Result<()> {
         let script = format!(
             "for q in /sys/class/net/{dev}/queues/tx-*; do i=${{q##*tx-}}; printf '%x' $((1 << i)) > $q/xps_cpus || exit 1; done"
         );
-        crate::cmd::in_ns(&ns, "sh", &["-c", &script]).map_err(|e| {
+        rampart_dataplane::cmd::in_ns(&ns, "sh", &["-c", &script]).map_err(|e| {
             Error::InvalidSpec(format!(
                 "setting per-CPU transmit queues (XPS) of {dev} in {ns}: {e}"
             ))

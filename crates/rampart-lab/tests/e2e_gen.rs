@@ -168,7 +168,7 @@ fn per_source_counts_follow_the_distribution() {
         (Dist::Gaussian { sigma: 0.1 }, 3000, true),
     ] {
         // One full walk of the schedule: every source appears its quota.
-        let slots = dist::slots_for(n, rampart_bpf::abi::GEN_SLOTS_MAX);
+        let slots = dist::slots_for(n, rampart_bpf::abi::lab::GEN_SLOTS_MAX);
         let spec = GenSpec {
             sources: n,
             dist,

@@ -7,7 +7,7 @@ use rampart_lab::testing::TestLab;
 use rampart_lab::topology::NIC_HOST_IF;
 
 fn in_ns(ns: &str, prog: &str, args: &[&str]) -> String {
-    rampart_lab::cmd::in_ns(ns, prog, args).unwrap()
+    rampart_dataplane::cmd::in_ns(ns, prog, args).unwrap()
 }
 
 fn allowed_cpus(pid: i32) -> String {

@@ -174,13 +174,12 @@ fn bad_prefixes_are_refused() {
 #[test]
 fn the_emulated_nic_table_drops_matches_with_per_rule_counters() {
     use rampart_lab::gen::{GenSpec, Generator, Limit};
-    use rampart_lab::nic::NicTable;
     use std::sync::atomic::AtomicBool;
 
     let lab = TestLab::up("nict", 0);
     let sink = rampart_lab::sink::Sink::attach(&lab.host_ns(), HOST_IF, false).unwrap();
-    let nic = NicTable::open(&lab).unwrap();
-    assert_eq!(nic.capacity(), rampart_lab::nic::DEFAULT_CAPACITY);
+    let nic = rampart_lab::nic::open(&lab).unwrap();
+    assert_eq!(nic.capacity(), rampart_bpf::abi::lab::NIC_DEFAULT_CAPACITY);
     assert!(nic.is_empty().unwrap());
     let spec = GenSpec {
         sources: 4,
@@ -215,7 +214,7 @@ fn the_emulated_nic_table_drops_matches_with_per_rule_counters() {
 
     // IPv6 rules, capacity, removal.
     lab.set_nic_capacity(2).unwrap();
-    let nic = NicTable::open(&lab).unwrap();
+    let nic = rampart_lab::nic::open(&lab).unwrap();
     assert_eq!(
         (nic.capacity(), nic.len().unwrap()),
         (2, 0),

@@ -13,9 +13,12 @@
 //!   reads open on loopback only;
 //! - [`metrics`]: one Prometheus registry per daemon, collected from its
 //!   state at scrape time;
+//! - [`alert`]: the one alert schema (EVE JSON with a `rampart` object)
+//!   and its sinks (file, syslog, webhook);
 //! - [`config`]: TOML loading with one-line errors naming the key, the
 //!   shared `[server]` section, `--print-config`.
 
+pub mod alert;
 pub mod auth;
 pub mod config;
 pub mod error;

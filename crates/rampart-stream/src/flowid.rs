@@ -2,6 +2,8 @@
 //! (`stream_flow_id`) computes it in XDP — checked against the BPF program
 //! by `tests/prog_stream_tuple.rs`.
 
+use rampart_bpf::abi::stream::{ST_KEY_BIDIR, ST_KEY_FIVE_TUPLE, ST_KEY_SYN_PAIR};
+
 use crate::tuple::{
     proto, StreamTuple, ST_FLOWID_SEED, ST_F_IP_REV, ST_F_PORT_REV, ST_KEY_MODE_SHIFT,
 };
@@ -9,15 +11,16 @@ use crate::tuple::{
 /// Which flow key the FlowID hashes (`enum stream_key_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[repr(u8)]
 pub enum KeyMode {
     /// ⟨saddr, daddr, sport, dport, proto⟩ (unidirectional flows).
-    FiveTuple = 1,
+    FiveTuple = ST_KEY_FIVE_TUPLE,
     /// ⟨src, dst, dport⟩, or ⟨dst, src, sport⟩ for a SYN-ACK: a SYN and
     /// its answer share a key.
-    SynPair = 2,
+    SynPair = ST_KEY_SYN_PAIR,
     /// Direction-independent: addresses and ports each ordered; the
     /// `ST_F_IP_REV` / `ST_F_PORT_REV` flags say which were swapped.
-    Bidir = 3,
+    Bidir = ST_KEY_BIDIR,
 }
 
 impl std::fmt::Display for KeyMode {

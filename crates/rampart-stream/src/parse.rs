@@ -11,25 +11,32 @@
 //! same frames. Written by hand rather than with etherparse because the
 //! point is to reproduce the BPF parser's exact semantics.
 
-use crate::tuple::{StreamTuple, ST_F_FRAG_FIRST, ST_F_FRAG_LATER, ST_F_IPV6};
-pub use rampart_bpf::abi::parse::{
-    Encap, PktInfo, PARSE_DEF_V6_EXT, PARSE_DEF_VLANS, PARSE_MAX_MPLS, PARSE_MAX_V6_EXT,
-    PARSE_MAX_VLANS, PARSE_SHIM_MPLS, PARSE_SHIM_PPPOE, PARSE_VLAN_IDS,
+pub use rampart_bpf::abi::common::{
+    PktInfo, PARSE_DEF_V6_EXT, PARSE_DEF_VLANS, PARSE_MAX_MPLS, PARSE_MAX_V6_EXT, PARSE_MAX_VLANS,
+    PARSE_SHIM_MPLS, PARSE_SHIM_PPPOE, PARSE_VLAN_IDS,
 };
+use rampart_bpf::abi::common::{
+    FRAG_FIRST, FRAG_LATER, PARSE_BAD_HEADER, PARSE_ENCAP_GENEVE, PARSE_ENCAP_GRE,
+    PARSE_ENCAP_IPIP, PARSE_ENCAP_MPLS, PARSE_ENCAP_NONE, PARSE_ENCAP_VXLAN, PARSE_NOT_IP,
+    PARSE_STATUS_LABELS, PARSE_TOO_DEEP, PARSE_TRUNCATED,
+};
+
+use crate::tuple::{StreamTuple, ST_F_FRAG_FIRST, ST_F_FRAG_LATER, ST_F_IPV6};
 
 /// Why a frame gave no tuple (`enum parse_status`, minus `PARSE_OK`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[repr(u32)]
 pub enum ParseStatus {
     /// Not IPv4/IPv6 (ARP, LLDP, PPPoE control, ...).
-    NotIp = 1,
+    NotIp = PARSE_NOT_IP,
     /// The frame ends inside a header it announces, or before the end of
     /// the IP packet its header announces.
-    Truncated = 2,
+    Truncated = PARSE_TRUNCATED,
     /// An impossible header field.
-    BadHeader = 3,
+    BadHeader = PARSE_BAD_HEADER,
     /// More VLAN tags, MPLS labels or IPv6 extension headers than the parser walks.
-    TooDeep = 4,
+    TooDeep = PARSE_TOO_DEEP,
 }
 
 impl ParseStatus {
@@ -38,12 +45,7 @@ impl ParseStatus {
         [Self::NotIp, Self::Truncated, Self::BadHeader, Self::TooDeep];
     /// Metric label.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::NotIp => "not_ip",
-            Self::Truncated => "truncated",
-            Self::BadHeader => "bad_header",
-            Self::TooDeep => "too_deep",
-        }
+        PARSE_STATUS_LABELS[self as usize]
     }
 }
 
@@ -81,9 +83,6 @@ const PPP_IPV6: u16 = 0x0057;
 const UDP_VXLAN: u16 = 4789;
 const UDP_GENEVE: u16 = 6081;
 
-const FRAG_FIRST: u8 = 1;
-const FRAG_LATER: u8 = 2;
-
 #[inline(always)]
 fn be16(d: &[u8], off: usize) -> u16 {
     u16::from_be_bytes([d[off], d[off + 1]])
@@ -97,9 +96,9 @@ fn ne16(d: &[u8], off: usize) -> u16 {
 
 fn proto_encap(proto: u8) -> u8 {
     match proto {
-        47 => Encap::PARSE_ENCAP_GRE.0 as u8,
-        4 | 41 => Encap::PARSE_ENCAP_IPIP.0 as u8,
-        _ => Encap::PARSE_ENCAP_NONE.0 as u8,
+        47 => PARSE_ENCAP_GRE,
+        4 | 41 => PARSE_ENCAP_IPIP,
+        _ => PARSE_ENCAP_NONE,
     }
 }
 
@@ -129,8 +128,8 @@ fn parse_l4(d: &[u8], off: usize, pi: &mut PktInfo) -> Result<(), ParseStatus> {
             pi.sport = ne16(d, off);
             pi.dport = ne16(d, off + 2);
             match be16(d, off + 2) {
-                UDP_VXLAN => pi.encap = Encap::PARSE_ENCAP_VXLAN.0 as u8,
-                UDP_GENEVE => pi.encap = Encap::PARSE_ENCAP_GENEVE.0 as u8,
+                UDP_VXLAN => pi.encap = PARSE_ENCAP_VXLAN,
+                UDP_GENEVE => pi.encap = PARSE_ENCAP_GENEVE,
                 _ => {}
             }
         }
@@ -347,7 +346,7 @@ fn parse_into(d: &[u8], lim: Limits, pi: &mut PktInfo) -> Result<(), ParseStatus
             4 => ETH_P_IP,
             6 => ETH_P_IPV6,
             _ => {
-                pi.encap = Encap::PARSE_ENCAP_MPLS.0 as u8;
+                pi.encap = PARSE_ENCAP_MPLS;
                 return Err(ParseStatus::NotIp);
             }
         };
@@ -408,13 +407,10 @@ mod tests {
     use crate::tuple::TupleExt;
 
     fn udp4() -> Vec<u8> {
-        let mut v = Vec::new();
-        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-            .ipv4([192, 0, 2, 1], [198, 51, 100, 7], 61)
-            .udp(1234, 53)
-            .write(&mut v, &[0; 10])
-            .unwrap();
-        v
+        rampart_testkit::frame::Frame::udp([192, 0, 2, 1], [198, 51, 100, 7], 1234, 53)
+            .ttl(61)
+            .zeros(10)
+            .build()
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-pub use rampart_bpf::abi::{
+pub use rampart_bpf::abi::stream::{
     StreamTuple, ST_FLOWID_SEED, ST_F_FRAG_FIRST, ST_F_FRAG_LATER, ST_F_IPV6, ST_F_IP_REV,
     ST_F_PORT_REV, ST_F_TS_HW, ST_KEY_MODE_SHIFT,
 };

@@ -21,6 +21,8 @@ use rampart_stream::apps::EngineOpts;
 use rampart_stream::source::pcap::PcapSource;
 use rampart_stream::source::PacketSource;
 use rampart_stream::tuple::{StreamTuple, TupleExt};
+use rampart_testkit::corpus::Rng;
+use rampart_testkit::frame::Frame;
 
 const S: u64 = 1_000_000_000;
 
@@ -194,23 +196,13 @@ fn flow_traffic() -> Expected {
         });
     }
     // Noise that must not become tuples: ARP, cut IPv4 headers, bad IHL.
-    let base = frame(
-        IpAddr::V4(Ipv4Addr::new(1, 1, 1, 1)),
-        IpAddr::V4(Ipv4Addr::new(2, 2, 2, 2)),
-        1,
-        2,
-        L4::Udp,
-        10,
-    );
-    let mut arp = vec![0xffu8; 6];
-    arp.extend_from_slice(&MAC_A);
-    arp.extend_from_slice(&[0x08, 0x06]);
-    arp.extend_from_slice(&[0u8; 28]);
-    let mut bad = base.clone();
-    bad[14] = 0x43;
+    let base = || Frame::udp([1, 1, 1, 1], [2, 2, 2, 2], 1, 2).payload(&[0x5a; 10]);
+    let arp = Frame::arp([1, 1, 1, 1], [2, 2, 2, 2]).build();
+    let cut = base().truncate(14 + 12).build();
+    let bad = base().ihl(3).build();
     for i in 0..10u64 {
         pkts.push((T0_NS + i * 3 * S + 7, arp.clone()));
-        pkts.push((T0_NS + i * 3 * S + 8, base[..14 + 12].to_vec()));
+        pkts.push((T0_NS + i * 3 * S + 8, cut.clone()));
         pkts.push((T0_NS + i * 3 * S + 9, bad.clone()));
     }
     pkts.sort_by_key(|p| p.0);

@@ -2,22 +2,19 @@
 //! bpf/common/parse.h run in the kernel (`xdp_parse_probe`, BPF_PROG_RUN):
 //! the same status and the same `struct pkt_info`, byte for byte — for
 //! malformed frames too, where both leave the same partial fields — on the
-//! corpus (every parse path: VLAN stacks, MPLS, PPPoE, IPv6 chains,
-//! tunnels, lengths against the frame), every truncation of it, random
-//! mutations, and with depth limits other than the defaults. The fuzz
-//! target `frame_xdp` does the same on coverage-guided frames.
+//! test kit's corpus (every parse path: VLAN stacks, MPLS, PPPoE, IPv6
+//! chains, tunnels, lengths against the frame), every truncation of it,
+//! seeded mutations, and with depth limits other than the defaults. The
+//! fuzz target `frame_xdp` does the same on coverage-guided frames.
 
 use std::os::fd::{AsFd, AsRawFd};
-
-mod common;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::xdp_parse_probe::{types::parse_out, XdpParseProbeSkel, XdpParseProbeSkelBuilder};
 use rampart_dataplane::testrun;
 use rampart_stream::parse::{parse_packet, Limits};
-
-use common::corpus;
+use rampart_testkit::corpus;
 
 fn load(lim: Limits) -> XdpParseProbeSkel<'static> {
     rampart_lab::testing::require_kernel();
@@ -42,8 +39,7 @@ fn kernel(skel: &XdpParseProbeSkel<'_>, frame: &[u8]) -> parse_out {
         .unwrap()
         .unwrap();
     assert_eq!(v.len(), std::mem::size_of::<parse_out>());
-    // SAFETY: plain old data generated from BTF, length checked.
-    unsafe { std::ptr::read_unaligned(v.as_ptr().cast::<parse_out>()) }
+    bytemuck::pod_read_unaligned(&v)
 }
 
 /// Compare one frame; returns the status.
@@ -71,12 +67,10 @@ fn corpus_and_every_truncation_match_the_kernel() {
         };
         let s = load(lim);
         let mut seen = [0usize; 5];
-        for (name, f) in corpus() {
-            seen[check(&s, lim, &f, &name) as usize] += 1;
-            // BPF_PROG_RUN refuses frames shorter than an Ethernet header (drivers never deliver them).
-            for n in 14..f.len() {
-                check(&s, lim, &f[..n], &format!("{name} cut at {n}"));
-            }
+        // The truncations start at an Ethernet header: BPF_PROG_RUN refuses
+        // shorter frames (drivers never deliver them).
+        for c in corpus::base().into_iter().chain(corpus::truncations()) {
+            seen[check(&s, lim, &c.frame, &c.name) as usize] += 1;
         }
         assert!(seen.iter().all(|n| *n > 0), "statuses covered: {seen:?}");
     }
@@ -89,26 +83,8 @@ fn random_mutations_match_the_kernel() {
         ..Limits::default()
     };
     let s = load(lim);
-    let c = corpus();
-    let mut x = 0x2545_f491_4f6c_dd1du64;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    for i in 0..3000 {
-        let (name, f) = &c[(rnd() % c.len() as u64) as usize];
-        let mut f = f.clone();
-        for _ in 0..1 + rnd() % 4 {
-            let pos = (rnd() % (f.len().min(128) as u64)) as usize;
-            f[pos] = rnd() as u8;
-        }
-        if f.len() > 14 && rnd() % 4 == 0 {
-            let n = 14 + (rnd() % (f.len() as u64 - 14)) as usize;
-            f.truncate(n);
-        }
-        check(&s, lim, &f, &format!("mutation {i} of {name}"));
+    for c in corpus::mutations(0x2545_f491_4f6c_dd1d, 3000) {
+        check(&s, lim, &c.frame, &c.name);
     }
 }
 
@@ -122,8 +98,8 @@ fn other_depth_limits_match_the_kernel() {
             shims,
         };
         let s = load(lim);
-        for (name, f) in corpus() {
-            check(&s, lim, &f, &format!("{name} with {lim:?}"));
+        for c in corpus::base() {
+            check(&s, lim, &c.frame, &format!("{} with {lim:?}", c.name));
         }
     }
 }

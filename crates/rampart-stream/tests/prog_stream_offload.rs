@@ -8,24 +8,17 @@
 //! puts a real AF_XDP socket into one XSKMAP slot at a time and checks that
 //! only frames whose key that slot's replica owns are redirected.
 
-mod common;
-
-use std::os::fd::RawFd;
-
-use rampart_dataplane::testrun::{self, XdpMd};
 use rampart_stream::flowid::{set_flow_id, KeyMode};
 use rampart_stream::offload::config::owner;
 use rampart_stream::offload::{
-    Action, Counters, Entry, FlagClause, OffloadConfig, OffloadProgram, PortRange, Predicate,
-    Timestamps,
+    Action, Entry, FlagClause, OffloadConfig, OffloadProgram, PortRange, Predicate, Timestamps,
 };
 use rampart_stream::parse::{parse_frame, ParseStatus};
 use rampart_stream::source::xsk::Xsk;
 use rampart_stream::tuple::{proto, tcp, StreamTuple, TupleExt};
-
-const XDP_DROP: u32 = 1;
-const XDP_PASS: u32 = 2;
-const XDP_REDIRECT: u32 = 4;
+use rampart_testkit::corpus::{self, Case};
+use rampart_testkit::frame::Frame;
+use rampart_testkit::prog::{Counter, ProgCase, Runner, XDP_DROP, XDP_PASS, XDP_REDIRECT};
 
 fn load() -> OffloadProgram {
     rampart_lab::testing::require_kernel();
@@ -41,79 +34,90 @@ fn now_ns() -> u64 {
 
 fn record(data: &[u8]) -> StreamTuple {
     assert_eq!(data.len(), 56, "the frame became the 56-byte record");
-    // SAFETY: 56 bytes, plain data.
-    unsafe { std::ptr::read_unaligned(data.as_ptr().cast::<StreamTuple>()) }
+    bytemuck::pod_read_unaligned(data)
 }
 
-fn sub(a: Counters, b: Counters) -> Counters {
-    Counters {
-        records: a.records - b.records,
-        not_ip: a.not_ip - b.not_ip,
-        truncated: a.truncated - b.truncated,
-        bad_header: a.bad_header - b.bad_header,
-        too_deep: a.too_deep - b.too_deep,
-        filtered: a.filtered - b.filtered,
-        rewrite_failed: a.rewrite_failed - b.rewrite_failed,
-        no_socket: a.no_socket - b.no_socket,
-        ts_hw: a.ts_hw - b.ts_hw,
+/// The program's counters, each a reason a frame is counted under.
+fn reasons(p: &OffloadProgram) -> Vec<Counter> {
+    let c = p.counters().unwrap();
+    [
+        ("records", c.records),
+        ("not_ip", c.not_ip),
+        ("truncated", c.truncated),
+        ("bad_header", c.bad_header),
+        ("too_deep", c.too_deep),
+        ("filtered", c.filtered),
+        ("rewrite_failed", c.rewrite_failed),
+        ("no_socket", c.no_socket),
+        ("ts_hw", c.ts_hw),
+    ]
+    .into_iter()
+    .map(|(n, v)| Counter::packets(n, v))
+    .collect()
+}
+
+fn action(a: Action) -> u32 {
+    match a {
+        Action::Drop => XDP_DROP,
+        Action::Pass => XDP_PASS,
     }
 }
 
-/// Run one frame and check it against the userspace pipeline under `cfg`.
-/// Returns what was expected, for the counter totals.
-fn check(p: &OffloadProgram, cfg: &OffloadConfig, frame: &[u8], what: &str) -> Expect {
-    let before = now_ns();
-    let out = testrun::run_packet(p.prog_fd(), frame, 0).expect("BPF_PROG_RUN");
-    let after = now_ns();
+/// What the userspace pipeline (parse → Filter → FlowID) says the program
+/// must do with `frame` under `cfg`, and the record it must build (no
+/// socket is in the XSKMAP here: the record is built, then dropped).
+fn expected(
+    cfg: &OffloadConfig,
+    what: &str,
+    frame: &[u8],
+) -> (ProgCase, Expect, Option<StreamTuple>) {
+    let case = |verdict, reason: &str| ProgCase::new(what, frame.to_vec(), verdict, reason);
     match parse_frame(frame, 0) {
-        Err(ParseStatus::NotIp) => {
-            assert_eq!(out.retval, XDP_PASS, "{what}: non-IP goes to the stack");
-            assert_eq!(out.data, frame, "{what}: untouched");
-            Expect::NotIp
-        }
-        Err(s) => {
-            let want = match cfg.on_malformed {
-                Action::Drop => XDP_DROP,
-                Action::Pass => XDP_PASS,
-            };
-            assert_eq!(out.retval, want, "{what}: malformed ({s:?})");
-            assert_eq!(
-                out.data, frame,
-                "{what}: a malformed frame is never rewritten"
-            );
-            Expect::Malformed(s)
-        }
+        // Non-IP goes to the stack untouched.
+        Err(ParseStatus::NotIp) => (case(XDP_PASS, "not_ip").unchanged(), Expect::NotIp, None),
+        // A malformed frame is never rewritten.
+        Err(s) => (
+            case(action(cfg.on_malformed), s.name()).unchanged(),
+            Expect::Malformed(s),
+            None,
+        ),
         Ok(mut t) => {
             if let Some(f) = &cfg.filter {
                 if !f.matches(&t) {
-                    let want = match cfg.on_filtered {
-                        Action::Drop => XDP_DROP,
-                        Action::Pass => XDP_PASS,
-                    };
-                    assert_eq!(out.retval, want, "{what}: filtered by {f}");
-                    assert_eq!(out.data, frame, "{what}: a filtered frame is not rewritten");
-                    return Expect::Filtered;
+                    let c = case(action(cfg.on_filtered), "filtered").unchanged();
+                    return (c, Expect::Filtered, None);
                 }
             }
             if let Some(m) = cfg.key_mode {
                 set_flow_id(&mut t, m);
             }
-            // No socket in the XSKMAP here: the record is built, then dropped.
-            assert_eq!(out.retval, XDP_DROP, "{what}: no socket");
-            let r = record(&out.data);
-            assert!(
-                r.ts_ns >= before - 1_000_000_000 && r.ts_ns <= after + 1_000_000_000,
-                "{what}: software time since the epoch ({} not within [{before}, {after}])",
-                r.ts_ns
-            );
-            t.ts_ns = r.ts_ns;
-            assert!(
-                rampart_stream::tuple::same(&r, &t),
-                "{what}: record\n bpf  {r:?}\n rust {t:?}"
-            );
-            Expect::Record
+            (case(XDP_DROP, "no_socket"), Expect::Record, Some(t))
         }
     }
+}
+
+/// Run one frame and check it against the userspace pipeline under `cfg`:
+/// verdict, the counter that moved, the frame or the record. Returns what
+/// was expected, for coverage checks.
+fn check(p: &OffloadProgram, cfg: &OffloadConfig, what: &str, frame: &[u8]) -> Expect {
+    let (case, expect, record_of) = expected(cfg, what, frame);
+    let before = now_ns();
+    let out = Runner::new(p.prog_fd(), || reasons(p)).run(&case);
+    let after = now_ns();
+    if let Some(mut t) = record_of {
+        let r = record(&out.data);
+        assert!(
+            r.ts_ns >= before - 1_000_000_000 && r.ts_ns <= after + 1_000_000_000,
+            "{what}: software time since the epoch ({} not within [{before}, {after}])",
+            r.ts_ns
+        );
+        t.ts_ns = r.ts_ns;
+        assert!(
+            rampart_stream::tuple::same(&r, &t),
+            "{what}: record\n bpf  {r:?}\n rust {t:?}"
+        );
+    }
+    expect
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,52 +128,17 @@ enum Expect {
     Record,
 }
 
-fn tally(v: &[Expect]) -> Counters {
-    let n = |e: Expect| v.iter().filter(|x| **x == e).count() as u64;
-    Counters {
-        records: 0,
-        not_ip: n(Expect::NotIp),
-        truncated: n(Expect::Malformed(ParseStatus::Truncated)),
-        bad_header: n(Expect::Malformed(ParseStatus::BadHeader)),
-        too_deep: n(Expect::Malformed(ParseStatus::TooDeep)),
-        filtered: n(Expect::Filtered),
-        rewrite_failed: 0,
-        no_socket: n(Expect::Record),
-        ts_hw: 0,
-    }
-}
-
-fn mutations() -> Vec<(String, Vec<u8>)> {
-    let c = common::corpus();
-    let mut out = Vec::new();
-    for (name, f) in &c {
-        for n in 14..f.len() {
-            out.push((format!("{name} cut at {n}"), f[..n].to_vec()));
-        }
-    }
-    let mut x = 0x0bad_cafe_1234_5678u64;
-    let mut rnd = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    for i in 0..1500 {
-        let (name, f) = &c[(rnd() % c.len() as u64) as usize];
-        let mut f = f.clone();
-        for _ in 0..1 + rnd() % 4 {
-            let pos = (rnd() % (f.len().min(96) as u64)) as usize;
-            f[pos] = rnd() as u8;
-        }
-        out.push((format!("mutation {i} of {name}"), f));
-    }
-    out
+/// Every truncation of the corpus and 1,500 seeded mutations.
+fn mutations() -> Vec<Case> {
+    let mut v = corpus::truncations();
+    v.extend(corpus::mutations(0x0bad_cafe_1234_5678, 1500));
+    v
 }
 
 #[test]
 fn every_key_mode_gives_the_userspace_record() {
     let p = load();
-    let corpus = common::corpus();
+    let corpus = corpus::base();
     for mode in [
         None,
         Some(KeyMode::FiveTuple),
@@ -182,10 +151,9 @@ fn every_key_mode_gives_the_userspace_record() {
             ..OffloadConfig::default()
         };
         p.configure(&cfg).unwrap();
-        let c0 = p.counters().unwrap();
         let seen: Vec<Expect> = corpus
             .iter()
-            .map(|(n, f)| check(&p, &cfg, f, &format!("{n} ({mode:?})")))
+            .map(|c| check(&p, &cfg, &format!("{} ({mode:?})", c.name), &c.frame))
             .collect();
         assert!(seen.contains(&Expect::Record) && seen.contains(&Expect::NotIp));
         for s in [
@@ -195,7 +163,6 @@ fn every_key_mode_gives_the_userspace_record() {
         ] {
             assert!(seen.contains(&Expect::Malformed(s)), "corpus covers {s:?}");
         }
-        assert_eq!(sub(p.counters().unwrap(), c0), tally(&seen), "{mode:?}");
     }
 }
 
@@ -210,12 +177,9 @@ fn malformed_and_mutated_frames_never_become_records() {
             ..OffloadConfig::default()
         };
         p.configure(&cfg).unwrap();
-        let c0 = p.counters().unwrap();
-        let seen: Vec<Expect> = mutations()
-            .iter()
-            .map(|(n, f)| check(&p, &cfg, f, n))
-            .collect();
-        assert_eq!(sub(p.counters().unwrap(), c0), tally(&seen));
+        for c in mutations() {
+            check(&p, &cfg, &c.name, &c.frame);
+        }
     }
 }
 
@@ -267,7 +231,7 @@ fn filters() -> Vec<Predicate> {
 #[test]
 fn offloaded_filters_decide_as_the_userspace_filter() {
     let p = load();
-    let mut frames = common::corpus();
+    let mut frames = corpus::base();
     frames.extend(mutations().into_iter().step_by(7));
     for (i, f) in filters().into_iter().enumerate() {
         for on_filtered in [Action::Drop, Action::Pass] {
@@ -279,16 +243,14 @@ fn offloaded_filters_decide_as_the_userspace_filter() {
                 ..OffloadConfig::default()
             };
             p.configure(&cfg).unwrap();
-            let c0 = p.counters().unwrap();
             let seen: Vec<Expect> = frames
                 .iter()
-                .map(|(n, fr)| check(&p, &cfg, fr, &format!("{n}, filter {i} ({f})")))
+                .map(|c| check(&p, &cfg, &format!("{}, filter {i} ({f})", c.name), &c.frame))
                 .collect();
             assert!(
                 seen.contains(&Expect::Filtered) && seen.contains(&Expect::Record),
                 "filter {i} ({f}) both passes and rejects frames of the corpus"
             );
-            assert_eq!(sub(p.counters().unwrap(), c0), tally(&seen), "filter {i}");
         }
     }
 }
@@ -302,52 +264,12 @@ fn a_minimum_size_frame_grows_into_the_record() {
     };
     p.configure(&cfg).unwrap();
     // 14 + 20 + 8 = 42 bytes: shorter than the 56-byte record.
-    let f = common::frame(
-        "192.0.2.1".parse().unwrap(),
-        "198.51.100.2".parse().unwrap(),
-        5,
-        6,
-        common::L4::Udp,
-        0,
-    );
+    let udp = || Frame::udp("192.0.2.1", "198.51.100.2", 5, 6);
+    let f = udp().build();
     assert_eq!(f.len(), 42);
-    check(&p, &cfg, &f, "42-byte UDP");
+    check(&p, &cfg, "42-byte UDP", &f);
     // And a 1514-byte one shrinks.
-    let f = common::frame(
-        "192.0.2.1".parse().unwrap(),
-        "198.51.100.2".parse().unwrap(),
-        5,
-        6,
-        common::L4::Udp,
-        1514 - 42,
-    );
-    check(&p, &cfg, &f, "1514-byte UDP");
-}
-
-/// BPF_PROG_RUN with a given RX queue of `ifindex` (run in its namespace).
-fn run_on_queue(prog: RawFd, frame: &[u8], ifindex: u32, queue: u32) -> u32 {
-    let mut out = vec![0u8; frame.len() + 512];
-    let mut ctx = XdpMd {
-        data_end: frame.len() as u32,
-        ingress_ifindex: ifindex,
-        rx_queue_index: queue,
-        ..Default::default()
-    };
-    let mut opts = libbpf_rs::libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: frame.as_ptr().cast(),
-        data_size_in: frame.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        ctx_in: (&raw mut ctx).cast_const().cast(),
-        ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
-        repeat: 1,
-        ..Default::default()
-    };
-    // SAFETY: every buffer outlives the call and has the size stated.
-    let rc = unsafe { libbpf_rs::libbpf_sys::bpf_prog_test_run_opts(prog, &mut opts) };
-    assert_eq!(rc, 0, "BPF_PROG_RUN on queue {queue}");
-    opts.retval
+    check(&p, &cfg, "1514-byte UDP", &udp().zeros(1514 - 42).build());
 }
 
 #[test]
@@ -365,14 +287,9 @@ fn records_are_steered_to_the_socket_of_the_key_owner() {
     // 64 flows: their owners among 4 replicas, from the userspace FlowID.
     let frames: Vec<(Vec<u8>, u32)> = (0..64u16)
         .map(|i| {
-            let f = common::frame(
-                format!("172.16.0.{}", i + 1).parse().unwrap(),
-                "10.10.0.2".parse().unwrap(),
-                40000 + i,
-                9,
-                common::L4::Udp,
-                18,
-            );
+            let f = Frame::udp(&format!("172.16.0.{}", i + 1), "10.10.0.2", 40000 + i, 9)
+                .zeros(18)
+                .build();
             let mut t = parse_frame(&f, 0).unwrap();
             set_flow_id(&mut t, KeyMode::FiveTuple);
             (f, owner(t.flow_id, R))
@@ -396,19 +313,25 @@ fn records_are_steered_to_the_socket_of_the_key_owner() {
                     0,
                 )
                 .unwrap();
+                let here = Runner::new(prog, || reasons(&p)).ingress(ifindex, queue);
+                let there = Runner::new(prog, || reasons(&p)).ingress(ifindex, 1 - queue);
                 for (f, own) in &frames {
-                    let v = run_on_queue(prog, f, ifindex, queue);
-                    let want = if *own == k { XDP_REDIRECT } else { XDP_DROP };
-                    assert_eq!(v, want, "queue {queue}, socket in slot {slot}, owner {own}");
+                    let case = if *own == k {
+                        ProgCase::new(format!("owner {own}"), f.clone(), XDP_REDIRECT, "records")
+                    } else {
+                        ProgCase::new(format!("owner {own}"), f.clone(), XDP_DROP, "no_socket")
+                    };
+                    let at = format!("queue {queue}, socket in slot {slot}, {}", case.name);
+                    here.run(&ProgCase {
+                        name: at,
+                        ..case.clone()
+                    });
                     // The other queue's slots are empty for this frame.
-                    let other = run_on_queue(prog, f, ifindex, 1 - queue);
-                    assert_eq!(other, XDP_DROP, "queue {} has no socket", 1 - queue);
+                    let at = format!("queue {} has no socket, {}", 1 - queue, case.name);
+                    there.run(&ProgCase::new(at, f.clone(), XDP_DROP, "no_socket"));
                 }
-                // SAFETY: deleting a u32 key of the XSKMAP.
-                let rc = unsafe {
-                    libbpf_rs::libbpf_sys::bpf_map_delete_elem(map, (&raw const slot).cast())
-                };
-                assert_eq!(rc, 0);
+                let removed = rampart_dataplane::maps::delete_raw(map, &slot.to_ne_bytes());
+                assert!(removed.unwrap(), "slot {slot} held the socket");
             }
         }
         Ok(())
@@ -431,9 +354,9 @@ fn nix_ifindex(name: &str) -> u32 {
 fn tuples_of_the_corpus_have_the_expected_shape() {
     // Guard for the corpus the tests above rely on: it has TCP, UDP, ICMP,
     // IPv4 and IPv6 tuples.
-    let kinds: std::collections::BTreeSet<(u8, bool)> = common::corpus()
+    let kinds: std::collections::BTreeSet<(u8, bool)> = corpus::base()
         .iter()
-        .filter_map(|(_, f)| parse_frame(f, 0).ok())
+        .filter_map(|c| parse_frame(&c.frame, 0).ok())
         .map(|t| (t.proto, t.is_ipv6()))
         .collect();
     for k in [

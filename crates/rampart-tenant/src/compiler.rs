@@ -403,9 +403,9 @@ impl Sandbox {
         }
         let tmpfs = c"tmpfs";
         let slash = c"/";
-        // SAFETY (all calls below): every pointer is a NUL-terminated string
-        // owned by `self` or a literal, alive across the call; null is allowed
-        // where passed.
+        // SAFETY: in every call below, each pointer is a NUL-terminated
+        // string owned by `self` or a literal, alive across the call; null is
+        // allowed where passed.
         unsafe {
             check(libc::unshare(libc::CLONE_NEWNS))?;
             check(libc::mount(

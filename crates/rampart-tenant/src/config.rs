@@ -37,11 +37,11 @@ use rampart_dataplane::xdp::XdpMode;
 use rampart_service::{ConfigError, ServerConfig, Tokens};
 use serde::{Deserialize, Serialize};
 
-use crate::abi::{TENANT_MAX, TENANT_PORTS_MAX};
 use crate::confine::Policy;
 use crate::error::{Error, Result};
 use crate::selector::Selector;
 use crate::tokens::TokenConfig;
+use rampart_bpf::abi::tenant::{TENANT_MAX, TENANT_PORTS_MAX};
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize, Serialize)]

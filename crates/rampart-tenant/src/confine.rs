@@ -176,10 +176,7 @@ fn section_allowed(name: &str) -> bool {
 /// headers in place and needs their natural alignment).
 pub(crate) fn aligned(bytes: &[u8]) -> AlignedBytes {
     let mut words = vec![0u64; bytes.len().div_ceil(8)];
-    // SAFETY: `words` holds at least `bytes.len()` bytes; u64 has no invalid bit patterns.
-    let dst =
-        unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), bytes.len()) };
-    dst.copy_from_slice(bytes);
+    bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
     AlignedBytes {
         words,
         len: bytes.len(),
@@ -195,8 +192,7 @@ pub(crate) struct AlignedBytes {
 impl std::ops::Deref for AlignedBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: `words` owns at least `len` initialised bytes.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+        &bytemuck::cast_slice(&self.words)[..self.len]
     }
 }
 

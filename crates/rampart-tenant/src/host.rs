@@ -32,13 +32,17 @@ use rampart_dataplane::{netns, pin};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::abi::{self, DevKey, Global, Stats, Truth, F_ACTIVE, TENANT_MAX, TENANT_PORTS_MAX};
 use crate::compiler::Built;
 use crate::config::{Config, DefaultAction, TenantConfig};
 use crate::confine::MapDecl;
 use crate::error::{Error, Result};
 use crate::selector::{Selector, MAX_SELECTORS};
 use crate::tokens::{TenantTokens, TokenGenerator};
+use bytemuck::{bytes_of, Pod};
+use rampart_bpf::abi::tenant::{
+    self as abi, DevKey, Global, Stats, Truth, TDROP_MAX, TENANT_DROP_REASON_LABELS,
+    TENANT_F_ACTIVE, TENANT_MAX, TENANT_PORTS_MAX, TENANT_VERDICTS, VERDICT_LABELS,
+};
 
 /// Prefix of the maps every object of an instance shares.
 const SHARED_PREFIX: &str = "rampart_t_";
@@ -204,9 +208,11 @@ fn netns_ino(ns: Option<&str>) -> Result<u32> {
     Ok(md.ino() as u32)
 }
 
-fn percpu_values(fd: RawFd, key: u32, size: usize) -> Result<Vec<Vec<u8>>> {
+/// Entry `key` of a per-CPU map of `T`, one value per possible CPU.
+fn percpu_values<T: Pod>(fd: RawFd, key: u32) -> Result<Vec<T>> {
     let ncpu = rampart_dataplane::maps::possible_cpus();
-    let stride = (size + 7) & !7;
+    let size = std::mem::size_of::<T>();
+    let stride = size.next_multiple_of(8);
     let mut buf = vec![0u8; stride * ncpu];
     if !rampart_dataplane::maps::lookup_raw(fd, &key.to_ne_bytes(), &mut buf)? {
         return Err(Error::io(
@@ -214,7 +220,10 @@ fn percpu_values(fd: RawFd, key: u32, size: usize) -> Result<Vec<Vec<u8>>> {
             std::io::Error::from_raw_os_error(libc::ENOENT),
         ));
     }
-    Ok(buf.chunks(stride).map(|c| c[..size].to_vec()).collect())
+    Ok(buf
+        .chunks(stride)
+        .map(|c| bytemuck::pod_read_unaligned(&c[..size]))
+        .collect())
 }
 
 fn lookup_u64(fd: RawFd, key: u32) -> Result<u64> {
@@ -391,7 +400,7 @@ impl HostAgent {
         rampart_dataplane::maps::update_raw(
             self.shared_fd("rampart_t_glob"),
             &0u32.to_ne_bytes(),
-            abi::bytes(&g),
+            bytes_of(&g),
             0,
         )?;
         Ok(())
@@ -477,13 +486,13 @@ impl HostAgent {
             return Err(Error::Invalid(format!("tenant id {tid} out of range")));
         }
         let cfg = abi::Cfg {
-            flags: F_ACTIVE,
+            flags: TENANT_F_ACTIVE,
             _pad: 0,
         };
         rampart_dataplane::maps::update_raw(
             self.shared_fd("rampart_t_cfg"),
             &tid.to_ne_bytes(),
-            abi::bytes(&cfg),
+            bytes_of(&cfg),
             0,
         )?;
         // Redirect ports: resolved inside the namespace (DEVMAP semantics).
@@ -527,7 +536,7 @@ impl HostAgent {
         for d in &devs {
             rampart_dataplane::maps::update_raw(
                 self.shared_fd("rampart_t_devs"),
-                abi::bytes(d),
+                bytes_of(d),
                 &tid.to_ne_bytes(),
                 0,
             )?;
@@ -651,11 +660,11 @@ impl HostAgent {
         let fd = self.shared_fd("rampart_t_sel");
         for (i, k) in new_keys.iter().enumerate() {
             if let Err(e) =
-                rampart_dataplane::maps::update_raw(fd, abi::bytes(k), &tid.to_ne_bytes(), 0)
+                rampart_dataplane::maps::update_raw(fd, bytes_of(k), &tid.to_ne_bytes(), 0)
             {
                 for done in &new_keys[..i] {
-                    if !old_keys.iter().any(|o| abi::bytes(o) == abi::bytes(done)) {
-                        let _ = delete_raw(fd, abi::bytes(done));
+                    if !old_keys.iter().any(|o| bytes_of(o) == bytes_of(done)) {
+                        let _ = delete_raw(fd, bytes_of(done));
                     }
                 }
                 return Err(e.into());
@@ -663,9 +672,9 @@ impl HostAgent {
         }
         for k in old_keys
             .iter()
-            .filter(|k| !new_keys.iter().any(|n| abi::bytes(n) == abi::bytes(*k)))
+            .filter(|k| !new_keys.iter().any(|n| bytes_of(n) == bytes_of(*k)))
         {
-            delete_raw(fd, abi::bytes(k))?;
+            delete_raw(fd, bytes_of(k))?;
         }
         if let Some(t) = self.tenants.get_mut(&tid) {
             t.cfg.selectors = sels;
@@ -951,20 +960,15 @@ impl HostAgent {
                 .map(|t| t.cfg.name.clone())
                 .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?
         };
-        let vals = percpu_values(
-            self.shared_fd("rampart_t_stats"),
-            tid,
-            std::mem::size_of::<Stats>(),
-        )?;
+        let vals: Vec<Stats> = percpu_values(self.shared_fd("rampart_t_stats"), tid)?;
         let mut out = TenantStats {
             name,
             id: tid,
             ..Default::default()
         };
-        let mut verdicts = [0u64; abi::VERDICTS];
-        let mut drops = [0u64; abi::DROP_REASONS.len()];
-        for v in vals {
-            let s: Stats = abi::read(&v);
+        let mut verdicts = [0u64; TENANT_VERDICTS];
+        let mut drops = [0u64; TDROP_MAX];
+        for s in vals {
             out.packets += s.packets;
             out.bytes += s.bytes;
             out.cpu_ns += s.cpu_ns;
@@ -976,8 +980,8 @@ impl HostAgent {
                 *a += b;
             }
         }
-        out.verdicts = abi::VERDICT_NAMES.iter().copied().zip(verdicts).collect();
-        out.drops = abi::DROP_REASONS.iter().copied().zip(drops).collect();
+        out.verdicts = VERDICT_LABELS.into_iter().zip(verdicts).collect();
+        out.drops = TENANT_DROP_REASON_LABELS.into_iter().zip(drops).collect();
         out.tokens = if tid == 0 {
             TenantTokens::default()
         } else {
@@ -1002,12 +1006,7 @@ impl HostAgent {
     /// Map read failure.
     pub fn pending_used_ns(&self, tid: u32) -> Result<u64> {
         let mut n = 0;
-        for v in percpu_values(
-            self.shared_fd("rampart_t_acct"),
-            0,
-            std::mem::size_of::<abi::AcctCpu>(),
-        )? {
-            let a: abi::AcctCpu = abi::read(&v);
+        for a in percpu_values::<abi::AcctCpu>(self.shared_fd("rampart_t_acct"), 0)? {
             if a.pend_tid == tid {
                 n += a.pend_ns;
             }
@@ -1021,12 +1020,7 @@ impl HostAgent {
     /// Map read failure.
     pub fn truth(&self) -> Result<TruthTotals> {
         let mut t = TruthTotals::default();
-        for v in percpu_values(
-            self.shared_fd("rampart_t_truth"),
-            0,
-            std::mem::size_of::<Truth>(),
-        )? {
-            let x: Truth = abi::read(&v);
+        for x in percpu_values::<Truth>(self.shared_fd("rampart_t_truth"), 0)? {
             t.net_rx_ns += x.net_rx_ns;
             t.net_rx_runs += x.net_rx_runs;
             t.polls += x.polls;

@@ -9,7 +9,6 @@
 //! - [`api`]: the HTTP API with tenant-token authentication and `/metrics`;
 //! - [`services`]: the lab's tenant services (UDP sink, nginx, dnsmasq).
 
-pub mod abi;
 pub mod agent;
 pub mod api;
 pub mod client;

@@ -13,8 +13,10 @@ use std::str::FromStr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::abi::{sel_kind, SelKey, SEL_HDR_BITS};
 use crate::error::{Error, Result};
+use rampart_bpf::abi::tenant::{
+    SelKey, SEL_PREFIX4, SEL_PREFIX6, SEL_VLAN, SEL_VNI, TENANT_SEL_HDR_BITS,
+};
 
 /// Largest VLAN id (12 bits; 0 and 4095 are reserved by 802.1Q).
 pub const VLAN_MAX: u16 = 4094;
@@ -140,24 +142,24 @@ impl Selector {
         };
         match self {
             Selector::Prefix(IpNet::V4(n)) => {
-                k.kind = sel_kind::PREFIX4;
+                k.kind = SEL_PREFIX4;
                 k.value[..4].copy_from_slice(&n.network().octets());
-                k.prefixlen = SEL_HDR_BITS + u32::from(n.prefix_len());
+                k.prefixlen = TENANT_SEL_HDR_BITS + u32::from(n.prefix_len());
             }
             Selector::Prefix(IpNet::V6(n)) => {
-                k.kind = sel_kind::PREFIX6;
+                k.kind = SEL_PREFIX6;
                 k.value.copy_from_slice(&n.network().octets());
-                k.prefixlen = SEL_HDR_BITS + u32::from(n.prefix_len());
+                k.prefixlen = TENANT_SEL_HDR_BITS + u32::from(n.prefix_len());
             }
             Selector::Vlan(v) => {
-                k.kind = sel_kind::VLAN;
+                k.kind = SEL_VLAN;
                 k.value[..4].copy_from_slice(&u32::from(*v).to_be_bytes());
-                k.prefixlen = SEL_HDR_BITS + 32;
+                k.prefixlen = TENANT_SEL_HDR_BITS + 32;
             }
             Selector::Vni(v) => {
-                k.kind = sel_kind::VNI;
+                k.kind = SEL_VNI;
                 k.value[..4].copy_from_slice(&v.to_be_bytes());
-                k.prefixlen = SEL_HDR_BITS + 32;
+                k.prefixlen = TENANT_SEL_HDR_BITS + 32;
             }
             Selector::Iface(_) => {
                 k.prefixlen = 32;
@@ -245,15 +247,12 @@ mod tests {
     #[test]
     fn keys_encode_kind_value_and_length() {
         let k = "prefix:10.20.1.0/24".parse::<Selector>().unwrap().key(7);
-        assert_eq!(
-            (k.prefixlen, k.ifindex, k.kind),
-            (64 + 24, 7, sel_kind::PREFIX4)
-        );
+        assert_eq!((k.prefixlen, k.ifindex, k.kind), (64 + 24, 7, SEL_PREFIX4));
         assert_eq!(&k.value[..4], &[10, 20, 1, 0]);
         let k = "vlan:100".parse::<Selector>().unwrap().key(7);
         assert_eq!(
             (k.prefixlen, k.kind, &k.value[..4]),
-            (96, sel_kind::VLAN, &[0u8, 0, 0, 100][..])
+            (96, SEL_VLAN, &[0u8, 0, 0, 100][..])
         );
         let k = "vni:70000".parse::<Selector>().unwrap().key(7);
         assert_eq!(&k.value[..4], &70000u32.to_be_bytes());

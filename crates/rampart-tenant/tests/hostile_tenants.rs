@@ -254,8 +254,10 @@ fn hostile_requests_are_refused_and_change_nothing() {
     )
     .unwrap();
     let big = vec![b' '; 3 << 20];
+    // (method, path, authorization, body, expected status)
+    type Request<'a> = (&'a str, &'a str, Option<&'a str>, &'a [u8], u16);
     #[rustfmt::skip]
-    let cases: Vec<(&str, &str, Option<&str>, &[u8], u16)> = vec![
+    let cases: Vec<Request> = vec![
         // Authentication.
         ("PUT", key0, None, entry, 401),
         ("PUT", key0, Some("Bearer"), entry, 401),

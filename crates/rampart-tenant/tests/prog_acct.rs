@@ -12,10 +12,9 @@ mod common;
 use std::os::fd::AsRawFd;
 
 use common::*;
+use rampart_bpf::abi::tenant::{TENANT_FAR_NS, TENANT_RUN_MAX};
 use rampart_tenant::host::HostAgent;
-
-const PASS: u32 = 2;
-const DROP: u32 = 1;
+use rampart_testkit::prog::{XDP_DROP as DROP, XDP_PASS as PASS};
 
 fn pin_to_one_cpu() {
     rampart_lab::testing::pin_this_thread(0);
@@ -236,7 +235,7 @@ fn a_run_of_one_tenant_shares_a_clock_read_over_at_most_32_packets() {
     let mut last = stats(&a, "a").cpu_ns;
     assert!(last > 0);
     for round in 0..5 {
-        for _ in 0..33 {
+        for _ in 0..=TENANT_RUN_MAX {
             run(&a, &f);
         }
         let now = stats(&a, "a").cpu_ns;
@@ -258,8 +257,8 @@ fn near_an_empty_bucket_every_packet_reads_the_clock() {
     let b = Bucket::new(0);
     let a = &b.a;
     let f = udp4([10, 20, 1, 2], 9);
-    // Leave 500 µs in a's bucket: positive, but not far from empty.
-    b.leave(500_000);
+    // Leave half of TENANT_FAR_NS in a's bucket: positive, but not far from empty.
+    b.leave(u64::from(TENANT_FAR_NS) / 2);
     assert_eq!(run(a, &f), PASS);
     let mut last = stats(a, "a").cpu_ns;
     for i in 0..10 {
@@ -304,7 +303,7 @@ fn a_bucket_emptied_inside_a_run_stops_the_tenant_within_32_packets() {
     b.leave(0);
     let mut passed = 0;
     let mut dropped_at = None;
-    for i in 0..40 {
+    for i in 0..TENANT_RUN_MAX + 8 {
         if run(a, &f) == PASS {
             passed += 1;
         } else {
@@ -312,9 +311,9 @@ fn a_bucket_emptied_inside_a_run_stops_the_tenant_within_32_packets() {
             break;
         }
     }
-    let at = dropped_at.expect("40 packets passed with an empty bucket");
+    let at = dropped_at.expect("every packet passed with an empty bucket");
     assert!(
-        passed <= 32,
+        passed <= TENANT_RUN_MAX,
         "{passed} packets passed after the bucket went empty"
     );
     assert_eq!(at, passed);

@@ -6,9 +6,8 @@
 mod common;
 
 use common::*;
-
-const PASS: u32 = 2;
-const DROP: u32 = 1;
+use rampart_testkit::frame::Frame;
+use rampart_testkit::prog::{Counter, ProgCase, Runner, XDP_DROP as DROP, XDP_PASS as PASS};
 
 #[test]
 fn demux_picks_the_tenant_of_each_selector_kind() {
@@ -63,25 +62,73 @@ fn packets_of_no_tenant_follow_the_default() {
 #[test]
 fn malformed_frames_are_never_classified() {
     let a = agent("", false);
-    let good = udp4([10, 20, 1, 2], 9);
-    // Truncated inside the IPv4 header, a bad IHL, and a VXLAN header cut short.
-    let mut bad_ihl = good.clone();
-    bad_ihl[14] = 0x43;
-    let vx = vxlan4(5002, [10, 20, 1, 2], 0x08);
-    let cut = &vx[..14 + 20 + 8 + 4];
-    let mut cut = cut.to_vec();
-    // Fix the IPv4/UDP lengths so only the VXLAN header is short.
-    let ip_len = (cut.len() - 14) as u16;
-    cut[16..18].copy_from_slice(&ip_len.to_be_bytes());
-    cut[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
-    for f in [&good[..30], &bad_ihl[..], &cut[..]] {
-        assert_eq!(run(&a, f), DROP);
+    let good = || Frame::udp([172, 16, 0, 1], [10, 20, 1, 2], 40000, 9).zeros(18);
+    // Truncated inside the IPv4 header, a bad IHL, and a VXLAN header cut
+    // short (the IPv4/UDP lengths saying so: only the VXLAN header is short).
+    let short_vxlan = Frame::udp([172, 16, 0, 1], [10, 20, 1, 2], 40000, 4789)
+        .payload(&vxlan_header(5002, 0x08)[..4])
+        .build();
+    for f in [
+        good().truncate(30).build(),
+        good().ihl(3).build(),
+        short_vxlan,
+    ] {
+        assert_eq!(run(&a, &f), DROP);
     }
     let none = stats(&a, "(none)");
     assert_eq!(none.drops["malformed"], 3);
     for t in ["a", "b", "c"] {
         assert_eq!(stats(&a, t).packets, 0, "{t} got a malformed frame");
     }
+}
+
+/// The dispatcher's reasons, summed over all tenants and "(none)": its
+/// non-drop verdicts and its drop reasons (a drop is counted by reason).
+fn reasons(a: &rampart_tenant::host::HostAgent) -> Vec<Counter> {
+    let mut sum = std::collections::BTreeMap::<String, u64>::new();
+    for t in ["(none)", "a", "b", "c"] {
+        let s = stats(a, t);
+        for (v, n) in s.verdicts.iter().filter(|(v, _)| **v != "drop") {
+            *sum.entry(v.to_string()).or_default() += n;
+        }
+        for (r, n) in &s.drops {
+            *sum.entry(format!("drop.{r}")).or_default() += n;
+        }
+    }
+    sum.into_iter()
+        .map(|(k, v)| Counter::packets(k, v))
+        .collect()
+}
+
+/// Every frame of the test kit's corpus arriving on lo: what parse.h calls
+/// malformed — or a VXLAN header cut short — is dropped as malformed and
+/// reaches no tenant; everything else reaches a tenant (or the default)
+/// and, with no programs, passes untouched.
+#[test]
+fn every_corpus_frame_is_classified_or_dropped_as_malformed() {
+    use rampart_testkit::corpus::{self, Case, Kind};
+    use rampart_testkit::parse::{Frag, Status};
+    let a = agent("", false);
+    let vxlan = a.config().infra.vxlan_port;
+    let runner = Runner::new(a.dispatcher_fd(), || reasons(&a)).ingress(1, 0);
+    let mut cases = corpus::all(0x7e7a_5eed, 1000);
+    let vx = vxlan4(5002, [10, 20, 1, 2], 0x08);
+    cases.push(Case::new("vxlan to tenant b", Kind::Valid, vx));
+    for c in cases {
+        let p = &c.expect;
+        let short_vxlan = p.status == Status::Ok
+            && p.l4_proto == 17
+            && p.frag != Frag::Later
+            && p.dport == vxlan
+            && c.frame.len() < usize::from(p.l4_off) + 8 + 8;
+        let case = if p.status.malformed() || short_vxlan {
+            ProgCase::new(c.name, c.frame, DROP, "drop.malformed")
+        } else {
+            ProgCase::new(c.name, c.frame, PASS, "pass")
+        };
+        runner.run(&case.unchanged());
+    }
+    assert!(stats(&a, "b").packets >= 1, "the VXLAN frame reached b");
 }
 
 #[test]

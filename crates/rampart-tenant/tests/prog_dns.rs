@@ -10,13 +10,10 @@ use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
 use common::*;
-use etherparse::PacketBuilder;
 use rampart_tenant::host::HostAgent;
 use rampart_tenant::programs::{DnsLimits, DnsStats, DNS_RATELIMIT_C};
-
-const TX: u32 = 3;
-const PASS: u32 = 2;
-const DROP: u32 = 1;
+use rampart_testkit::frame::{self, Frame};
+use rampart_testkit::prog::{XDP_DROP as DROP, XDP_PASS as PASS, XDP_TX as TX};
 
 fn dns_agent(limits: &DnsLimits) -> HostAgent {
     rampart_lab::testing::require_kernel();
@@ -64,23 +61,15 @@ fn example() -> Vec<u8> {
 }
 
 fn frame4(src: [u8; 4], dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4(src, [10, 20, 1, 2], 64)
-        .udp(40000, dport)
-        .write(&mut v, payload)
-        .unwrap();
-    v
+    Frame::udp(src, [10, 20, 1, 2], 40000, dport)
+        .payload(payload)
+        .build()
 }
 
 fn frame6(src: [u8; 16], payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv6(src, v6([0xfd20, 0, 0, 1, 0, 0, 0, 2]), 64)
-        .udp(40000, 53)
-        .write(&mut v, payload)
-        .unwrap();
-    v
+    Frame::udp(src, v6([0xfd20, 0, 0, 1, 0, 0, 0, 2]), 40000, 53)
+        .payload(payload)
+        .build()
 }
 
 fn limits(src: (f64, u32), pfx: (f64, u32), truncate: bool) -> DnsLimits {
@@ -94,71 +83,35 @@ fn limits(src: (f64, u32), pfx: (f64, u32), truncate: bool) -> DnsLimits {
     }
 }
 
-/// Ones' complement sum of 16-bit big-endian words.
-fn sum16(b: &[u8]) -> u32 {
-    b.chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum()
-}
-
-fn fold(mut s: u32) -> u16 {
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
-/// Check a TC answer built from `query_frame`: returns its DNS payload.
+/// Check a TC answer built from `query_frame` (addresses and ports
+/// swapped, lengths that end at the frame's end, checksums by the test
+/// kit's independent check): returns its DNS payload.
 fn check_answer(query_frame: &[u8], out: &[u8]) -> Vec<u8> {
-    let q = etherparse::SlicedPacket::from_ethernet(query_frame).unwrap();
-    let r = etherparse::SlicedPacket::from_ethernet(out).expect("answer parses");
+    let q = frame::check(query_frame).expect("the query is valid");
+    let r = frame::check(out).unwrap_or_else(|e| panic!("answer: {e}"));
     assert_eq!(
         &out[0..6],
         &query_frame[6..12],
         "destination MAC = query's source"
     );
     assert_eq!(&out[6..12], &query_frame[0..6]);
-    let (qu, ru) = match (&q.transport, &r.transport) {
-        (Some(etherparse::TransportSlice::Udp(a)), Some(etherparse::TransportSlice::Udp(b))) => {
-            (a.clone(), b.clone())
-        }
-        _ => panic!("not UDP"),
-    };
-    assert_eq!(ru.source_port(), qu.destination_port());
-    assert_eq!(ru.destination_port(), qu.source_port());
-    let payload = ru.payload().to_vec();
-    assert_eq!(usize::from(ru.length()), 8 + payload.len());
-    let udp_bytes = &out[out.len() - 8 - payload.len()..];
-    let pseudo = match (&q.net, &r.net) {
-        (Some(etherparse::NetSlice::Ipv4(a)), Some(etherparse::NetSlice::Ipv4(b))) => {
-            assert_eq!(b.header().source(), a.header().destination());
-            assert_eq!(b.header().destination(), a.header().source());
-            assert_eq!(
-                usize::from(b.header().total_len()),
-                20 + udp_bytes.len(),
-                "IPv4 total length"
-            );
-            assert_eq!(fold(sum16(b.header().slice())), 0xffff, "IPv4 checksum");
-            let mut p = Vec::new();
-            p.extend_from_slice(&b.header().source());
-            p.extend_from_slice(&b.header().destination());
-            p
-        }
-        (Some(etherparse::NetSlice::Ipv6(a)), Some(etherparse::NetSlice::Ipv6(b))) => {
-            assert_eq!(b.header().source(), a.header().destination());
-            assert_eq!(b.header().destination(), a.header().source());
-            assert_eq!(usize::from(b.header().payload_length()), udp_bytes.len());
-            let mut p = Vec::new();
-            p.extend_from_slice(&b.header().source());
-            p.extend_from_slice(&b.header().destination());
-            p
-        }
-        _ => panic!("IP version changed"),
-    };
-    let s = sum16(&pseudo) + 17 + udp_bytes.len() as u32 + sum16(udp_bytes);
-    assert_eq!(fold(s), 0xffff, "UDP checksum");
-    assert_ne!(ru.checksum(), 0);
-    payload
+    assert_eq!(r.proto, 17, "UDP");
+    assert_eq!((r.src, r.dst), (q.dst, q.src), "addresses swapped");
+    assert_eq!((r.sport, r.dport), (q.dport, q.sport), "ports swapped");
+    let l4 = if r.src.is_ipv4() { 14 + 20 } else { 14 + 40 };
+    let udp_len = usize::from(u16::from_be_bytes([out[l4 + 4], out[l4 + 5]]));
+    assert_eq!(udp_len, 8 + r.payload.len());
+    assert_eq!(udp_len, out.len() - l4, "the datagram ends the frame");
+    if r.src.is_ipv4() {
+        let total = u16::from_be_bytes([out[16], out[17]]);
+        assert_eq!(usize::from(total), 20 + udp_len, "IPv4 total length");
+    } else {
+        let payload = u16::from_be_bytes([out[18], out[19]]);
+        assert_eq!(usize::from(payload), udp_len, "IPv6 payload length");
+    }
+    // Zero would mean "no checksum" over IPv4; check() computed the real one.
+    assert_ne!(&out[l4 + 6..l4 + 8], &[0, 0], "UDP checksum");
+    r.payload
 }
 
 #[test]
@@ -252,8 +205,10 @@ fn malformed_queries_are_never_answered() {
     resp[2] |= 0x80;
     assert_eq!(run(&a, &frame4([172, 16, 8, 2], 53, &resp)), DROP);
     // UDP length larger than the frame: dropped.
-    let mut long = frame4([172, 16, 8, 3], 53, &example());
-    long[38..40].copy_from_slice(&500u16.to_be_bytes());
+    let long = Frame::udp([172, 16, 8, 3], [10, 20, 1, 2], 40000, 53)
+        .payload(&example())
+        .udp_len(500)
+        .build();
     assert_eq!(run(&a, &long), DROP);
     assert_eq!(dstats(&a).malformed, 3);
 

@@ -7,8 +7,8 @@ use std::os::fd::{AsFd, AsRawFd};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::xdp_tenant_mix::XdpTenantMixSkelBuilder;
+use rampart_testkit::prog::XDP_TX;
 
-const XDP_TX: u32 = 3;
 const LEN: usize = 88;
 
 #[test]

@@ -8,13 +8,10 @@ mod common;
 use std::os::fd::AsRawFd;
 
 use common::*;
-use etherparse::{PacketBuilder, SlicedPacket, TransportSlice};
 use rampart_tenant::host::HostAgent;
 use rampart_tenant::programs::{SynProxyConfig, SynStats, SYNPROXY_C};
-
-const TX: u32 = 3;
-const PASS: u32 = 2;
-const DROP: u32 = 1;
+use rampart_testkit::frame::{self, tcp, Addr, Frame};
+use rampart_testkit::prog::{XDP_DROP as DROP, XDP_PASS as PASS, XDP_TX as TX};
 
 const CLIENT: [u8; 4] = [172, 16, 0, 9];
 const SERVER: [u8; 4] = [10, 20, 1, 2];
@@ -56,103 +53,59 @@ enum Seg<'a> {
     Rst,
 }
 
-fn tcp4(src: [u8; 4], sport: u16, seq: u32, seg: Seg<'_>) -> Vec<u8> {
-    let b = PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4(src, SERVER, 64)
-        .tcp(sport, 80, seq, 64240);
-    let mut v = Vec::new();
+/// A segment of `seg`'s kind from `src`:`sport` to port 80 of tenant a.
+fn segment(src: impl Addr, dst: impl Addr, sport: u16, seq: u32, seg: Seg<'_>) -> Vec<u8> {
+    let f = Frame::tcp(src, dst, sport, 80).seq(seq).window(64240);
     match seg {
-        Seg::Syn(o) => b.syn().options_raw(o).unwrap().write(&mut v, &[]),
-        Seg::Ack(ack) => b.ack(ack).write(&mut v, &[]),
-        Seg::Data(ack, d) => b.ack(ack).psh().write(&mut v, d),
-        Seg::Rst => b.rst().write(&mut v, &[]),
+        Seg::Syn(o) => f.flags(tcp::SYN).tcp_options(o),
+        Seg::Ack(ack) => f.flags(tcp::ACK).ack(ack),
+        Seg::Data(ack, d) => f.flags(tcp::ACK | tcp::PSH).ack(ack).payload(d),
+        Seg::Rst => f.flags(tcp::RST),
     }
-    .unwrap();
-    v
+    .build()
+}
+
+fn tcp4(src: [u8; 4], sport: u16, seq: u32, seg: Seg<'_>) -> Vec<u8> {
+    segment(src, SERVER, sport, seq, seg)
 }
 
 fn tcp6(src: [u8; 16], sport: u16, seq: u32, seg: Seg<'_>) -> Vec<u8> {
-    let b = PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv6(src, v6([0xfd20, 0, 0, 1, 0, 0, 0, 2]), 64)
-        .tcp(sport, 80, seq, 64240);
-    let mut v = Vec::new();
-    match seg {
-        Seg::Syn(o) => b.syn().options_raw(o).unwrap().write(&mut v, &[]),
-        Seg::Ack(ack) => b.ack(ack).write(&mut v, &[]),
-        Seg::Data(ack, d) => b.ack(ack).psh().write(&mut v, d),
-        Seg::Rst => b.rst().write(&mut v, &[]),
-    }
-    .unwrap();
-    v
+    segment(src, v6([0xfd20, 0, 0, 1, 0, 0, 0, 2]), sport, seq, seg)
 }
 
-fn sum16(b: &[u8]) -> u32 {
-    b.chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum()
-}
-
-fn fold(mut s: u32) -> u16 {
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
-/// The SYN-ACK answering `syn`: checks addresses, checksums and flags;
-/// returns (cookie, ack_seq, options bytes).
+/// The SYN-ACK answering `syn`: checks addresses, lengths, checksums (with
+/// the test kit's independent check) and flags; returns (cookie, ack_seq,
+/// options bytes).
 fn synack(syn: &[u8], out: &[u8]) -> (u32, u32, Vec<u8>) {
-    let q = SlicedPacket::from_ethernet(syn).unwrap();
-    let r = SlicedPacket::from_ethernet(out).expect("SYN-ACK parses");
+    let q = frame::check(syn).expect("the SYN is valid");
+    let r = frame::check(out).unwrap_or_else(|e| panic!("SYN-ACK: {e}"));
     assert_eq!(&out[0..6], &syn[6..12]);
     assert_eq!(&out[6..12], &syn[0..6]);
-    let (Some(TransportSlice::Tcp(qt)), Some(TransportSlice::Tcp(rt))) =
-        (&q.transport, &r.transport)
-    else {
-        panic!("not TCP")
-    };
-    assert!(rt.syn() && rt.ack() && !rt.rst() && !rt.fin());
-    assert_eq!(rt.source_port(), qt.destination_port());
-    assert_eq!(rt.destination_port(), qt.source_port());
-    assert_eq!(rt.window_size(), 0);
-    assert!(rt.payload().is_empty());
-    let tcp = rt.slice()[..usize::from(rt.data_offset()) * 4].to_vec();
-    let pseudo = match (&q.net, &r.net) {
-        (Some(etherparse::NetSlice::Ipv4(a)), Some(etherparse::NetSlice::Ipv4(b))) => {
-            assert_eq!(b.header().source(), a.header().destination());
-            assert_eq!(b.header().destination(), a.header().source());
-            assert_eq!(usize::from(b.header().total_len()), 20 + tcp.len());
-            assert_eq!(fold(sum16(b.header().slice())), 0xffff, "IPv4 checksum");
-            assert_eq!(out.len(), 14 + 20 + tcp.len(), "frame trimmed");
-            let mut p = b.header().source().to_vec();
-            p.extend_from_slice(&b.header().destination());
-            p
-        }
-        (Some(etherparse::NetSlice::Ipv6(a)), Some(etherparse::NetSlice::Ipv6(b))) => {
-            assert_eq!(b.header().source(), a.header().destination());
-            assert_eq!(b.header().destination(), a.header().source());
-            assert_eq!(usize::from(b.header().payload_length()), tcp.len());
-            assert_eq!(out.len(), 14 + 40 + tcp.len(), "frame trimmed");
-            let mut p = b.header().source().to_vec();
-            p.extend_from_slice(&b.header().destination());
-            p
-        }
-        _ => panic!("IP version changed"),
+    assert_eq!((r.src, r.dst), (q.dst, q.src), "addresses swapped");
+    assert_eq!(r.proto, 6, "TCP");
+    let flags = r.tcp_flags & (tcp::SYN | tcp::ACK | tcp::RST | tcp::FIN);
+    assert_eq!(flags, tcp::SYN | tcp::ACK);
+    assert_eq!((r.sport, r.dport), (q.dport, q.sport));
+    assert!(r.payload.is_empty());
+    let l4 = if r.src.is_ipv4() { 14 + 20 } else { 14 + 40 };
+    let t = &out[l4..];
+    let tcp_len = usize::from(t[12] >> 4) * 4;
+    assert_eq!(out.len(), l4 + tcp_len, "frame trimmed");
+    let ip_len = if r.src.is_ipv4() {
+        u16::from_be_bytes([out[16], out[17]]) - 20
+    } else {
+        u16::from_be_bytes([out[18], out[19]])
     };
     assert_eq!(
-        fold(sum16(&pseudo) + 6 + tcp.len() as u32 + sum16(&tcp)),
-        0xffff,
-        "TCP checksum"
+        usize::from(ip_len),
+        tcp_len,
+        "IP length covers the TCP header"
     );
-    assert_eq!(
-        rt.acknowledgment_number(),
-        qt.sequence_number().wrapping_add(1)
-    );
-    (
-        rt.sequence_number(),
-        rt.acknowledgment_number(),
-        tcp[20..].to_vec(),
-    )
+    assert_eq!(u16::from_be_bytes([t[14], t[15]]), 0, "window 0");
+    let word = |o: usize| u32::from_be_bytes(t[o..o + 4].try_into().unwrap());
+    let q_seq = u32::from_be_bytes(syn[l4 + 4..l4 + 8].try_into().unwrap());
+    assert_eq!(word(8), q_seq.wrapping_add(1));
+    (word(4), word(8), t[20..tcp_len].to_vec())
 }
 
 #[test]
@@ -242,13 +195,9 @@ fn syn_gets_a_cookie_synack_and_only_the_right_ack_passes() {
         "{s:?}"
     );
     // Unprotected port: untouched.
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4(CLIENT, SERVER, 64)
-        .tcp(40001, 22, 1, 100)
-        .syn()
-        .write(&mut v, &[])
-        .unwrap();
+    let v = Frame::tcp(CLIENT, SERVER, 40001, 22)
+        .flags(tcp::SYN)
+        .build();
     assert_eq!(run(&a, &v), PASS);
 }
 
@@ -337,22 +286,10 @@ fn malformed_syns_are_dropped_not_answered() {
     let n = bad.len();
     bad[n - 5] ^= 0xff;
     assert_eq!(run(&a, &bad), DROP, "bad checksum");
-    let mut data = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4(CLIENT, SERVER, 64)
-        .tcp(42101, 80, 9, 100)
-        .syn()
-        .write(&mut data, b"fast open")
-        .unwrap();
+    let syn = |sport| Frame::tcp(CLIENT, SERVER, sport, 80).seq(9).window(100);
+    let data = syn(42101).flags(tcp::SYN).payload(b"fast open").build();
     assert_eq!(run(&a, &data), DROP, "data on a SYN");
-    let mut synfin = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4(CLIENT, SERVER, 64)
-        .tcp(42102, 80, 9, 100)
-        .syn()
-        .fin()
-        .write(&mut synfin, &[])
-        .unwrap();
+    let synfin = syn(42102).flags(tcp::SYN | tcp::FIN).build();
     assert_eq!(run(&a, &synfin), DROP, "SYN+FIN");
     let s = sstats(&a);
     assert_eq!((s.synacks, s.bad_syn), (0, cases.len() as u64 + 2), "{s:?}");

@@ -1,4 +1,4 @@
-//! `rampart bench ddos`: the paper's evaluation (DESIGN §3, §6) as four
+//! `rampart bench ddos`: the paper's evaluation as four
 //! figures, regenerated in a lab of its own, with the peers an operator
 //! would otherwise pick measured in the same run (alternated repetitions,
 //! medians; this VM drifts ±15-30%).
@@ -424,7 +424,7 @@ struct Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(bl) = &self.bl {
-            let _ = rampart_ddosd::daemon::unchain_nic_link(&bl.lab);
+            let _ = rampart_ddosd::daemon::unchain_nic(&super::nic_hop(&bl.lab));
         }
         for s in &self.scopes {
             let _ = Filter::detach(s);
@@ -608,7 +608,7 @@ impl ModeVariant {
                 Vec::new()
             },
             nic: if mode.has_hw() {
-                Some(EmulatedNic::open(lab.prefix(), Duration::ZERO)?)
+                Some(EmulatedNic::open(&super::nic_hop(lab), Duration::ZERO)?)
             } else {
                 None
             },
@@ -636,7 +636,7 @@ impl ModeVariant {
                 self.moved = true;
             }
             let f = Filter::open(&self.nic_name)?;
-            rampart_ddosd::daemon::chain_nic(&self.lab, &f)?;
+            rampart_ddosd::daemon::chain_nic(&super::nic_hop(&self.lab), &f)?;
             self.chained = true;
         } else {
             let f = Filter::open(&self.host_name)?;
@@ -648,7 +648,8 @@ impl ModeVariant {
     fn disable_inner(&mut self) -> Result<()> {
         self.link = None;
         if self.chained {
-            rampart_ddosd::daemon::unchain_nic_link(&self.lab)?;
+            let f = Filter::open(&self.nic_name)?;
+            rampart_ddosd::daemon::unchain_nic_link(&super::nic_hop(&self.lab), &f)?;
             self.chained = false;
         }
         if self.moved {
@@ -1154,7 +1155,7 @@ fn fig_legit(
 fn offload_config(lab: &Lab, dir: &Path, k: u32, hold: f64) -> Result<Config> {
     // The demo's daemon (signature detectors; the attack is a UDP flood of
     // 512-byte frames caught by the amplification signature).
-    Ok(Config::lab_demo(lab, 0.2, hold, k, dir)?)
+    super::lab_config(lab, 0.2, hold, k, dir)
 }
 
 fn fig_offload(

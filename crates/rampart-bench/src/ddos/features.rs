@@ -126,7 +126,8 @@ pub fn run(spec: &FeaturesReadSpec, cancel: &AtomicBool) -> Result<FeaturesReadR
     let filter = Filter::attach(&scope, &cfg, XdpMode::Native)?;
     let _detach = Detach(filter.name().to_string());
     let mut feats = Features::open(filter.name())?;
-    let slots = rampart_lab::dist::slots_for(spec.entries, rampart_bpf::abi::GEN_SLOTS_MAX) as u64;
+    let slots =
+        rampart_lab::dist::slots_for(spec.entries, rampart_bpf::abi::lab::GEN_SLOTS_MAX) as u64;
     let gspec = GenSpec {
         sources: spec.entries,
         threads: spec.threads,

@@ -1,4 +1,4 @@
-//! The engine benchmark of issue #9 item 5 (`rampart bench stream-engine`):
+//! The engine benchmark (`rampart bench stream-engine`):
 //! Source → Map(FlowID) → Filter(TCP or UDP) → Keyed Window (count-based
 //! tumbling, 1,000 tuples, packets + bytes per flow) → Sink, on synthetic
 //! 32-byte packet tuples (60% TCP, 30% UDP, 10% ICMP) spread uniformly over

@@ -495,25 +495,8 @@ fn run_in_lab(lab: &Lab, opts: &FairnessOpts, cancel: &AtomicBool) -> Result<Fai
 /// # Errors
 /// The kernel's error.
 pub fn prog_cost_ns(fd: i32, frame: &[u8]) -> Result<f64> {
-    let mut out = vec![0u8; frame.len() + 256];
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: frame.as_ptr().cast(),
-        data_size_in: frame.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        repeat: 20_000,
-        ..Default::default()
-    };
-    // SAFETY: the buffers referenced by `opts` outlive the call.
-    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(fd, &mut opts) };
-    if rc < 0 {
-        return Err(Error::io(
-            "BPF_PROG_RUN (program cost)",
-            std::io::Error::from_raw_os_error(-rc),
-        ));
-    }
-    Ok(f64::from(opts.duration))
+    let d = rampart_dataplane::testrun::mean_duration(fd, frame, 20_000)?;
+    Ok(d.as_nanos() as f64)
 }
 
 /// Run `rampart bench tenant-fairness` and print each phase and the

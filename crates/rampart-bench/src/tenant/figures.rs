@@ -1,4 +1,4 @@
-//! The remaining figures of `rampart bench tenant` (issue #7 item 4),
+//! The remaining figures of `rampart bench tenant`,
 //! run by [`super::services::run`] in its lab:
 //!
 //! - **Per-tenant CPU share with and without fairness** ([`shares`]): one
@@ -444,8 +444,11 @@ pub fn scaling(
         .collect::<rampart_tenant::Result<Vec<_>>>()?;
     let mut points = Vec::new();
     for (k, &n) in ns.iter().enumerate() {
-        if n == 0 || n > rampart_lab::traffic::MAX_DST {
-            return Err(Error::Invalid(format!("1..=8 competitors, not {n}")));
+        if n == 0 || n > rampart_bpf::abi::lab::TGEN_MAX_DST {
+            return Err(Error::Invalid(format!(
+                "1..={} competitors, not {n}",
+                rampart_bpf::abi::lab::TGEN_MAX_DST
+            )));
         }
         let (b, c) = if k % 2 == 0 {
             let b = bucket_reps(lab, o, n, &programs, cancel)?;

@@ -1,5 +1,5 @@
 //! `rampart bench tenant --out DIR [--quick]`: the paper's evaluation of
-//! the tenant services (issue #7 item 4), in a lab of its own.
+//! the tenant services, in a lab of its own.
 //!
 //! 1. **Accounting overhead** (fairness machinery on vs off): host0's NAPI
 //!    runs threaded on its own CPU (`host_cpu`, SCHED_FIFO, as in
@@ -738,7 +738,7 @@ fn offload(
     // XDP_PASS to the stack), during the offloaded ones the program is
     // installed again.
     for i in [1u32, 2] {
-        rampart_lab::cmd::in_ns(
+        rampart_dataplane::cmd::in_ns(
             &lab.tenant_ns(i),
             "ip",
             &["addr", "add", &format!("10.20.{i}.3/24"), "dev", "eth0"],

@@ -5,7 +5,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
-use rampart_ddos::features::linear_count;
+use crate::features::linear_count;
 use serde::Serialize;
 
 use super::{fixed, si, Detector};

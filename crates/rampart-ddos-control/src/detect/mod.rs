@@ -110,7 +110,7 @@ pub fn parse_whitelist(entries: &[String]) -> Result<Vec<Prefix>, ConfigError> {
                 index,
                 value: e.clone(),
                 reason: match err {
-                    rampart_ddos::Error::BadPrefix { reason, .. } => reason,
+                    crate::PrefixError::BadPrefix { reason, .. } => reason,
                     other => other.to_string(),
                 },
             })

@@ -1,8 +1,10 @@
-//! `emulated`: the lab's EMULATED SmartNIC table (DESIGN §6).
+//! `emulated`: the EMULATED SmartNIC table on a NIC hop.
 //!
 //! An exact-match table of K source addresses with per-rule packet/byte
-//! counters, run by `xdp_nic_emul` on the lab's `nic` hop in front of the
-//! host ([`rampart_lab::nic::NicTable`]). A real card's rule update costs
+//! counters, run by the lab's `xdp_nic_emul` on the NIC hop in front of
+//! the host; the config names the hop (`[hw] netns`, `iface`) and the tier
+//! finds the table among the maps of the XDP program attached there
+//! ([`EmulatedNicTable::open_hop`]). A real card's rule update costs
 //! ~2 ms (TC flower on ConnectX / Agilio); this backend sleeps
 //! `update_delay` before each insert or removal so the daemon's
 //! bounded-update logic sees the same cost. It is an EMULATION: what it
@@ -10,72 +12,40 @@
 
 use std::time::Duration;
 
-use std::net::IpAddr;
-
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use rampart_dataplane::emulated_nic::EmulatedNicTable;
 use rampart_ddos::Prefix;
-use rampart_lab::nic::NicTable;
-use rampart_lab::Lab;
 
 use super::{require_host, CounterKind, Counts, Tier, TierInfo};
+use crate::config::NicHop;
 use crate::error::Result;
 
 /// Default per-update delay (what a real card costs).
 pub const DEFAULT_UPDATE_DELAY: Duration = Duration::from_millis(2);
 
-/// The EMULATED NIC tier of one lab.
+/// The EMULATED NIC tier on one NIC hop.
 ///
-/// Reads go through [`NicTable`]; inserts and removals write the same
-/// pinned maps directly, one map operation per rule and one rule-count
-/// update per batch (the lab handle recounts the table on every insert,
-/// which would cost more than the emulated card's own delay).
+/// Inserts and removals write the table one rule at a time and publish
+/// the rule count once per batch (raised before a batch of inserts, so the
+/// program looks rules up as soon as one is live).
 #[derive(Debug)]
 pub struct EmulatedNic {
-    table: NicTable,
-    rules: MapHandle,
-    state: MapHandle,
-    lab: String,
+    table: EmulatedNicTable,
+    hop: String,
     delay: Duration,
     counters: bool,
 }
 
-fn key(a: IpAddr) -> [u8; 20] {
-    let mut k = [0u8; 20];
-    match a {
-        IpAddr::V4(v) => {
-            k[..4].copy_from_slice(&v.octets());
-            k[16..].copy_from_slice(&4u32.to_ne_bytes());
-        }
-        IpAddr::V6(v) => {
-            k[..16].copy_from_slice(&v.octets());
-            k[16..].copy_from_slice(&6u32.to_ne_bytes());
-        }
-    }
-    k
-}
-
 impl EmulatedNic {
-    /// Open the EMULATED NIC of lab `prefix` (the lab must be up).
+    /// Open the EMULATED NIC whose program runs on the NIC hop `hop`
+    /// (attached there, or behind the filter the `xdp-nic` modes chain in
+    /// front of it).
     ///
     /// # Errors
-    /// The lab or its NIC pins are missing.
-    pub fn open(lab_prefix: &str, delay: Duration) -> Result<Self> {
-        let lab = Lab::new(lab_prefix)?;
-        let table = NicTable::open(&lab)?;
-        let dir = lab.pin_dir().join("nic");
-        let open = |n: &str| {
-            MapHandle::from_pinned_path(dir.join(n)).map_err(|e| {
-                crate::Error::Dataplane(rampart_dataplane::Error::Bpf {
-                    context: format!("opening {}/{n}", dir.display()),
-                    err: e,
-                })
-            })
-        };
+    /// No XDP program on the hop, or it is not the EMULATED NIC.
+    pub fn open(hop: &NicHop, delay: Duration) -> Result<Self> {
         Ok(Self {
-            rules: open("rules")?,
-            state: open("state")?,
-            table,
-            lab: lab_prefix.to_string(),
+            table: EmulatedNicTable::open_hop(hop.netns.as_deref(), &hop.iface)?,
+            hop: hop.to_string(),
             delay,
             counters: true,
         })
@@ -97,27 +67,8 @@ impl EmulatedNic {
         }
     }
 
-    fn count(&self) -> usize {
-        self.rules.keys().count()
-    }
-
-    /// Publish the rule count the program checks before looking anything up.
-    fn set_count(&self, n: usize) -> Result<()> {
-        let mut v = self
-            .state
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .ok()
-            .flatten()
-            .unwrap_or_else(|| vec![0u8; 16]);
-        v[..4].copy_from_slice(&(n as u32).to_ne_bytes());
-        self.state
-            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
-            .map_err(|e| {
-                crate::Error::io(
-                    "writing the EMULATED NIC state",
-                    std::io::Error::other(e.to_string()),
-                )
-            })
+    fn publish_count(&self, n: usize) -> Result<()> {
+        Ok(self.table.set_count(n as u32)?)
     }
 }
 
@@ -127,11 +78,11 @@ impl Tier for EmulatedNic {
             name: "emulated",
             role: "hw",
             location: if self.counters {
-                format!("EMULATED NIC of lab {}", self.lab)
+                format!("EMULATED NIC on {}", self.hop)
             } else {
                 format!(
-                    "EMULATED NIC of lab {} (per-rule counters hidden, as on an ethtool-ntuple card)",
-                    self.lab
+                    "EMULATED NIC on {} (per-rule counters hidden, as on an ethtool-ntuple card)",
+                    self.hop
                 )
             },
             capacity: Some(self.table.capacity() as usize),
@@ -150,16 +101,16 @@ impl Tier for EmulatedNic {
             require_host("emulated", p)?;
         }
         let cap = self.table.capacity() as usize;
-        let mut have = self.count();
+        let mut have = self.table.walk_count();
         let mut n = 0;
         // Raise the count first so the program looks rules up as soon as one is live.
         if !add.is_empty() {
-            self.set_count(have + add.len())?;
+            self.publish_count(have + add.len())?;
         }
         let mut res = Ok(());
         for p in add {
-            let k = key(p.net().addr());
-            if matches!(self.rules.lookup(&k, MapFlags::ANY), Ok(Some(_))) {
+            let a = p.net().addr();
+            if matches!(self.table.contains(a), Ok(true)) {
                 continue; // present: counters kept
             }
             if have >= cap {
@@ -170,25 +121,19 @@ impl Tier for EmulatedNic {
                 break;
             }
             self.pause();
-            match self
-                .rules
-                .update(&key(p.net().addr()), &[0u8; 16], MapFlags::NO_EXIST)
-            {
-                Ok(()) => {
+            match self.table.add_rule(a) {
+                Ok(true) => {
                     have += 1;
                     n += 1;
                 }
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => {}
+                Ok(false) => {}
                 Err(e) => {
-                    res = Err(crate::Error::io(
-                        format!("installing EMULATED NIC rule for {p}"),
-                        std::io::Error::other(e.to_string()),
-                    ));
+                    res = Err(e.into());
                     break;
                 }
             }
         }
-        self.set_count(self.count())?;
+        self.publish_count(self.table.walk_count())?;
         res.map(|()| n)
     }
 
@@ -196,12 +141,12 @@ impl Tier for EmulatedNic {
         let mut n = 0;
         for p in remove {
             self.pause();
-            if self.rules.delete(&key(p.net().addr())).is_ok() {
+            if self.table.delete_rule(p.net().addr()) {
                 n += 1;
             }
         }
         if n > 0 {
-            self.set_count(self.count())?;
+            self.publish_count(self.table.walk_count())?;
         }
         Ok(n)
     }

@@ -1,4 +1,4 @@
-//! `iptables`: the baseline placement (DESIGN §3) — one `raw PREROUTING`
+//! `iptables`: the baseline placement — one `raw PREROUTING`
 //! rule per family matching an ipset (`hash:net` with counters), so blocked
 //! sources are dropped by netfilter before conntrack, with per-entry
 //! packet/byte counters from `ipset save`.
@@ -21,8 +21,8 @@ pub struct Iptables {
 
 fn run(netns: Option<&str>, prog: &str, args: &[&str]) -> Result<String> {
     let r = match netns {
-        Some(ns) => rampart_lab::cmd::in_ns(ns, prog, args),
-        None => rampart_lab::cmd::run(prog, args),
+        Some(ns) => rampart_dataplane::cmd::in_ns(ns, prog, args),
+        None => rampart_dataplane::cmd::run(prog, args),
     };
     r.map_err(|e| Error::Command(e.to_string()))
 }

@@ -203,8 +203,8 @@ pub fn support_problem(netns: Option<&str>, iface: &str) -> Option<String> {
         );
     }
     let out = match netns {
-        Some(ns) => rampart_lab::cmd::in_ns(ns, "ethtool", &["-k", iface]),
-        None => rampart_lab::cmd::run("ethtool", &["-k", iface]),
+        Some(ns) => rampart_dataplane::cmd::in_ns(ns, "ethtool", &["-k", iface]),
+        None => rampart_dataplane::cmd::run("ethtool", &["-k", iface]),
     };
     match out {
         Ok(o) => {
@@ -257,8 +257,8 @@ impl TcFlower {
         let ifindex = rampart_dataplane::netns::ifindex(netns, iface)?;
         let args = ["qdisc", "replace", "dev", iface, "clsact"];
         match netns {
-            Some(ns) => rampart_lab::cmd::in_ns(ns, "tc", &args),
-            None => rampart_lab::cmd::run("tc", &args),
+            Some(ns) => rampart_dataplane::cmd::in_ns(ns, "tc", &args),
+            None => rampart_dataplane::cmd::run("tc", &args),
         }?;
         Ok(Self {
             netns: netns.map(str::to_string),

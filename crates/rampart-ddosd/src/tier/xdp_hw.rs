@@ -19,8 +19,8 @@ pub fn check(netns: Option<&str>, iface: &str) -> Result<()> {
         None => iface.to_string(),
     };
     let out = match netns {
-        Some(ns) => rampart_lab::cmd::in_ns(ns, "ethtool", &["-i", iface]),
-        None => rampart_lab::cmd::run("ethtool", &["-i", iface]),
+        Some(ns) => rampart_dataplane::cmd::in_ns(ns, "ethtool", &["-i", iface]),
+        None => rampart_dataplane::cmd::run("ethtool", &["-i", iface]),
     };
     let driver = out
         .ok()

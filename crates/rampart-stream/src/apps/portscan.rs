@@ -298,6 +298,133 @@ pub fn graph(cfg: &PortscanConfig) -> AppGraph {
     }
 }
 
+/// A handshake tuple as an event of its connection attempt: a SYN opens
+/// ⟨src, dst, dport⟩; an answer (SYN-ACK, RST-ACK) comes back ⟨dst, src, sport⟩.
+fn attempt(t: StreamTuple) -> Ev {
+    let (s, d) = (Addr::src(&t), Addr::dst(&t));
+    let answer = t.tcp_has(tcp::SYN | tcp::ACK) || t.tcp_has(tcp::RST | tcp::ACK);
+    let key = if answer {
+        AttemptKey {
+            initiator: d,
+            responder: s,
+            port: t.sport,
+        }
+    } else {
+        AttemptKey {
+            initiator: s,
+            responder: d,
+            port: t.dport,
+        }
+    };
+    let kind = if t.tcp_has(tcp::SYN | tcp::ACK) {
+        Kind::SynAck
+    } else if t.tcp_flags & tcp::RST != 0 {
+        Kind::RstAck
+    } else {
+        Kind::Syn
+    };
+    Ev {
+        key,
+        kind,
+        ts: t.ts_ns,
+    }
+}
+
+/// Threshold random walk (Jung et al.) over each remote host's first
+/// contacts: the log-likelihood ratio of "scanner" against "benign".
+#[derive(Debug, Clone)]
+struct Trw {
+    hosts: FxHashMap<Addr, Walk>,
+    /// A host idle this long starts over.
+    idle_ns: u64,
+    /// Event time of the next sweep of idle hosts.
+    next_sweep: u64,
+    /// Steps of the walk on a success and on a failure.
+    up: f64,
+    down: f64,
+    /// Thresholds: scanner at or above `eta1`, benign at or below `eta0`.
+    eta1: f64,
+    eta0: f64,
+    /// A first contact is (host, port) rather than host.
+    service: bool,
+}
+
+impl Trw {
+    fn new(cfg: &PortscanConfig) -> Self {
+        Self {
+            hosts: FxHashMap::default(),
+            idle_ns: u64::try_from(cfg.host_idle.as_nanos()).unwrap_or(u64::MAX),
+            next_sweep: 0,
+            up: (cfg.theta1 / cfg.theta0).ln(),
+            down: ((1.0 - cfg.theta1) / (1.0 - cfg.theta0)).ln(),
+            eta1: (cfg.beta / cfg.alpha).ln(),
+            eta0: ((1.0 - cfg.beta) / (1.0 - cfg.alpha)).ln(),
+            service: cfg.first_contact == FirstContact::Service,
+        }
+    }
+
+    /// Walk one attempt's outcome; the alert when its initiator just became
+    /// a scanner.
+    fn step(&mut self, o: Outcome) -> Option<ScanAlert> {
+        let now = o.first_syn;
+        // Forget hosts idle for `host_idle`, a quarter of it at a time
+        // (amortised: one pass over the table per quarter of event time).
+        if now >= self.next_sweep {
+            let idle_ns = self.idle_ns;
+            self.hosts
+                .retain(|_, h| now.saturating_sub(h.last_ns) < idle_ns);
+            self.next_sweep = now.saturating_add((idle_ns / 4).max(1));
+        }
+        let h = self.hosts.entry(o.key.initiator).or_default();
+        if h.n > 0 && now.saturating_sub(h.last_ns) >= self.idle_ns {
+            *h = Walk::default();
+        }
+        h.last_ns = h.last_ns.max(now);
+        if h.scanner {
+            return None;
+        }
+        let contact = (o.key.responder, if self.service { o.key.port } else { 0 });
+        if !h.contacted.insert(contact) {
+            return None;
+        }
+        if h.order.len() < 16 {
+            h.order.push(format!("{}:{}", o.key.responder, o.key.port));
+        }
+        h.n += 1;
+        if o.success {
+            h.ok += 1;
+            h.llr += self.up;
+        } else {
+            h.fail += 1;
+            h.llr += self.down;
+        }
+        if h.llr >= self.eta1 {
+            h.scanner = true;
+            let contacted = std::mem::take(&mut h.order);
+            // Decided: only the flag is needed until the host goes idle.
+            h.contacted = FxHashSet::default();
+            return Some(ScanAlert {
+                ts_ns: o.first_syn,
+                src: o.key.initiator,
+                details: ScanDetails {
+                    first_contacts: h.n,
+                    failures: h.fail,
+                    successes: h.ok,
+                    log_likelihood_ratio: h.llr,
+                    log_eta1: self.eta1,
+                    contacted,
+                    attempt_ts: iso8601(o.first_syn),
+                },
+            });
+        }
+        if h.llr <= self.eta0 {
+            // Benign: the walk restarts (contacts stay remembered).
+            h.llr = 0.0;
+        }
+        None
+    }
+}
+
 /// Build the graph; `out` gets every alert, then `None` at the end.
 /// Operators the source already applied (an offload) are left out.
 ///
@@ -315,70 +442,10 @@ pub fn build<S: PacketSource>(
     let g = e.graph("portscan")?;
     let p = src.parallelism();
     let gap = cfg.response_timeout;
-    let (up, down) = (
-        (cfg.theta1 / cfg.theta0).ln(),
-        ((1.0 - cfg.theta1) / (1.0 - cfg.theta0)).ln(),
-    );
-    let (eta1, eta0) = (
-        (cfg.beta / cfg.alpha).ln(),
-        ((1.0 - cfg.beta) / (1.0 - cfg.alpha)).ln(),
-    );
-    let service = cfg.first_contact == FirstContact::Service;
-    let mut hosts: FxHashMap<Addr, Walk> = FxHashMap::default();
-    let idle_ns = u64::try_from(cfg.host_idle.as_nanos()).unwrap_or(u64::MAX);
-    let mut next_sweep = 0u64;
+    let mut trw = Trw::new(cfg);
     let walk = move |o: Outcome, sh: &mut Shipper<'_, ScanAlert>| {
-        let now = o.first_syn;
-        // Forget hosts idle for `host_idle`, a quarter of it at a time
-        // (amortised: one pass over the table per quarter of event time).
-        if now >= next_sweep {
-            hosts.retain(|_, h| now.saturating_sub(h.last_ns) < idle_ns);
-            next_sweep = now.saturating_add((idle_ns / 4).max(1));
-        }
-        let h = hosts.entry(o.key.initiator).or_default();
-        if h.n > 0 && now.saturating_sub(h.last_ns) >= idle_ns {
-            *h = Walk::default();
-        }
-        h.last_ns = h.last_ns.max(now);
-        if h.scanner {
-            return;
-        }
-        let contact = (o.key.responder, if service { o.key.port } else { 0 });
-        if !h.contacted.insert(contact) {
-            return;
-        }
-        if h.order.len() < 16 {
-            h.order.push(format!("{}:{}", o.key.responder, o.key.port));
-        }
-        h.n += 1;
-        if o.success {
-            h.ok += 1;
-            h.llr += up;
-        } else {
-            h.fail += 1;
-            h.llr += down;
-        }
-        if h.llr >= eta1 {
-            h.scanner = true;
-            let contacted = std::mem::take(&mut h.order);
-            // Decided: only the flag is needed until the host goes idle.
-            h.contacted = FxHashSet::default();
-            sh.ship(ScanAlert {
-                ts_ns: o.first_syn,
-                src: o.key.initiator,
-                details: ScanDetails {
-                    first_contacts: h.n,
-                    failures: h.fail,
-                    successes: h.ok,
-                    log_likelihood_ratio: h.llr,
-                    log_eta1: eta1,
-                    contacted,
-                    attempt_ts: iso8601(o.first_syn),
-                },
-            });
-        } else if h.llr <= eta0 {
-            // Benign: the walk restarts (contacts stay remembered).
-            h.llr = 0.0;
+        if let Some(alert) = trw.step(o) {
+            sh.ship(alert);
         }
     };
     let pipe = g.source(source::operator(src, e.batch))?;
@@ -394,38 +461,9 @@ pub fn build<S: PacketSource>(
     };
     Ok(pipe
         .add(
-            Map::new("attempt", |t: StreamTuple| {
-                let (s, d) = (Addr::src(&t), Addr::dst(&t));
-                let answer = t.tcp_has(tcp::SYN | tcp::ACK) || t.tcp_has(tcp::RST | tcp::ACK);
-                // A SYN opens ⟨src, dst, dport⟩; an answer comes back ⟨dst, src, sport⟩.
-                let key = if answer {
-                    AttemptKey {
-                        initiator: d,
-                        responder: s,
-                        port: t.sport,
-                    }
-                } else {
-                    AttemptKey {
-                        initiator: s,
-                        responder: d,
-                        port: t.dport,
-                    }
-                };
-                let kind = if t.tcp_has(tcp::SYN | tcp::ACK) {
-                    Kind::SynAck
-                } else if t.tcp_flags & tcp::RST != 0 {
-                    Kind::RstAck
-                } else {
-                    Kind::Syn
-                };
-                Ev {
-                    key,
-                    kind,
-                    ts: t.ts_ns,
-                }
-            })
-            .with_parallelism(p)
-            .with_output_batch(e.batch),
+            Map::new("attempt", attempt)
+                .with_parallelism(p)
+                .with_output_batch(e.batch),
         )?
         .add(
             KeyedWindow::new(

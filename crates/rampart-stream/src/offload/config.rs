@@ -5,49 +5,37 @@ use serde::Serialize;
 
 use super::predicate::{Predicate, PrefixWords};
 use crate::flowid::KeyMode;
-use rampart_bpf::abi::{
-    StreamOffCfg, StreamOffPortRange, StreamOffPrefix, ST_OFF_CLAUSES, ST_OFF_RANGES, ST_OFF_XSKS,
+use rampart_bpf::abi::stream::{
+    StreamOffCfg, StreamOffPortRange, StreamOffPrefix, ST_FLT_DPORT, ST_FLT_DST, ST_FLT_PROTO,
+    ST_FLT_SPORT, ST_FLT_SRC, ST_FLT_TCP_FLAGS, ST_OFF_CLAUSES, ST_OFF_DROP, ST_OFF_PASS,
+    ST_OFF_RANGES, ST_OFF_XSKS, ST_TS_NONE, ST_TS_RX_META, ST_TS_SOFTWARE,
 };
 
 /// What happens to a frame that does not become a record (`enum stream_off_action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
+#[repr(u8)]
 pub enum Action {
     /// Dropped in XDP (counted).
     #[default]
-    Drop = 0,
+    Drop = ST_OFF_DROP,
     /// Handed to the kernel stack.
-    Pass = 1,
+    Pass = ST_OFF_PASS,
 }
 
 /// Where record timestamps come from (`enum stream_off_ts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
+#[repr(u8)]
 pub enum Timestamps {
     /// `bpf_ktime_get_ns` + the realtime offset.
-    Software = 0,
+    Software = ST_TS_SOFTWARE,
     /// The driver's RX timestamp when it has one (device-bound program),
     /// software time otherwise; records say which (`ST_F_TS_HW`).
     #[default]
-    RxMeta = 1,
+    RxMeta = ST_TS_RX_META,
     /// None in XDP (the nfp profile): the host stamps records on receive.
-    None = 2,
-}
-
-/// Bits of `stream_off_cfg.filters` (`enum stream_off_filter`).
-pub mod flt {
-    /// Protocol set.
-    pub const PROTO: u32 = 1 << 0;
-    /// TCP flag clauses.
-    pub const TCP_FLAGS: u32 = 1 << 1;
-    /// Source ports.
-    pub const SPORT: u32 = 1 << 2;
-    /// Destination ports.
-    pub const DPORT: u32 = 1 << 3;
-    /// Source prefixes.
-    pub const SRC: u32 = 1 << 4;
-    /// Destination prefixes.
-    pub const DST: u32 = 1 << 5;
+    None = ST_TS_NONE,
 }
 
 /// The offloaded operators and how records are delivered.
@@ -142,13 +130,13 @@ impl OffloadConfig {
         let mut prefixes = [StreamOffPrefix::default(); 2 * ST_OFF_RANGES];
         if let Some(p) = self.filter.as_ref().filter(|p| !p.is_empty()) {
             if !p.protos.is_empty() {
-                cfg.filters |= flt::PROTO;
+                cfg.filters |= ST_FLT_PROTO;
                 for x in &p.protos {
                     protos[usize::from(*x)] = 1;
                 }
             }
             if !p.tcp_flags.is_empty() {
-                cfg.filters |= flt::TCP_FLAGS;
+                cfg.filters |= ST_FLT_TCP_FLAGS;
                 cfg.n_clauses = p.tcp_flags.len() as u8;
                 for (i, c) in p.tcp_flags.iter().enumerate() {
                     cfg.clause_mask[i] = c.mask;
@@ -156,8 +144,8 @@ impl OffloadConfig {
                 }
             }
             for (bit, n, base, list) in [
-                (flt::SPORT, &mut cfg.n_sport, 0, &p.sport),
-                (flt::DPORT, &mut cfg.n_dport, ST_OFF_RANGES, &p.dport),
+                (ST_FLT_SPORT, &mut cfg.n_sport, 0, &p.sport),
+                (ST_FLT_DPORT, &mut cfg.n_dport, ST_OFF_RANGES, &p.dport),
             ] {
                 if !list.is_empty() {
                     cfg.filters |= bit;
@@ -168,8 +156,8 @@ impl OffloadConfig {
                 }
             }
             for (bit, n, base, list) in [
-                (flt::SRC, &mut cfg.n_src, 0, &p.src),
-                (flt::DST, &mut cfg.n_dst, ST_OFF_RANGES, &p.dst),
+                (ST_FLT_SRC, &mut cfg.n_src, 0, &p.src),
+                (ST_FLT_DST, &mut cfg.n_dst, ST_OFF_RANGES, &p.dst),
             ] {
                 if !list.is_empty() {
                     cfg.filters |= bit;
@@ -232,7 +220,7 @@ mod tests {
         assert_eq!(m.cfg.on_filtered, 1);
         assert_eq!(
             m.cfg.filters,
-            flt::PROTO | flt::TCP_FLAGS | flt::DPORT | flt::DST
+            ST_FLT_PROTO | ST_FLT_TCP_FLAGS | ST_FLT_DPORT | ST_FLT_DST
         );
         assert_eq!((m.cfg.n_clauses, m.cfg.n_dport, m.cfg.n_dst), (1, 1, 1));
         assert_eq!((m.cfg.n_sport, m.cfg.n_src), (0, 0));

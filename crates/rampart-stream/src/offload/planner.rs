@@ -30,7 +30,7 @@ use super::config::{Action, OffloadConfig, Timestamps};
 use super::objcheck::{self, ObjectReport};
 use super::predicate::Predicate;
 use crate::flowid::KeyMode;
-use rampart_bpf::abi::{ST_OFF_CLAUSES, ST_OFF_RANGES, ST_OFF_XSKS};
+use rampart_bpf::abi::stream::{ST_OFF_CLAUSES, ST_OFF_RANGES, ST_OFF_XSKS};
 
 /// What kind of operator, as far as offloading is concerned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -363,128 +363,28 @@ pub fn plan(
         return Err(PlanError::Target { target, reasons });
     }
 
-    let mut placement = Vec::new();
-    let mut offloaded = Vec::new();
-    let mut key_mode = None;
-    let mut filter: Option<Predicate> = None;
-    let mut i = 0;
-    // The offloaded prefix.
-    for op in &graph.ops {
-        let note = match &op.kind {
-            OpKind::Source => {
-                "parse the frame into the 56-byte tuple; the frame becomes the record".to_string()
-            }
-            OpKind::FlowId { mode } if key_mode.is_none() => {
-                key_mode = Some(*mode);
-                format!("FlowID = jhash of the {mode} key")
-            }
-            OpKind::Filter { predicate } if filter.is_none() => {
-                if let Err(why) = predicate.fits(ST_OFF_CLAUSES, ST_OFF_RANGES) {
-                    placement.push(Placement {
-                        name: op.name.clone(),
-                        tier: "userspace",
-                        note: format!("{predicate}: stays in userspace ({why})"),
-                    });
-                    i += 1;
-                    break;
-                }
-                filter = Some(predicate.clone());
-                format!("filter: {predicate}; rejected frames dropped in XDP")
-            }
-            _ => break,
-        };
-        placement.push(Placement {
-            name: op.name.clone(),
-            tier: "xdp",
-            note,
-        });
-        offloaded.push(op.name.clone());
-        i += 1;
-    }
-
-    // The first keyed operator downstream, and what stands before it.
-    // (The apps run every operator before it with the source's parallelism.)
-    let mut keyed: Option<(&OpDesc, Option<KeyMode>, Option<String>, usize)> = None;
-    for op in &graph.ops[i..] {
-        match &op.kind {
-            OpKind::Keyed {
-                partition,
-                note,
-                parallelism,
-                ..
-            } => {
-                keyed = Some((op, *partition, note.clone(), *parallelism));
-                break;
-            }
-            OpKind::Sink => break,
-            _ => {}
-        }
-    }
-    // Steering mode.
-    let partition = keyed.as_ref().and_then(|k| k.1);
-    if key_mode.is_none() && sources > 1 {
-        key_mode = Some(partition.unwrap_or(KeyMode::Bidir));
-        if let Some(p) = placement.first_mut() {
+    let mut prefix = offload_prefix(graph);
+    let rest = &graph.ops[prefix.len..];
+    let keyed = first_keyed(rest);
+    // Steering mode: several replicas need a FlowID to steer by.
+    let partition = keyed.as_ref().and_then(|k| k.partition);
+    if prefix.key_mode.is_none() && sources > 1 {
+        let mode = partition.unwrap_or(KeyMode::Bidir);
+        prefix.key_mode = Some(mode);
+        if let Some(p) = prefix.placement.first_mut() {
             p.note.push_str(&format!(
-                "; FlowID ({}) computed to steer records to {sources} replicas",
-                key_mode.unwrap_or(KeyMode::Bidir)
+                "; FlowID ({mode}) computed to steer records to {sources} replicas"
             ));
         }
     }
     let (key_by_free, key_by_note) = match &keyed {
         None => (false, "no keyed operator".to_string()),
-        Some((op, part, note, par)) => {
-            if sources == 1 && *par == 1 {
-                (
-                    true,
-                    format!(
-                        "{}: one source replica and one worker: one-to-one anyway",
-                        op.name
-                    ),
-                )
-            } else if part.is_none() {
-                (
-                    false,
-                    format!(
-                        "{}: key-by stays in userspace: {}",
-                        op.name,
-                        note.clone()
-                            .unwrap_or_else(|| "no FlowID mode partitions its key".into())
-                    ),
-                )
-            } else if *part != key_mode {
-                (
-                    false,
-                    format!(
-                        "{}: key-by stays: its key needs {} steering, records are steered by {}",
-                        op.name,
-                        part.map_or("no".into(), |m| m.to_string()),
-                        key_mode.map_or("nothing".into(), |m| m.to_string())
-                    ),
-                )
-            } else if *par != sources as usize {
-                (
-                    false,
-                    format!(
-                        "{}: key-by stays: {par} workers for {sources} source replicas (make them equal to hand records over one-to-one)",
-                        op.name
-                    ),
-                )
-            } else {
-                (
-                    true,
-                    format!(
-                        "{}: the NIC steers by the {} FlowID, which refines its key: records go one-to-one to its {par} replicas (chained)",
-                        op.name,
-                        part.unwrap_or(KeyMode::FiveTuple)
-                    ),
-                )
-            }
-        }
+        Some(k) => key_by(k, prefix.key_mode, sources),
     };
-    for op in &graph.ops[i..] {
+    let mut placement = prefix.placement;
+    for op in rest {
         let note = match (&op.kind, keyed.as_ref()) {
-            (OpKind::Keyed { key, .. }, Some(k)) if k.0.name == op.name => {
+            (OpKind::Keyed { key, .. }, Some(k)) if k.op.name == op.name => {
                 format!("keyed by {key}; {key_by_note}")
             }
             (OpKind::Keyed { key, .. }, _) => format!("keyed by {key}"),
@@ -497,8 +397,8 @@ pub fn plan(
         });
     }
     let config = OffloadConfig {
-        key_mode,
-        filter,
+        key_mode: prefix.key_mode,
+        filter: prefix.filter,
         on_filtered: Action::Drop,
         on_malformed: Action::Drop,
         timestamps: match target {
@@ -512,14 +412,153 @@ pub fn plan(
         target,
         sources,
         placement,
-        offloaded,
-        key_mode,
+        offloaded: prefix.offloaded,
+        key_mode: prefix.key_mode,
         key_by_free,
         key_by_note,
         config,
         profile,
         object: report,
     })
+}
+
+/// The operators the program takes over, from the source on.
+struct OffloadedPrefix {
+    /// Their placement (and that of a filter that did not fit, in userspace).
+    placement: Vec<Placement>,
+    /// Names of the offloaded operators.
+    offloaded: Vec<String>,
+    /// The FlowID mode an offloaded FlowID operator computes.
+    key_mode: Option<KeyMode>,
+    /// The offloaded filter.
+    filter: Option<Predicate>,
+    /// Operators placed so far (the rest start here).
+    len: usize,
+}
+
+/// Walk the graph from the source while the program can do the operator's
+/// work: the source, one FlowID, one filter that fits the program's clause
+/// and range tables.
+fn offload_prefix(graph: &AppGraph) -> OffloadedPrefix {
+    let mut p = OffloadedPrefix {
+        placement: Vec::new(),
+        offloaded: Vec::new(),
+        key_mode: None,
+        filter: None,
+        len: 0,
+    };
+    for op in &graph.ops {
+        let note = match &op.kind {
+            OpKind::Source => {
+                "parse the frame into the 56-byte tuple; the frame becomes the record".to_string()
+            }
+            OpKind::FlowId { mode } if p.key_mode.is_none() => {
+                p.key_mode = Some(*mode);
+                format!("FlowID = jhash of the {mode} key")
+            }
+            OpKind::Filter { predicate } if p.filter.is_none() => {
+                if let Err(why) = predicate.fits(ST_OFF_CLAUSES, ST_OFF_RANGES) {
+                    p.placement.push(Placement {
+                        name: op.name.clone(),
+                        tier: "userspace",
+                        note: format!("{predicate}: stays in userspace ({why})"),
+                    });
+                    p.len += 1;
+                    break;
+                }
+                p.filter = Some(predicate.clone());
+                format!("filter: {predicate}; rejected frames dropped in XDP")
+            }
+            _ => break,
+        };
+        p.placement.push(Placement {
+            name: op.name.clone(),
+            tier: "xdp",
+            note,
+        });
+        p.offloaded.push(op.name.clone());
+        p.len += 1;
+    }
+    p
+}
+
+/// The first keyed operator after the offloaded prefix.
+struct Keyed<'a> {
+    op: &'a OpDesc,
+    /// The FlowID mode that partitions its key, if one does.
+    partition: Option<KeyMode>,
+    /// Why none does.
+    note: Option<String>,
+    parallelism: usize,
+}
+
+/// The first keyed operator in `ops` before the sink. (The apps run every
+/// operator before it with the source's parallelism.)
+fn first_keyed(ops: &[OpDesc]) -> Option<Keyed<'_>> {
+    for op in ops {
+        match &op.kind {
+            OpKind::Keyed {
+                partition,
+                note,
+                parallelism,
+                ..
+            } => {
+                return Some(Keyed {
+                    op,
+                    partition: *partition,
+                    note: note.clone(),
+                    parallelism: *parallelism,
+                })
+            }
+            OpKind::Sink => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the keyed operator can take records one-to-one from the source
+/// replicas (its key-by handed to the NIC's steering), and why (not).
+fn key_by(k: &Keyed<'_>, key_mode: Option<KeyMode>, sources: u32) -> (bool, String) {
+    let (name, part, par) = (&k.op.name, k.partition, k.parallelism);
+    if sources == 1 && par == 1 {
+        return (
+            true,
+            format!("{name}: one source replica and one worker: one-to-one anyway"),
+        );
+    }
+    if part.is_none() {
+        let why = k
+            .note
+            .clone()
+            .unwrap_or_else(|| "no FlowID mode partitions its key".into());
+        return (false, format!("{name}: key-by stays in userspace: {why}"));
+    }
+    if part != key_mode {
+        return (
+            false,
+            format!(
+                "{name}: key-by stays: its key needs {} steering, records are steered by {}",
+                part.map_or("no".into(), |m| m.to_string()),
+                key_mode.map_or("nothing".into(), |m| m.to_string())
+            ),
+        );
+    }
+    if par != sources as usize {
+        return (
+            false,
+            format!(
+                "{name}: key-by stays: {par} workers for {sources} source replicas (make them equal to hand records over one-to-one)"
+            ),
+        );
+    }
+    (
+        true,
+        format!(
+            "{name}: the NIC steers by the {} FlowID, which refines its key: records go one-to-one to its {par} replicas (chained)",
+            part.unwrap_or(KeyMode::FiveTuple)
+        ),
+    )
 }
 
 impl fmt::Display for Plan {

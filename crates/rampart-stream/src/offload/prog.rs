@@ -6,8 +6,13 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use bytemuck::bytes_of;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use rampart_bpf::abi::{ST_CNT_MAX, ST_OFF_RANGES};
+use rampart_bpf::abi::stream::{
+    ST_CNT_BAD_HEADER, ST_CNT_FILTERED, ST_CNT_MAX, ST_CNT_NOT_IP, ST_CNT_NO_SOCKET,
+    ST_CNT_RECORDS, ST_CNT_REWRITE_FAILED, ST_CNT_TOO_DEEP, ST_CNT_TRUNCATED, ST_CNT_TS_HW,
+    ST_OFF_RANGES,
+};
 use rampart_bpf::xdp_stream::XdpStreamSkelBuilder;
 use rampart_dataplane::error::BpfContext;
 use rampart_dataplane::maps::update_raw;
@@ -53,17 +58,17 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn from_array(v: &[u64; ST_CNT_MAX as usize]) -> Self {
+    fn from_array(v: &[u64; ST_CNT_MAX]) -> Self {
         Self {
-            records: v[0],
-            not_ip: v[1],
-            truncated: v[2],
-            bad_header: v[3],
-            too_deep: v[4],
-            filtered: v[5],
-            rewrite_failed: v[6],
-            no_socket: v[7],
-            ts_hw: v[8],
+            records: v[ST_CNT_RECORDS],
+            not_ip: v[ST_CNT_NOT_IP],
+            truncated: v[ST_CNT_TRUNCATED],
+            bad_header: v[ST_CNT_BAD_HEADER],
+            too_deep: v[ST_CNT_TOO_DEEP],
+            filtered: v[ST_CNT_FILTERED],
+            rewrite_failed: v[ST_CNT_REWRITE_FAILED],
+            no_socket: v[ST_CNT_NO_SOCKET],
+            ts_hw: v[ST_CNT_TS_HW],
         }
     }
     /// Frames the program saw.
@@ -98,16 +103,6 @@ fn dup(fd: BorrowedFd<'_>, what: &str) -> rampart_dataplane::Result<OwnedFd> {
             context: format!("duplicating the {what} fd"),
             err: e,
         })
-}
-
-/// The bytes of a map value generated from BTF.
-///
-/// Only for the `repr(C)` types of `bpf/stream/abi.h`, whose
-/// padding is spelled out as fields (so every byte is initialised).
-fn value_bytes<T: Copy>(v: &T) -> &[u8] {
-    // SAFETY: `T` is one of the BTF-generated repr(C) structs with explicit
-    // padding fields: all `size_of::<T>()` bytes are initialised.
-    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
 /// CLOCK_REALTIME − CLOCK_MONOTONIC in ns: what turns `bpf_ktime_get_ns`
@@ -245,18 +240,13 @@ impl OffloadProgram {
         }
         for i in 0..2 * ST_OFF_RANGES {
             let k = (i as u32).to_ne_bytes();
-            update_raw(self.ports.as_raw_fd(), &k, value_bytes(&v.ports[i]), 0)?;
-            update_raw(
-                self.prefixes.as_raw_fd(),
-                &k,
-                value_bytes(&v.prefixes[i]),
-                0,
-            )?;
+            update_raw(self.ports.as_raw_fd(), &k, bytes_of(&v.ports[i]), 0)?;
+            update_raw(self.prefixes.as_raw_fd(), &k, bytes_of(&v.prefixes[i]), 0)?;
         }
         update_raw(
             self.cfg.as_raw_fd(),
             &0u32.to_ne_bytes(),
-            value_bytes(&v.cfg),
+            bytes_of(&v.cfg),
             0,
         )?;
         Ok(())
@@ -267,7 +257,7 @@ impl OffloadProgram {
     /// # Errors
     /// The kernel's error.
     pub fn counters(&self) -> Result<Counters> {
-        let mut out = [0u64; ST_CNT_MAX as usize];
+        let mut out = [0u64; ST_CNT_MAX];
         for (k, o) in out.iter_mut().enumerate() {
             *o = rampart_dataplane::maps::lookup_percpu_u64_sum(self.stats.as_raw_fd(), k as u32)?;
         }

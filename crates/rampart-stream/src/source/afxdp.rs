@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use rampart_bpf::abi::stream::{STREAM_RX_NO_SOCKET, STREAM_RX_REDIRECTED};
 use rampart_bpf::xdp_stream_rx::XdpStreamRxSkelBuilder;
 use rampart_dataplane::error::BpfContext;
 use rampart_dataplane::netns;
@@ -173,14 +174,9 @@ impl AfXdpSource {
     /// # Errors
     /// Reading the per-CPU counters.
     pub fn redirect_counts(&self) -> Result<(u64, u64)> {
-        let mut out = [0u64; 2];
-        for (k, o) in out.iter_mut().enumerate() {
-            *o = rampart_dataplane::maps::lookup_percpu_u64_sum(
-                self.inner.stats_fd.as_raw_fd(),
-                k as u32,
-            )?;
-        }
-        Ok((out[0], out[1]))
+        let count =
+            |k| rampart_dataplane::maps::lookup_percpu_u64_sum(self.inner.stats_fd.as_raw_fd(), k);
+        Ok((count(STREAM_RX_REDIRECTED)?, count(STREAM_RX_NO_SOCKET)?))
     }
 
     /// The raw AF_XDP receive ceiling: a thread per socket receives frames

@@ -321,10 +321,7 @@ impl PacketSource for XdpTupleSource {
                         bad += 1;
                         return;
                     }
-                    // SAFETY: 56 bytes of a record written by xdp_stream;
-                    // StreamTuple is plain data valid for any bit pattern.
-                    let mut t =
-                        unsafe { std::ptr::read_unaligned(rec.as_ptr().cast::<StreamTuple>()) };
+                    let mut t: StreamTuple = bytemuck::pod_read_unaligned(rec);
                     let ts = if t.ts_ns != 0 {
                         t.ts_ns
                     } else {

@@ -3,14 +3,11 @@
 
 use std::os::fd::AsRawFd;
 
-use etherparse::PacketBuilder;
 use rampart_tenant::compiler::{Built, Compiler, Submission};
 use rampart_tenant::config::Config;
 use rampart_tenant::confine::Policy;
 use rampart_tenant::host::{HostAgent, TenantStats};
-
-pub const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
-pub const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+use rampart_testkit::frame::Frame;
 
 /// Tenants a, b, c with prefix, VLAN/VNI and IPv6 selectors, on `lo`
 /// (ifindex 1), loaded but not attached: driven with BPF_PROG_RUN.
@@ -44,55 +41,41 @@ pub fn agent(extra_infra: &str, fairness: bool) -> HostAgent {
     HostAgent::start(Config::parse(&cfg).expect("config")).expect("host agent")
 }
 
+/// UDP from 172.16.0.1:40000 with 18 zero bytes.
 pub fn udp4(dst: [u8; 4], dport: u16) -> Vec<u8> {
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([172, 16, 0, 1], dst, 64)
-        .udp(40000, dport)
-        .write(&mut v, &[0u8; 18])
-        .unwrap();
-    v
+    Frame::udp([172, 16, 0, 1], dst, 40000, dport)
+        .zeros(18)
+        .build()
 }
 
+/// UDP from fd66::1 to port 9 with 18 zero bytes.
 pub fn udp6(dst: [u8; 16]) -> Vec<u8> {
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv6(
-            [0xfd, 0x66, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-            dst,
-            64,
-        )
-        .udp(40000, 9)
-        .write(&mut v, &[0u8; 18])
-        .unwrap();
-    v
+    Frame::udp("fd66::1", dst, 40000, 9).zeros(18).build()
 }
 
+/// [`udp4`] to port 9 in an 802.1Q tag of `vid`.
 pub fn vlan4(vid: u16, dst: [u8; 4]) -> Vec<u8> {
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .single_vlan(vid.try_into().unwrap())
-        .ipv4([172, 16, 0, 1], dst, 64)
-        .udp(40000, 9)
-        .write(&mut v, &[0u8; 18])
-        .unwrap();
-    v
+    Frame::udp([172, 16, 0, 1], dst, 40000, 9)
+        .zeros(18)
+        .vlan(vid)
+        .build()
+}
+
+/// The 8-byte VXLAN header (RFC 7348) before an inner frame.
+pub fn vxlan_header(vni: u32, flags: u8) -> Vec<u8> {
+    let mut h = vec![flags, 0, 0, 0];
+    h.extend_from_slice(&vni.to_be_bytes()[1..]);
+    h.push(0);
+    h
 }
 
 /// An outer IPv4/UDP VXLAN frame carrying an inner Ethernet/IPv4/UDP frame.
 pub fn vxlan4(vni: u32, outer_dst: [u8; 4], flags: u8) -> Vec<u8> {
-    let inner = udp4([192, 168, 0, 1], 9);
-    let mut payload = vec![flags, 0, 0, 0];
-    payload.extend_from_slice(&vni.to_be_bytes()[1..]);
-    payload.push(0);
-    payload.extend_from_slice(&inner);
-    let mut v = Vec::new();
-    PacketBuilder::ethernet2(MAC_A, MAC_B)
-        .ipv4([172, 16, 0, 1], outer_dst, 64)
-        .udp(40000, 4789)
-        .write(&mut v, &payload)
-        .unwrap();
-    v
+    let mut payload = vxlan_header(vni, flags);
+    payload.extend_from_slice(&udp4([192, 168, 0, 1], 9));
+    Frame::udp([172, 16, 0, 1], outer_dst, 40000, 4789)
+        .payload(&payload)
+        .build()
 }
 
 pub fn v6(last: [u16; 8]) -> [u8; 16] {

@@ -1,4 +1,5 @@
-//! Blacklist entries: parsing, normalisation and where each one lives.
+//! Blacklist entries: parsing, normalisation and where each one lives
+//! (the data path's tables and address layout, described in plain Rust).
 //!
 //! An entry is an IPv4 or IPv6 prefix. `/32` IPv4 and `/128` IPv6 entries
 //! are exact addresses; everything else is a CIDR prefix. Which data-path
@@ -12,7 +13,9 @@ use std::str::FromStr;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Serialize, Serializer};
 
-use crate::error::{Error, Result};
+use crate::error::PrefixError as Error;
+
+type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// A normalised blacklist prefix (host bits zero).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -54,7 +57,7 @@ impl Prefix {
         Self::parse_at(s, None)
     }
 
-    pub(crate) fn parse_at(s: &str, line: Option<usize>) -> Result<Self> {
+    fn parse_at(s: &str, line: Option<usize>) -> Result<Self> {
         let bad = |reason: String| Error::BadPrefix {
             input: s.to_string(),
             line,

@@ -1,8 +1,9 @@
-//! Running iproute2/ethtool/sysctl with errors that show the command line.
+//! Running iproute2, ethtool, tc, iptables and friends, with errors that
+//! show the command line (and which package installs a missing tool).
 
 use std::process::Command;
 
-use rampart_dataplane::Error;
+use crate::Error;
 
 /// Run `prog args...`; return stdout, or an error with the command and its stderr.
 ///

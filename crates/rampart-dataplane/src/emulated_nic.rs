@@ -1,0 +1,376 @@
+//! The EMULATED SmartNIC's hardware table, from userspace.
+//!
+//! What a real card offers through TC flower `skip_sw` (exact-match rules
+//! with hardware counters) is emulated by the lab's `xdp_nic_emul` program
+//! on a NIC hop: an exact-match table of source addresses with capacity K
+//! (the map's max_entries, `nic_rules`) and per-rule packet/byte counters,
+//! plus `nic_state` (the rule count the program checks before looking
+//! anything up, and a count of frames it could not parse). This handle is
+//! the only way rampart touches it: the lab opens it from its pins, the
+//! ddos daemon's `emulated` tier from the program attached on the NIC hop
+//! it is configured with. It is an EMULATION: everything the hybrid logic
+//! does runs for real on this table; what it cannot stand for is the host
+//! CPU a real NIC saves.
+
+use std::mem::size_of;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+
+use bytemuck::{bytes_of, bytes_of_mut};
+
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+use rampart_bpf::abi::lab::{NicRuleKey, NicRuleStats, NicState};
+use serde::Serialize;
+
+use crate::error::{BpfContext, Error, Result};
+
+const RULES_MAP: &str = "nic_rules";
+const STATE_MAP: &str = "nic_state";
+
+/// Counters of one hardware rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RuleStats {
+    /// Frames dropped by the rule.
+    pub packets: u64,
+    /// Bytes dropped by the rule.
+    pub bytes: u64,
+}
+
+/// The EMULATED NIC's rule table and state.
+#[derive(Debug)]
+pub struct EmulatedNicTable {
+    rules: MapHandle,
+    state: MapHandle,
+    capacity: u32,
+}
+
+fn key(addr: IpAddr) -> [u8; size_of::<NicRuleKey>()] {
+    let mut k = NicRuleKey::default();
+    let a = bytes_of_mut(&mut k.addr);
+    match addr {
+        IpAddr::V4(v4) => {
+            a[..4].copy_from_slice(&v4.octets());
+            k.family = 4;
+        }
+        IpAddr::V6(v6) => {
+            a.copy_from_slice(&v6.octets());
+            k.family = 6;
+        }
+    }
+    bytemuck::cast(k)
+}
+
+fn addr_of(k: &[u8]) -> Option<IpAddr> {
+    let k: NicRuleKey = bytemuck::try_pod_read_unaligned(k).ok()?;
+    let a: [u8; 16] = bytemuck::cast(k.addr);
+    match k.family {
+        4 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
+        6 => Some(IpAddr::V6(Ipv6Addr::from(a))),
+        _ => None,
+    }
+}
+
+fn stats_of(v: &[u8]) -> RuleStats {
+    let s: NicRuleStats = bytemuck::try_pod_read_unaligned(v).unwrap_or_default();
+    RuleStats {
+        packets: s.packets,
+        bytes: s.bytes,
+    }
+}
+
+/// The table and state maps among the maps of program `prog_id`, or of a
+/// program it tail-calls (a filter chained in front of the EMULATED NIC
+/// holds the NIC's program in its program array), `depth` levels down.
+fn find_maps(prog_id: u32, depth: u32) -> Result<Option<(MapHandle, MapHandle)>> {
+    let mut rules = None;
+    let mut state = None;
+    let mut next = Vec::new();
+    for id in crate::xdp::prog_map_ids(prog_id)? {
+        let Ok(m) = MapHandle::from_map_id(id) else {
+            continue;
+        };
+        match m.name().to_str() {
+            Some(RULES_MAP) => rules = Some(m),
+            Some(STATE_MAP) => state = Some(m),
+            _ if m.map_type() == MapType::ProgArray && depth > 0 => {
+                for k in 0..m.max_entries() {
+                    // A program array read from userspace gives the program's id.
+                    if let Ok(Some(v)) = m.lookup(&k.to_ne_bytes(), MapFlags::ANY) {
+                        if let Ok(b) = <[u8; 4]>::try_from(&v[..]) {
+                            next.push(u32::from_ne_bytes(b));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let (Some(r), Some(s)) = (rules, state) {
+        return Ok(Some((r, s)));
+    }
+    for id in next {
+        if let Some(found) = find_maps(id, depth - 1)? {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+impl EmulatedNicTable {
+    /// The table of the EMULATED NIC pinned in `dir` (`rules`, `state`).
+    ///
+    /// # Errors
+    /// [`Error::Bpf`] naming the missing pin.
+    pub fn open_pinned(dir: &Path) -> Result<Self> {
+        let rules = MapHandle::from_pinned_path(dir.join("rules"))
+            .bpf_context(|| format!("opening {}/rules", dir.display()))?;
+        let state = MapHandle::from_pinned_path(dir.join("state"))
+            .bpf_context(|| format!("opening {}/state", dir.display()))?;
+        Ok(Self::from_maps(rules, state))
+    }
+
+    /// The table of the EMULATED NIC whose program runs on the NIC hop
+    /// `iface` of `ns` — attached there, or tail-called by the program
+    /// attached there (a filter chained in front of it).
+    ///
+    /// # Errors
+    /// No XDP program on the hop, or none of its programs is the EMULATED NIC.
+    pub fn open_hop(ns: Option<&str>, iface: &str) -> Result<Self> {
+        let where_ = match ns {
+            Some(n) => format!("{iface} (netns {n})"),
+            None => iface.to_string(),
+        };
+        let id = crate::xdp::attached_prog_id(ns, iface)?.ok_or_else(|| {
+            Error::Invalid(format!(
+                "no XDP program on {where_}: the emulated hardware tier needs the EMULATED NIC's \
+                 program there (set [hw] iface and netns to the NIC hop)"
+            ))
+        })?;
+        let (rules, state) = find_maps(id, 2)?.ok_or_else(|| {
+            Error::Invalid(format!(
+                "the XDP program on {where_} is not the EMULATED NIC (no {RULES_MAP} map): set \
+                 [hw] iface and netns to the NIC hop, or use a real backend"
+            ))
+        })?;
+        Ok(Self::from_maps(rules, state))
+    }
+
+    /// The table from its two maps.
+    pub fn from_maps(rules: MapHandle, state: MapHandle) -> Self {
+        let capacity = rules.max_entries();
+        Self {
+            rules,
+            state,
+            capacity,
+        }
+    }
+
+    /// K: how many rules fit.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    fn state(&self) -> Result<NicState> {
+        let v = self
+            .state
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .bpf_context(|| "reading nic_state".into())?;
+        Ok(v.and_then(|v| bytemuck::try_pod_read_unaligned(&v).ok())
+            .unwrap_or_default())
+    }
+
+    /// Publish `n` as the rule count the program checks before looking
+    /// anything up (0: the lookup is skipped). [`insert`](Self::insert),
+    /// [`remove`](Self::remove) and [`clear`](Self::clear) keep it; callers
+    /// of [`add_rule`](Self::add_rule) and [`delete_rule`](Self::delete_rule)
+    /// set it themselves, once per batch.
+    ///
+    /// # Errors
+    /// Map failure.
+    pub fn set_count(&self, n: u32) -> Result<()> {
+        let mut st = self.state()?;
+        st.rules = n;
+        self.state
+            .update(&0u32.to_ne_bytes(), bytes_of(&st), MapFlags::ANY)
+            .bpf_context(|| "writing nic_state".into())
+    }
+
+    /// Rules in the table, counted by walking it (O(K), unlike [`len`](Self::len)).
+    pub fn walk_count(&self) -> usize {
+        self.rules.keys().count()
+    }
+
+    /// Installed rules with their counters.
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn rules(&self) -> Result<Vec<(IpAddr, RuleStats)>> {
+        let mut out = Vec::new();
+        // A hash map walked while rules are removed restarts from its first
+        // bucket, so a key can come twice: keep each address once.
+        let mut seen = std::collections::HashSet::new();
+        for k in self.rules.keys() {
+            if !seen.insert(k.clone()) {
+                continue;
+            }
+            let Some(v) = self
+                .rules
+                .lookup(&k, MapFlags::ANY)
+                .bpf_context(|| "reading nic_rules".into())?
+            else {
+                continue;
+            };
+            if let Some(a) = addr_of(&k) {
+                out.push((a, stats_of(&v)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of installed rules (the count the program keeps in
+    /// `nic_state`; O(1), unlike a walk of the table).
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn len(&self) -> Result<usize> {
+        Ok(self.state()?.rules as usize)
+    }
+
+    /// Is the table empty?
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Is there a rule for `addr`?
+    ///
+    /// # Errors
+    /// Map read failure.
+    pub fn contains(&self, addr: IpAddr) -> Result<bool> {
+        Ok(self
+            .rules
+            .lookup(&key(addr), MapFlags::ANY)
+            .bpf_context(|| "reading nic_rules".into())?
+            .is_some())
+    }
+
+    /// Add a rule for `addr` with zero counters, leaving the count alone
+    /// ([`set_count`](Self::set_count)). Returns false when it was there.
+    ///
+    /// # Errors
+    /// The map update's error (e.g. the table is full).
+    pub fn add_rule(&self, addr: IpAddr) -> Result<bool> {
+        match self.rules.update(
+            &key(addr),
+            bytes_of(&NicRuleStats::default()),
+            MapFlags::NO_EXIST,
+        ) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Error::Bpf {
+                context: format!("installing EMULATED NIC rule for {addr}"),
+                err: e,
+            }),
+        }
+    }
+
+    /// Delete the rule for `addr`, leaving the count alone. Returns false
+    /// when there was none.
+    pub fn delete_rule(&self, addr: IpAddr) -> bool {
+        self.rules.delete(&key(addr)).is_ok()
+    }
+
+    /// Install a drop rule for `addr`. A rule that exists keeps its counters.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when the table is full (K rules), or the map update's error.
+    pub fn insert(&self, addr: IpAddr) -> Result<()> {
+        if self.contains(addr)? {
+            return Ok(());
+        }
+        let n = self.len()? as u32;
+        if n >= self.capacity {
+            return Err(Error::Invalid(format!(
+                "EMULATED NIC table is full ({} rules): remove a rule first",
+                self.capacity
+            )));
+        }
+        self.add_rule(addr)?;
+        self.set_count(n + 1)
+    }
+
+    /// Remove the rule for `addr`; returns its final counters if it existed.
+    ///
+    /// # Errors
+    /// Map failure.
+    pub fn remove(&self, addr: IpAddr) -> Result<Option<RuleStats>> {
+        let k = key(addr);
+        let Some(v) = self
+            .rules
+            .lookup(&k, MapFlags::ANY)
+            .bpf_context(|| "reading nic_rules".into())?
+        else {
+            return Ok(None);
+        };
+        self.rules
+            .delete(&k)
+            .bpf_context(|| format!("removing EMULATED NIC rule for {addr}"))?;
+        let n = self.len()? as u32;
+        self.set_count(n.saturating_sub(1))?;
+        Ok(Some(stats_of(&v)))
+    }
+
+    /// Remove every rule.
+    ///
+    /// # Errors
+    /// Map failure.
+    pub fn clear(&self) -> Result<()> {
+        let keys: Vec<Vec<u8>> = self.rules.keys().collect();
+        for k in keys {
+            let _ = self.rules.delete(&k);
+        }
+        self.set_count(0)
+    }
+
+    /// Frames from the wire the NIC could not parse (forwarded unmatched).
+    ///
+    /// # Errors
+    /// Map failure.
+    pub fn unparsed(&self) -> Result<u64> {
+        Ok(self.state()?.unparsed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_both_families() {
+        for a in ["192.0.2.7", "2001:db8::5"] {
+            let a: IpAddr = a.parse().unwrap();
+            assert_eq!(addr_of(&key(a)), Some(a));
+        }
+        let mut k = key("192.0.2.7".parse().unwrap());
+        k[16] = 9; // an unknown family
+        assert_eq!(addr_of(&k), None);
+        assert_eq!(addr_of(&k[..10]), None);
+    }
+
+    #[test]
+    fn rule_counters_read_from_value_bytes() {
+        let mut v = [0u8; 16];
+        v[..8].copy_from_slice(&7u64.to_ne_bytes());
+        v[8..].copy_from_slice(&448u64.to_ne_bytes());
+        assert_eq!(
+            stats_of(&v),
+            RuleStats {
+                packets: 7,
+                bytes: 448
+            }
+        );
+        assert_eq!(stats_of(&v[..4]), RuleStats::default());
+    }
+}
