@@ -88,14 +88,14 @@ pub enum SinkError {
         /// What is wrong and what is allowed.
         why: String,
     },
-    /// The alerts file cannot be opened.
-    #[error("alerts.file = {path:?}: {source}")]
+    /// The alerts file (or the syslog socket) cannot be opened.
+    #[error("alerts.file = {path:?}: {err}")]
     Open {
         /// The file.
         path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error: in the message only, not also a `source()` (a
+        /// printed chain would say it twice).
+        err: std::io::Error,
     },
     /// The alert metrics cannot be registered (a name registered twice).
     #[error("alert metrics: {0}")]
@@ -181,9 +181,9 @@ struct FileSink {
 }
 
 fn open_append(p: &Path) -> Result<std::fs::File, SinkError> {
-    let err = |source| SinkError::Open {
+    let err = |err| SinkError::Open {
         path: p.to_path_buf(),
-        source,
+        err,
     };
     if let Some(d) = p.parent() {
         if !d.as_os_str().is_empty() {
@@ -259,9 +259,9 @@ fn syslog_severity(a: &Alert) -> u8 {
 
 impl SyslogSink {
     fn open(cfg: &AlertsConfig) -> Result<Self, SinkError> {
-        let sock = UnixDatagram::unbound().map_err(|source| SinkError::Open {
+        let sock = UnixDatagram::unbound().map_err(|err| SinkError::Open {
             path: cfg.syslog_socket.clone(),
-            source,
+            err,
         })?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|s| s.trim().to_string())
@@ -336,9 +336,9 @@ impl WebhookSink {
                     }
                 }
             })
-            .map_err(|source| SinkError::Open {
+            .map_err(|err| SinkError::Open {
                 path: PathBuf::from("rampart-webhook thread"),
-                source,
+                err,
             })?;
         Ok(Self { tx, dropped })
     }
