@@ -12,8 +12,8 @@
 //! does runs for real on this table; what it cannot stand for is the host
 //! CPU a real NIC saves.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::mem::size_of;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use bytemuck::{bytes_of, bytes_of_mut};
@@ -262,10 +262,11 @@ impl EmulatedNicTable {
     /// # Errors
     /// The map update's error (e.g. the table is full).
     pub fn add_rule(&self, addr: IpAddr) -> Result<bool> {
-        match self
-            .rules
-            .update(&key(addr), bytes_of(&NicRuleStats::default()), MapFlags::NO_EXIST)
-        {
+        match self.rules.update(
+            &key(addr),
+            bytes_of(&NicRuleStats::default()),
+            MapFlags::NO_EXIST,
+        ) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(Error::Bpf {

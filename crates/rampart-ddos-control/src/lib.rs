@@ -14,7 +14,7 @@
 //! - [`RateMonitor`] unbans a blocked source once its measured rate (all
 //!   tiers summed) stays below the highest single-source rate seen under
 //!   normal activity ([`Detection::normal_peak_pps`]).
-//! - [`Planner`] is the paper's Algorithm 1: the top-K blocked sources by
+//! - [`Planner`] is Algorithm 1 of Miano et al., IEEE Access 2019: the top-K blocked sources by
 //!   rate go to the hardware tier, with a swap threshold that falls as the
 //!   attack nears what the host can drop, and a bound on rule updates.
 //!

@@ -1,4 +1,4 @@
-//! rampart ddos, data plane (DESIGN §3): the XDP source blacklist with
+//! rampart ddos, data plane: the XDP source blacklist with
 //! per-entry counters ([`filter`]), the per-(source, destination) feature
 //! stage with atomic interval snapshots ([`features`]).
 //!

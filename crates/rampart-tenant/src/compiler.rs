@@ -1,4 +1,4 @@
-//! The compiler agent (DESIGN §5): turns a tenant's submission — C source
+//! The compiler agent: turns a tenant's submission — C source
 //! or a BPF object — into a checked, linked XDP program ready for the host
 //! agent.
 //!
