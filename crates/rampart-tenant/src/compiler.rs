@@ -37,6 +37,10 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../../bpf/common/parse.h"),
     ),
     ("common/csum.h", include_str!("../../../bpf/common/csum.h")),
+    (
+        "common/synack.h",
+        include_str!("../../../bpf/common/synack.h"),
+    ),
     ("common/abi.h", include_str!("../../../bpf/common/abi.h")),
 ];
 
