@@ -46,6 +46,8 @@
 struct syn_opts {
 	/* The client's TSval, network order, as received. */
 	__u32 tsval;
+	/* TSecr (host order): what the other side's TSval was, in an ACK. */
+	__u32 tsecr;
 	/* The client's MSS option (host order); 0 when absent. */
 	__u16 mss;
 	/* The client's window scale (at most SYN_MAX_WSCALE), SYN_NO_WSCALE when absent. */
@@ -134,6 +136,7 @@ static __attribute__((noinline)) int syn_parse_opts(struct syn_optbuf *buf, __u3
 	o->sack = 0;
 	o->mss = 0;
 	o->tsval = 0;
+	o->tsecr = 0;
 	for (i = 0; i < SYN_OPTS_MAX; i++) {
 		__u8 kind, olen;
 
@@ -176,6 +179,8 @@ static __attribute__((noinline)) int syn_parse_opts(struct syn_optbuf *buf, __u3
 			o->tsval = (__u32)buf->b[(off + 2) & 0x3f] | (__u32)buf->b[(off + 3) & 0x3f] << 8 |
 				   (__u32)buf->b[(off + 4) & 0x3f] << 16 |
 				   (__u32)buf->b[(off + 5) & 0x3f] << 24;
+			o->tsecr = (__u32)buf->b[(off + 6) & 0x3f] << 24 | (__u32)buf->b[(off + 7) & 0x3f] << 16 |
+				   (__u32)buf->b[(off + 8) & 0x3f] << 8 | (__u32)buf->b[(off + 9) & 0x3f];
 			break;
 		}
 		off += olen;
