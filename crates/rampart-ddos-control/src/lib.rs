@@ -40,7 +40,7 @@ pub use config::{
 };
 pub use detect::{Detection, Detector, Learned};
 pub use error::{ConfigError, PrefixError};
-pub use features::FeatureRecord;
+pub use features::{hll_estimate, FeatureRecord, VictimRecord, UDP_CLASSES};
 pub use monitor::{RateMonitor, Tracked, Unban};
 pub use planner::{Plan, PlanStats, Planner};
 pub use prefix::{Kind, Prefix};
