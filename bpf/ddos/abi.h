@@ -294,7 +294,8 @@ struct ddos_feat_config {
 struct ddos_feat_ctl {
 	/* Slot being filled (0 or 1). */
 	__u32 slot;
-	__u32 _pad;
+	/* Entries in ddos_protect: 0 skips the protection stage. */
+	__u32 n_protect;
 	/* Bumped by userspace on every swap. */
 	__u64 interval;
 };
@@ -304,6 +305,78 @@ struct ddos_feat_stats {
 	/* Packets recorded into slot 0 / slot 1. */
 	__u64 recorded[2];
 	__u64 skipped[DDOS_FEAT_SKIP_MAX];
+};
+
+/* ---- protection per victim (SYN cookies, ACK guard) ---- */
+
+/*
+ * A victim: an IPv4 address (/32) or an IPv6 /64 (a carpet over a /64 is
+ * one victim). The key of ddos_protect.
+ */
+struct ddos_victim_key {
+	/* 4 or 6. */
+	__u32 family;
+	/* Network byte order: the IPv4 address in addr[0] (addr[1] = 0), or the first 64 bits of the IPv6 address. */
+	__u32 addr[2];
+	__u32 _pad;
+};
+
+/* Victims ddos_protect holds at most. */
+#define DDOS_PROTECT_MAX 4096
+
+/* ddos_protect value flags. */
+/* A SYN to the victim: answered from XDP with a cookie SYN-ACK when a
+ * listener exists, dropped otherwise; an ACK that finds only a listener
+ * must carry a valid cookie. */
+#define DDOS_PROTECT_SYN_COOKIES 0x1
+/* TCP without SYN to the victim that matches no socket and carries no
+ * valid cookie is dropped (ACK, RST and FIN floods). */
+#define DDOS_PROTECT_ACK_GUARD 0x2
+#define DDOS_PROTECT_ALL 0x3
+
+/*
+ * Value of ddos_protect (hash, userspace sets flags; the data path adds to
+ * the counters atomically, both the XDP stage and the TC stage).
+ */
+struct ddos_protect_val {
+	/* DDOS_PROTECT_* */
+	__u32 flags;
+	__u32 _pad;
+	/* SYNs answered by a cookie SYN-ACK (XDP_TX). */
+	__u64 synack_sent;
+	/* ACKs that found only a listener: valid cookie (passed) / invalid (dropped). */
+	__u64 cookie_ack_valid;
+	__u64 cookie_ack_invalid;
+	/* Out-of-state TCP dropped by the ACK guard. */
+	__u64 guard_dropped;
+	/* SYNs to a port without a listener, dropped. */
+	__u64 no_listener;
+	/* SYNs left to the kernel (and its own SYN cookies): headers the
+	 * SYN-ACK crafting does not rewrite (VLAN tags, IPv4 options, IPv6
+	 * extension headers) or a socket other than a listener. */
+	__u64 syn_passed;
+	/* Malformed SYNs (checksums, options, payload), dropped. */
+	__u64 bad_syn;
+	/* ACKs handed to the kernel as a request socket by the TC stage. */
+	__u64 reqsk_assigned;
+};
+
+/* The key of the cookie hash (map ddos_ckey, one element): random at load. */
+struct ddos_cookie_key {
+	__u64 k[2];
+};
+
+/* What the TC stage (tc_cookie.bpf.c) did with an ACK it looked at (map ddos_tcst, per CPU). */
+enum ddos_tc_stat { /* rust: usize */
+	/* Valid cookie: the kernel got a request socket and completes the connection. */
+	DDOS_TC_ASSIGNED = 0,
+	/* Only a listener and the cookie is invalid: left to the kernel (it answers RST). */
+	DDOS_TC_INVALID = 1,
+	/* Valid cookie but the kernel refused the request socket (sysctls, listener gone). */
+	DDOS_TC_REFUSED = 2,
+	/* A socket other than a listener matched: the connection exists. */
+	DDOS_TC_IN_STATE = 3,
+	DDOS_TC_STAT_MAX = 4,
 };
 
 #endif /* RAMPART_DDOS_ABI_H */

@@ -16,10 +16,29 @@
  *   anything else   → DDOS_FEAT_SKIP_MALFORMED (its fields are untrusted;
  *                     xdp_filter drops these unless told to pass them).
  * A new pair that finds no free key slot is DDOS_FEAT_SKIP_TABLE_FULL.
+ *
+ * Protection (only while ddos_fctl.n_protect > 0, after the accounting,
+ * for TCP to a victim in ddos_protect; see ddos/cookie.h for the cookie):
+ *   SYN, SYN_COOKIES on   → bpf_skc_lookup_tcp in the device's netns:
+ *                           a listener → cookie SYN-ACK (XDP_TX, no state);
+ *                           nothing → XDP_DROP (no_listener); another
+ *                           socket, or headers the crafting does not
+ *                           rewrite → XDP_PASS (syn_passed).
+ *   no SYN, SYN_COOKIES or ACK_GUARD on → lookup: any socket but a
+ *                           listener → XDP_PASS (in state); only a
+ *                           listener, SYN_COOKIES on, ACK without RST →
+ *                           cookie valid: XDP_PASS (tc_cookie.bpf.c hands
+ *                           the kernel a request socket), invalid:
+ *                           XDP_DROP; otherwise, ACK_GUARD on → XDP_DROP
+ *                           (guard_dropped), off → XDP_PASS.
+ * This stage returns XDP_PASS for everything else.
  */
 #include "common/parse.h"
+#include "common/synack.h"
 #include "ddos/abi.h"
+#include "ddos/cookie.h"
 
+#define TCP_FIN 0x01
 #define TCP_SYN 0x02
 #define TCP_RST 0x04
 #define TCP_ACK 0x10
@@ -81,6 +100,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ddos_feat_stats);
 } ddos_featst SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DDOS_PROTECT_MAX);
+	__type(key, struct ddos_victim_key);
+	__type(value, struct ddos_protect_val);
+} ddos_protect SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ddos_cookie_key);
+} ddos_ckey SEC(".maps");
 
 static __always_inline __u32 mix32(__u32 h)
 {
@@ -200,18 +233,234 @@ static __always_inline __u64 pair6_key(const struct pkt_info *pi)
 	return h ? h : 1;
 }
 
+static __always_inline void cookie_in_of(struct cookie_in *c, const struct pkt_info *pi, __u32 isn)
+{
+	__builtin_memcpy(c->saddr, pi->saddr, 16);
+	__builtin_memcpy(c->daddr, pi->daddr, 16);
+	c->sport = pi->sport;
+	c->dport = pi->dport;
+	c->isn = isn;
+}
+
+/* The state of the socket the packet belongs to: BPF_TCP_* or -1 when none. */
+static __always_inline int sock_state(struct xdp_md *ctx, const struct pkt_info *pi)
+{
+	struct bpf_sock_tuple t = {};
+	struct bpf_sock *sk;
+	__u32 size;
+	int state;
+
+	if (pi->family == 4) {
+		t.ipv4.saddr = pi->saddr[0];
+		t.ipv4.daddr = pi->daddr[0];
+		t.ipv4.sport = pi->sport;
+		t.ipv4.dport = pi->dport;
+		size = sizeof(t.ipv4);
+	} else {
+		__builtin_memcpy(t.ipv6.saddr, pi->saddr, 16);
+		__builtin_memcpy(t.ipv6.daddr, pi->daddr, 16);
+		t.ipv6.sport = pi->sport;
+		t.ipv6.dport = pi->dport;
+		size = sizeof(t.ipv6);
+	}
+	sk = bpf_skc_lookup_tcp(ctx, &t, size, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return -1;
+	state = sk->state;
+	bpf_sk_release(sk);
+	return state;
+}
+
+static __always_inline int answer_syn(struct xdp_md *ctx, const struct pkt_info *pi,
+				      struct ddos_protect_val *pv)
+{
+	struct synack_params p = {};
+	struct syn_opts o = {};
+	struct ddos_cookie_key *key;
+	struct cookie_in c;
+	__u32 zero = 0, low, seq;
+	int v6 = pi->family == 6;
+	void *data, *data_end;
+	struct tcphdr *th;
+
+	key = bpf_map_lookup_elem(&ddos_ckey, &zero);
+	if (!key)
+		return XDP_PASS;
+	if (synack_check(ctx, v6, &o)) {
+		__sync_fetch_and_add(&pv->bad_syn, 1);
+		return XDP_DROP;
+	}
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	th = data + sizeof(struct ethhdr) + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	if ((void *)(th + 1) > data_end)
+		return XDP_DROP;
+	seq = bpf_ntohl(th->seq);
+
+	low = (o.wscale & COOKIE_WSCALE_MASK) | (o.sack ? COOKIE_SACK : 0) | (o.ecn ? COOKIE_ECN : 0) |
+	      cookie_mss_index(o.mss ? o.mss : 536, v6) << COOKIE_MSS_SHIFT;
+	cookie_in_of(&c, pi, seq);
+	p.isn = cookie_make(key, &c, low, cookie_slot());
+	p.tsval = (__u32)(bpf_ktime_get_ns() / 1000000);
+	p.mss = v6 ? COOKIE_MSS6_OURS : COOKIE_MSS4_OURS;
+	p.window = COOKIE_WINDOW;
+	p.wscale = COOKIE_WSCALE;
+	p.ttl = 64;
+	p.ece = o.ecn;
+	p.flags = SYNACK_OPTS_ALWAYS;
+	if (synack_build(ctx, v6, &p, &o)) {
+		__sync_fetch_and_add(&pv->bad_syn, 1);
+		return XDP_DROP;
+	}
+	__sync_fetch_and_add(&pv->synack_sent, 1);
+	return XDP_TX;
+}
+
+/* Is the ACK's cookie (ack_seq - 1, for the ISN seq - 1) one of ours? */
+static __always_inline int ack_cookie_valid(struct xdp_md *ctx, const struct pkt_info *pi)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ddos_cookie_key *key;
+	struct cookie_in c;
+	struct tcphdr *th;
+	__u32 zero = 0;
+
+	key = bpf_map_lookup_elem(&ddos_ckey, &zero);
+	if (!key)
+		return 0;
+	th = data + (pi->l4_off & 0x3fff);
+	if ((void *)(th + 1) > data_end)
+		return 0;
+	cookie_in_of(&c, pi, bpf_ntohl(th->seq) - 1);
+	return cookie_valid(key, &c, bpf_ntohl(th->ack_seq) - 1);
+}
+
+/*
+ * The protection stage for one TCP packet (not a fragment) to a victim
+ * (top of this file). A global function: verified once, on its own.
+ */
+__attribute__((noinline)) int ddos_protect_tcp(struct xdp_md *ctx, const struct pkt_info *pi)
+{
+	struct ddos_victim_key vk;
+	struct ddos_protect_val *pv;
+	__u8 f;
+	int state;
+
+	if (!ctx || !pi)
+		return XDP_PASS;
+	victim_key_of(&vk, pi->family, pi->daddr);
+	pv = bpf_map_lookup_elem(&ddos_protect, &vk);
+	if (!pv)
+		return XDP_PASS;
+	f = pi->tcp_flags;
+	if ((f & (TCP_SYN | TCP_ACK | TCP_RST | TCP_FIN)) == TCP_SYN) {
+		int plain;
+
+		if (!(pv->flags & DDOS_PROTECT_SYN_COOKIES))
+			return XDP_PASS;
+		state = sock_state(ctx, pi);
+		if (state < 0) {
+			__sync_fetch_and_add(&pv->no_listener, 1);
+			return XDP_DROP;
+		}
+		plain = pi->vlan_depth == 0 &&
+			pi->l4_off == sizeof(struct ethhdr) +
+					      (pi->family == 6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+		if (state != BPF_TCP_LISTEN || !plain) {
+			__sync_fetch_and_add(&pv->syn_passed, 1);
+			return XDP_PASS;
+		}
+		return answer_syn(ctx, pi, pv);
+	}
+	if (f & TCP_SYN) /* SYN-ACK, or SYN with RST/FIN: the guard's */
+		goto out_of_state;
+	if (!(pv->flags & DDOS_PROTECT_ALL))
+		return XDP_PASS;
+	state = sock_state(ctx, pi);
+	if (state >= 0 && state != BPF_TCP_LISTEN)
+		return XDP_PASS; /* established, request or time-wait socket */
+	if (state == BPF_TCP_LISTEN && (pv->flags & DDOS_PROTECT_SYN_COOKIES) && (f & TCP_ACK) &&
+	    !(f & TCP_RST)) {
+		if (ack_cookie_valid(ctx, pi)) {
+			__sync_fetch_and_add(&pv->cookie_ack_valid, 1);
+			return XDP_PASS;
+		}
+		__sync_fetch_and_add(&pv->cookie_ack_invalid, 1);
+		return XDP_DROP;
+	}
+out_of_state:
+	if (pv->flags & DDOS_PROTECT_ACK_GUARD) {
+		__sync_fetch_and_add(&pv->guard_dropped, 1);
+		return XDP_DROP;
+	}
+	return XDP_PASS;
+}
+
+/* Record the packet in its pair's interval record (or count why not). */
+static __always_inline void record_pair(struct ddos_feat_stats *st, __u32 slot, const struct pkt_info *pi,
+					__u64 len)
+{
+	__u32 cpu, cap, vidx;
+	struct ddos_feat_val *v;
+	int s;
+
+	cpu = bpf_get_smp_processor_id();
+	if (pi->family == 4) {
+		__u64 key = ((__u64)pi->saddr[0] << 32) | pi->daddr[0];
+
+		if (key == DDOS_FEAT_KEY_FREE) {
+			st->skipped[DDOS_FEAT_SKIP_MALFORMED]++;
+			return;
+		}
+		cap = ddos_feat_cfg.cap4;
+		s = ddos_feat_take4(key, mix32(pi->saddr[0] * 0x9e3779b1u ^ pi->daddr[0]), slot * cap, cap - 1);
+		if (s < 0) {
+			st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
+			return;
+		}
+		vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
+		v = bpf_map_lookup_elem(&ddos_fvals4, &vidx);
+	} else {
+		__u64 key = pair6_key(pi);
+
+		cap = ddos_feat_cfg.cap6;
+		s = ddos_feat_take6(key, (__u32)key, slot * cap, cap - 1);
+		if (s < 0) {
+			st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
+			return;
+		}
+		if (s & TAKE_FRESH) {
+			__u32 aidx = slot * cap + ((__u32)s & (TAKE_FRESH - 1));
+			struct ddos_feat_addr6 *a = bpf_map_lookup_elem(&ddos_faddr6, &aidx);
+
+			if (a) {
+				__builtin_memcpy(a->src, pi->saddr, 16);
+				__builtin_memcpy(a->dst, pi->daddr, 16);
+			}
+		}
+		vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
+		v = bpf_map_lookup_elem(&ddos_fvals6, &vidx);
+	}
+	if (!v) {
+		st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
+		return;
+	}
+	account(v, pi, len);
+	st->recorded[slot]++;
+}
+
 SEC("xdp")
 int xdp_features(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u64 len = data_end - data;
-	__u32 zero = 0, slot, cpu, cap, vidx;
+	__u32 zero = 0, slot;
 	struct ddos_feat_stats *st;
 	struct ddos_feat_ctl *ctl;
-	struct ddos_feat_val *v;
 	struct pkt_info pi;
-	int status, s;
+	int status;
 
 	st = bpf_map_lookup_elem(&ddos_featst, &zero);
 	ctl = bpf_map_lookup_elem(&ddos_fctl, &zero);
@@ -230,49 +479,9 @@ int xdp_features(struct xdp_md *ctx)
 	}
 
 	slot = ctl->slot & 1;
-	cpu = bpf_get_smp_processor_id();
-	if (pi.family == 4) {
-		__u64 key = ((__u64)pi.saddr[0] << 32) | pi.daddr[0];
-
-		if (key == DDOS_FEAT_KEY_FREE) {
-			st->skipped[DDOS_FEAT_SKIP_MALFORMED]++;
-			return XDP_PASS;
-		}
-		cap = ddos_feat_cfg.cap4;
-		s = ddos_feat_take4(key, mix32(pi.saddr[0] * 0x9e3779b1u ^ pi.daddr[0]), slot * cap, cap - 1);
-		if (s < 0) {
-			st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
-			return XDP_PASS;
-		}
-		vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
-		v = bpf_map_lookup_elem(&ddos_fvals4, &vidx);
-	} else {
-		__u64 key = pair6_key(&pi);
-
-		cap = ddos_feat_cfg.cap6;
-		s = ddos_feat_take6(key, (__u32)key, slot * cap, cap - 1);
-		if (s < 0) {
-			st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
-			return XDP_PASS;
-		}
-		if (s & TAKE_FRESH) {
-			__u32 aidx = slot * cap + ((__u32)s & (TAKE_FRESH - 1));
-			struct ddos_feat_addr6 *a = bpf_map_lookup_elem(&ddos_faddr6, &aidx);
-
-			if (a) {
-				__builtin_memcpy(a->src, pi.saddr, 16);
-				__builtin_memcpy(a->dst, pi.daddr, 16);
-			}
-		}
-		vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
-		v = bpf_map_lookup_elem(&ddos_fvals6, &vidx);
-	}
-	if (!v) {
-		st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
-		return XDP_PASS;
-	}
-	account(v, &pi, len);
-	st->recorded[slot]++;
+	record_pair(st, slot, &pi, len);
+	if (ctl->n_protect && pi.l4_proto == IPPROTO_TCP && pi.frag == FRAG_NONE)
+		return ddos_protect_tcp(ctx, &pi);
 	return XDP_PASS;
 }
 

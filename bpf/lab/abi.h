@@ -78,7 +78,7 @@ struct sink_src_key {
  * addresses with per-rule counters, like TC flower skip_sw rules on a
  * ConnectX/E810/Agilio card. Capacity K is the map's max_entries.
  */
-/* Default K (rules the table holds), as in the paper's evaluation. */
+/* Default K (rules the table holds), as in the evaluation of Miano et al., IEEE Access 2019. */
 #define NIC_DEFAULT_CAPACITY 512
 
 struct nic_rule_key {

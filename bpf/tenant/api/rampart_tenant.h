@@ -41,9 +41,12 @@
  * bpf_spin_lock, bpf_spin_unlock, bpf_strncmp,
  * bpf_tcp_raw_gen_syncookie_ipv4/ipv6, bpf_tcp_raw_check_syncookie_ipv4/ipv6.
  *
- * Also available: parse_packet() from parse.h (Ethernet, VLAN, PPPoE, MPLS,
- * IPv4, IPv6 with extension headers, TCP/UDP/ICMP, tunnels reported in
- * pkt_info.encap; bounded and tested) and the checksum helpers of csum.h.
+ * Also available: parse_packet() from parse.h (Ethernet, VLAN, IPv4,
+ * IPv6 with extension headers, TCP/UDP/ICMP, tunnels reported in
+ * pkt_info.encap; PPPoE and MPLS frames are not IP for it — parse_packet_lim()
+ * walks them; bounded and tested), the checksum helpers of csum.h, and
+ * SYN-ACK crafting for SYN cookies from synack.h (synack_check,
+ * synack_build; see programs/synproxy.c).
  */
 #ifndef RAMPART_TENANT_H
 #define RAMPART_TENANT_H
@@ -51,6 +54,7 @@
 #include "common/common.h"
 #include "common/parse.h"
 #include "common/csum.h"
+#include "common/synack.h"
 
 #define RAMPART_REDIRECT_BASE 0x100
 #define RAMPART_PORTS_MAX 4

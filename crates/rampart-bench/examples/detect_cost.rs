@@ -29,6 +29,7 @@ fn rec(src: IpAddr, dst: IpAddr, pk: u64, size: u64, kind: u8) -> FeatureRecord 
         rst: 0,
         frags: 0,
         dport_sketch: [1, 0],
+        ..FeatureRecord::new(src, dst)
     };
     match kind {
         0 => r.tcp = pk as u32, // established TCP

@@ -1,7 +1,7 @@
 //! Typed reads of BPF maps: per-CPU values and batched dumps.
 //!
 //! libbpf-rs's `lookup_batch` stops early on hash maps and refuses per-CPU
-//! maps (DESIGN §7), so batched reads go through `libbpf_sys` here.
+//! maps, so batched reads go through `libbpf_sys` here.
 
 use std::io;
 use std::os::fd::RawFd;

@@ -631,8 +631,8 @@ pub struct MonitorConfig {
     /// Default 10; 0 <= x <= 1e12.
     pub min_level_pps: f64,
     /// Optional second condition: the measured rate must also be at most
-    /// this fraction of the rate the source was blocked at. The paper's
-    /// rule alone (default: none) unbans a source of a spread flood that
+    /// this fraction of the rate the source was blocked at. The rule of
+    /// Miano et al. alone (default: none) unbans a source of a spread flood that
     /// was blocked below the normal peak while it is still attacking (it
     /// is re-detected only if its flood is still visible); with e.g. 0.1
     /// such sources stay blocked until their own traffic subsides, at the
@@ -679,7 +679,7 @@ impl MonitorConfig {
     }
 }
 
-/// `[offload]`: the paper's Algorithm 1 (see [`crate::Planner`]).
+/// `[offload]`: Algorithm 1 of Miano et al., IEEE Access 2019 (see [`crate::Planner`]).
 ///
 /// Swap threshold, with R the total rate of all blocked sources and C =
 /// `host_capacity_pps`:

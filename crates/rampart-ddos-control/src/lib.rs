@@ -14,7 +14,7 @@
 //! - [`RateMonitor`] unbans a blocked source once its measured rate (all
 //!   tiers summed) stays below the highest single-source rate seen under
 //!   normal activity ([`Detection::normal_peak_pps`]).
-//! - [`Planner`] is the paper's Algorithm 1: the top-K blocked sources by
+//! - [`Planner`] is Algorithm 1 of Miano et al., IEEE Access 2019: the top-K blocked sources by
 //!   rate go to the hardware tier, with a swap threshold that falls as the
 //!   attack nears what the host can drop, and a bound on rule updates.
 //!
@@ -40,7 +40,7 @@ pub use config::{
 };
 pub use detect::{Detection, Detector, Learned};
 pub use error::{ConfigError, PrefixError};
-pub use features::FeatureRecord;
+pub use features::{hll_estimate, FeatureRecord, VictimRecord, UDP_CLASSES};
 pub use monitor::{RateMonitor, Tracked, Unban};
 pub use planner::{Plan, PlanStats, Planner};
 pub use prefix::{Kind, Prefix};

@@ -380,7 +380,7 @@ mod tests {
         // Its flood stops: unbanned after 2 intervals at <= 10 pps.
         assert!(m.observe(&[(a, 3.0)], 5000.0, at(t0, 21.0)).is_empty());
         assert_eq!(m.observe(&[(a, 3.0)], 5000.0, at(t0, 22.0)).len(), 1);
-        // Without it (the paper's rule), the same source goes at once.
+        // Without it (the rule of Miano et al., IEEE Access 2019), the same source goes at once.
         let mut m = RateMonitor::new(&MonitorConfig {
             subside_fraction: None,
             ..cfg

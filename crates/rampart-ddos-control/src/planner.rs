@@ -1,4 +1,4 @@
-//! Offload planner: the paper's Algorithm 1 (DESIGN §3).
+//! Offload planner: Algorithm 1 of Miano et al., IEEE Access 2019.
 //!
 //! Each interval, given the rate of every blocked source (all tiers
 //! summed) and what the hardware tier holds:

@@ -107,6 +107,14 @@ impl Prefix {
         Prefix(IpNet::from(a))
     }
 
+    /// The `len`-bit prefix containing `a` (host bits cleared; `len`
+    /// clamped to the family's width, at least 1).
+    pub fn truncate(a: IpAddr, len: u8) -> Self {
+        let max = if a.is_ipv4() { 32 } else { 128 };
+        let net = IpNet::new(a, len.clamp(1, max)).map_or_else(|_| IpNet::from(a), |n| n.trunc());
+        Prefix(net)
+    }
+
     /// The network.
     pub fn net(&self) -> IpNet {
         self.0
@@ -221,6 +229,13 @@ impl FromStr for Prefix {
 impl Serialize for Prefix {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Prefix {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Prefix::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 

@@ -108,6 +108,7 @@ pub fn rec(
         rst: 0,
         frags: 0,
         dport_sketch: sketch(ports),
+        ..FeatureRecord::new(src, dst)
     };
     match kind {
         Kind::Tcp => {

@@ -123,6 +123,7 @@ fn record(src: IpAddr, dst: IpAddr, a: &FeatVal) -> FeatureRecord {
         rst: a.rst,
         frags: a.frags,
         dport_sketch: a.dport_sketch,
+        ..FeatureRecord::new(src, dst)
     }
 }
 

@@ -13,6 +13,7 @@
 //! ddos_bl6 ddos_lpm4 ddos_lpm6      IPv6 exact, IPv4/IPv6 prefixes
 //! ddos_fstats     per-CPU drop/pass counters        ddos_next      the program array
 //! ddos_fctl ddos_feat_a ddos_feat_b ddos_featst     feature extraction
+//! ddos_protect ddos_ckey [prog_tc_cookie tc_link ddos_tcst]   protection (crate::protect)
 //! ```
 //!
 //! Updates ([`Filter::apply`]) are all-or-nothing from the user's point of
@@ -634,11 +635,11 @@ fn bpf_err(what: &str) -> impl FnOnce(libbpf_rs::Error) -> Error + '_ {
     }
 }
 
-struct Lock {
+pub(crate) struct Lock {
     _f: nix::fcntl::Flock<File>,
 }
 
-fn lock_file(name: &str, what: &str) -> Result<Lock> {
+pub(crate) fn lock_file(name: &str, what: &str) -> Result<Lock> {
     let dir = Path::new("/run/rampart/ddos");
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
@@ -652,6 +653,24 @@ fn lock_file(name: &str, what: &str) -> Result<Lock> {
     let f = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
         .map_err(|(_, e)| Error::io(format!("locking {}", path.display()), e.into()))?;
     Ok(Lock { _f: f })
+}
+
+/// Fill `buf` from the kernel's random source (getrandom(2)).
+fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled rest of `buf`.
+        let n = unsafe { libc::getrandom(buf[done..].as_mut_ptr().cast(), buf.len() - done, 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(Error::io("reading random bytes (getrandom)", e));
+        }
+        done += n as usize;
+    }
+    Ok(())
 }
 
 pub(crate) fn lock_features(name: &str) -> Result<impl Sized> {
@@ -808,6 +827,18 @@ impl Filter {
             let mut fskel = fopen
                 .load()
                 .bpf_context(|| "loading xdp_features (verifier)".into())?;
+            // The SYN-cookie key: from the OS's random source, once per attach.
+            let mut key = rampart_bpf::abi::ddos::CookieKey::default();
+            getrandom_fill(bytemuck::bytes_of_mut(&mut key))?;
+            fskel
+                .maps
+                .ddos_ckey
+                .update(
+                    &0u32.to_ne_bytes(),
+                    bytemuck::bytes_of(&key),
+                    libbpf_rs::MapFlags::ANY,
+                )
+                .bpf_context(|| "setting the SYN-cookie key".into())?;
             let ffd = fskel.progs.xdp_features.as_fd().as_raw_fd();
             skel.maps
                 .ddos_next
@@ -831,6 +862,8 @@ impl Filter {
                 (&mut m.ddos_faddr6, "ddos_faddr6"),
                 (&mut m.ddos_fvals6, "ddos_fvals6"),
                 (&mut m.ddos_featst, "ddos_featst"),
+                (&mut m.ddos_protect, crate::protect::pins::PROTECT),
+                (&mut m.ddos_ckey, crate::protect::pins::COOKIE_KEY),
             ] {
                 map.pin(dir.join(n))
                     .bpf_context(|| format!("pinning {n}"))?;
@@ -985,6 +1018,7 @@ impl Filter {
             });
         }
         let _lock = lock_file(name, "filter")?;
+        crate::protect::detach_tc(&dir)?;
         if let Ok(link) = XdpLink::open_pinned(&dir.join(pins::LINK)) {
             // A link whose interface is gone is already detached: the error is moot.
             let _ = link.detach();

@@ -110,8 +110,8 @@ impl Default for FilterSection {
             features_capacity: 1 << 18,
             xdp_mode: "native".into(),
             drop_encap: false,
-            max_vlans: 4,
-            max_v6_ext: 8,
+            max_vlans: rampart_ddos::filter::FILTER_DEF_VLANS,
+            max_v6_ext: rampart_ddos::filter::PARSE_DEF_V6_EXT,
         }
     }
 }

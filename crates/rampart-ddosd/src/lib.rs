@@ -1,4 +1,4 @@
-//! rampart ddos control plane, runtime half (issue #3): tier backends
+//! rampart ddos control plane, runtime half: tier backends
 //! ([`tier`]), placement modes ([`mode`]), and the mitigation daemon
 //! ([`daemon`]) with its HTTP API ([`api`]), Prometheus metrics
 //! ([`metrics`]) and JSON-lines alerts ([`alerts`]). The decisions —

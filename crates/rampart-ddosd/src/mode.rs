@@ -1,4 +1,4 @@
-//! Placement modes (the paper's comparison).
+//! Placement modes (the comparison in Miano et al., IEEE Access 2019).
 
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +16,7 @@ pub enum Mode {
     /// Hardware table (top-K) + XDP filter on the NIC hop.
     #[serde(rename = "hw+xdp-nic")]
     HwXdpNic,
-    /// Hardware table (top-K) + XDP filter on the host (the paper's best).
+    /// Hardware table (top-K) + XDP filter on the host (the best in Miano et al., IEEE Access 2019).
     #[serde(rename = "hw+xdp-host")]
     HwXdpHost,
     /// Baseline: iptables raw PREROUTING + ipset on the host; the XDP

@@ -1,7 +1,7 @@
 //! The lab's traffic generator.
 //!
-//! `xdp_trafficgen` runs under `BPF_PROG_RUN` with live frames on `wan0`
-//! (DESIGN §6–7): the kernel hands the program a fresh copy of a template
+//! `xdp_trafficgen` runs under `BPF_PROG_RUN` with live frames on `wan0`:
+//! the kernel hands the program a fresh copy of a template
 //! frame per repetition, the program stamps the next source from the
 //! schedule, and `XDP_TX` transmits it. One worker thread per `--threads`,
 //! each pinned to its own CPU and living in the `wan` namespace; rates are

@@ -1,6 +1,6 @@
 //! The rampart lab: real packets on one machine.
 //!
-//! - [`topology`]: the `wan → nic → host` namespaces and veths (DESIGN §6),
+//! - [`topology`]: the `wan → nic → host` namespaces and veths,
 //!   with tenant namespaces behind `host`;
 //! - [`gen`]: the line-rate traffic generator (XDP live frames from `wan`);
 //! - [`sink`]: the counting XDP_DROP sink on `host`;

@@ -1,4 +1,4 @@
-//! The lab topology (DESIGN §6):
+//! The lab topology:
 //!
 //! ```text
 //!  <p>-wan            <p>-nic (EMULATED SmartNIC)          <p>-host              <p>-t<i>
@@ -278,7 +278,7 @@ impl Lab {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
         // Two queues per veth so two generator threads (one per CPU) do not
-        // share one NAPI ring (DESIGN §7).
+        // share one NAPI ring.
         let q = ["numtxqueues", "2", "numrxqueues", "2"];
         let mut a = vec!["-n", wan.as_str(), "link", "add", WAN_IF];
         a.extend_from_slice(&q);

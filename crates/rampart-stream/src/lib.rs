@@ -1,4 +1,4 @@
-//! rampart stream (DESIGN §4): a WindFlow-style stream processing engine
+//! rampart stream: a WindFlow-style stream processing engine
 //! ([`engine`]), the packet tuple shared with XDP ([`tuple`], [`parse`],
 //! [`flowid`]), packet sources ([`source`]), the XDP offload of the leading
 //! operators ([`offload`]) and network analytics apps ([`apps`]) with

@@ -1,4 +1,4 @@
-//! The compiler agent (DESIGN §5): turns a tenant's submission — C source
+//! The compiler agent: turns a tenant's submission — C source
 //! or a BPF object — into a checked, linked XDP program ready for the host
 //! agent.
 //!
@@ -37,6 +37,10 @@ const HEADERS: &[(&str, &str)] = &[
         include_str!("../../../bpf/common/parse.h"),
     ),
     ("common/csum.h", include_str!("../../../bpf/common/csum.h")),
+    (
+        "common/synack.h",
+        include_str!("../../../bpf/common/synack.h"),
+    ),
     ("common/abi.h", include_str!("../../../bpf/common/abi.h")),
 ];
 

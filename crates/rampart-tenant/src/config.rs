@@ -191,7 +191,7 @@ pub struct FairnessConfig {
     pub enabled: bool,
     /// CPU the tenants may use together, in cores. Shares are only
     /// enforced if this is at most what the core can give the tenants'
-    /// packets (see docs/architecture.md).
+    /// packets (see docs/tenant.md).
     #[serde(default = "default_budget")]
     pub budget_cores: f64,
     /// Δt of the token generator, ms.

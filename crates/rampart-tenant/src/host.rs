@@ -1,4 +1,4 @@
-//! The host agent (DESIGN §5): owns one instance of the infrastructure
+//! The host agent: owns one instance of the infrastructure
 //! program — its shared maps, the attached dispatcher, the accounting
 //! tracepoints, the tenants and their programs — and swaps generations
 //! atomically.

@@ -1,5 +1,5 @@
 //! `rampart tenant`: multi-tenant offload of security programs into one
-//! infrastructure XDP program (DESIGN §5, after Chaignon et al., SecSoN 2018).
+//! infrastructure XDP program (after Chaignon et al., SecSoN 2018).
 //!
 //! - [`compiler`]: the compiler agent — C source or BPF object → checked
 //!   ([`confine`]) and linked with the infrastructure wrapper;

@@ -1,4 +1,4 @@
-//! Ready-to-use tenant services (issue #7, after SecSoN 2018 §5): C sources
+//! Ready-to-use tenant services (after Chaignon et al., SecSoN 2018, §5): C sources
 //! a tenant submits like any other program, and the layouts of the maps
 //! through which it configures them.
 //!

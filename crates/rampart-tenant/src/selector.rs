@@ -1,4 +1,4 @@
-//! Tenant selectors: which packets belong to a tenant (DESIGN §5).
+//! Tenant selectors: which packets belong to a tenant.
 //!
 //! Written as `prefix:10.20.1.0/24`, `prefix:fd20:0:0:1::/64`, `vlan:100`,
 //! `vni:5001` or `iface:t1`. Each becomes one entry of the demultiplexer's

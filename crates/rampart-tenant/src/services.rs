@@ -1,4 +1,4 @@
-//! Tenant services for the lab (DESIGN §6): a UDP sink, nginx and a DNS
+//! Tenant services for the lab: a UDP sink, nginx and a DNS
 //! server (dnsmasq), each started inside a tenant's namespace and stopped
 //! when the value is dropped. Tests and benchmarks use them as the real
 //! workloads behind the infrastructure program.

@@ -1,4 +1,4 @@
-//! The tenant services in userspace, on ordinary sockets (issue #7 item 3):
+//! The tenant services in userspace, on ordinary sockets:
 //! the baseline of the offload-gain comparison — what a tenant runs in its
 //! own namespace when nothing is offloaded.
 //!

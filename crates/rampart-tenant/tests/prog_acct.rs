@@ -1,4 +1,4 @@
-//! BPF_PROG_TEST_RUN tests of the cheaper accounting (issue #7): the
+//! BPF_PROG_TEST_RUN tests of the cheaper accounting: the
 //! per-CPU batching of the shared `used` counters (flushed on a change of
 //! tenant or once per `infra.used_flush_us`, never losing or doubling a
 //! nanosecond) and the bucket check that counts this CPU's unflushed batch,

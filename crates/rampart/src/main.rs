@@ -1,4 +1,4 @@
-//! `rampart`: one binary, one subcommand per application (DESIGN §2).
+//! `rampart`: one binary, one subcommand per application.
 
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;

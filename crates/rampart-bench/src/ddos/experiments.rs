@@ -1,4 +1,4 @@
-//! `rampart bench ddos`: the paper's evaluation as four
+//! `rampart bench ddos`: the evaluation of Miano et al., IEEE Access 2019, as four
 //! figures, regenerated in a lab of its own, with the peers an operator
 //! would otherwise pick measured in the same run (alternated repetitions,
 //! medians; this VM drifts ±15-30%).

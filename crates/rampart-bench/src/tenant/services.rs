@@ -1,4 +1,4 @@
-//! `rampart bench tenant --out DIR [--quick]`: the paper's evaluation of
+//! `rampart bench tenant --out DIR [--quick]`: the evaluation of Chaignon et al. (SecSoN 2018) of
 //! the tenant services, in a lab of its own.
 //!
 //! 1. **Accounting overhead** (fairness machinery on vs off): host0's NAPI
@@ -7,7 +7,7 @@
 //!    workload the NAPI thread's CPU time per packet is measured with
 //!    accounting and fairness on (bucket budget of a whole core, so no
 //!    packet is rejected — checked) and with both off, alternated, medians.
-//!    Workloads: a drop-only tenant program (the paper's baseline; UDP
+//!    Workloads: a drop-only tenant program (the baseline of Chaignon et al.; UDP
 //!    flood), the DNS server (dnsmasq, no program: XDP_PASS, DNS queries)
 //!    and nginx (no program, wrk from the wan namespace).
 //! 2. **Offload gain of the DNS rate limiter**: queries handled per second
@@ -231,7 +231,7 @@ fn median(v: Vec<f64>) -> f64 {
 }
 
 const DROP_ALL: &str = r#"#include "rampart_tenant.h"
-/* The paper's drop-only baseline. */
+/* The drop-only baseline of Chaignon et al. */
 int tenant_main(struct xdp_md *ctx)
 {
     return XDP_DROP;

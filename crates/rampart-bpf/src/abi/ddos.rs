@@ -6,8 +6,9 @@ use std::mem::size_of;
 include!(concat!(env!("OUT_DIR"), "/abi_ddos.rs"));
 
 pub use crate::xdp_features::types::{
-    ddos_feat_addr6 as FeatAddr6, ddos_feat_config as FeatConfig, ddos_feat_ctl as FeatCtl,
-    ddos_feat_stats as FeatStats, ddos_feat_val as FeatVal,
+    ddos_cookie_key as CookieKey, ddos_feat_addr6 as FeatAddr6, ddos_feat_config as FeatConfig,
+    ddos_feat_ctl as FeatCtl, ddos_feat_stats as FeatStats, ddos_feat_val as FeatVal,
+    ddos_protect_val as ProtectVal, ddos_victim_key as VictimKey,
 };
 pub use crate::xdp_filter::types::{
     ddos_addr6 as Addr6, ddos_bl4_bucket as Bl4Bucket, ddos_bl4_table as Bl4Table,
@@ -17,6 +18,9 @@ pub use crate::xdp_filter::types::{
 };
 
 pod!(
+    CookieKey,
+    ProtectVal,
+    VictimKey,
     FeatAddr6,
     FeatConfig,
     FeatCtl,
@@ -58,6 +62,9 @@ const _: () = assert!(size_of::<FeatConfig>() == 20);
 const _: () = assert!(size_of::<FeatVal>() == 64);
 const _: () = assert!(size_of::<FeatCtl>() == 16);
 const _: () = assert!(size_of::<FeatStats>() == 8 * (2 + DDOS_FEAT_SKIP_MAX));
+const _: () = assert!(size_of::<VictimKey>() == 16);
+const _: () = assert!(size_of::<ProtectVal>() == 8 + 8 * 8);
+const _: () = assert!(size_of::<CookieKey>() == 16);
 
 #[cfg(test)]
 mod tests {

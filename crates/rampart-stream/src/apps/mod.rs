@@ -1,4 +1,4 @@
-//! The network analytics apps (DESIGN §4), each an operator graph over any
+//! The network analytics apps, each an operator graph over any
 //! [`crate::source::PacketSource`]:
 //!
 //! - [`flowmeter`]: NetFlow/IPFIX-style flow records (session windows per
@@ -99,7 +99,7 @@ impl std::fmt::Display for Addr {
 }
 
 /// The FlowID operator: computes `flow_id` in `mode` unless the source
-/// already did (an XDP tuple source, issue #5), so offloading it changes
+/// already did (an XDP tuple source), so offloading it changes
 /// nothing downstream.
 pub fn flow_id_map(
     mode: KeyMode,

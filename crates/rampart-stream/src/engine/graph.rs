@@ -271,7 +271,7 @@ impl<T: Clone + Send + 'static> Pipe<T> {
     /// Declare that the records on this pipe are already partitioned for
     /// the next keyed operator: every record of one key is on the same
     /// replica of the last operator (e.g. the NIC steered them by a FlowID
-    /// that refines the key, issue #5). If that operator has the same
+    /// that refines the key). If that operator has the same
     /// parallelism, its key-by becomes a one-to-one hand-over (and can be
     /// chained); otherwise it keys by as usual. Applies to the next
     /// operator only; `false` declares nothing. Like Flink's

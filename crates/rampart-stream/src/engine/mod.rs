@@ -8,7 +8,7 @@
 //! 0, …) are refused by [`Pipe::add`] / [`Pipe::sink`] with an [`Error`],
 //! before any thread starts.
 //!
-//! Runtime (DESIGN §4):
+//! Runtime:
 //! - every replica runs on its own thread, unless **chaining** fuses it with
 //!   the replica before it (same parallelism, forward routing: the tuple is
 //!   handed over by a function call instead of a queue);

@@ -1,4 +1,4 @@
-//! The stream offload (issue #5, DESIGN §4): an app's leading stateless
+//! The stream offload: an app's leading stateless
 //! operators — Source (frame → tuple), FlowID, Filter — run in XDP
 //! (`bpf/stream/xdp_stream.bpf.c`), which rewrites each frame into the
 //! 56-byte tuple record and hands it to the AF_XDP socket of the source

@@ -2,7 +2,7 @@
 //! which leading operators run in XDP, how records are steered to the
 //! source replicas, and whether the key-by after them becomes free.
 //!
-//! Rules (DESIGN §4):
+//! Rules:
 //! - the Source (frame → tuple) always goes down;
 //! - then, in order, every operator the target can run: a FlowID (a
 //!   supported key mode) or a Filter whose predicate fits the program's
@@ -185,7 +185,7 @@ const NFP_MAPS: &[u32] = &[1, 2];
 /// xdp_adjust_head, xdp_adjust_tail.
 const NFP_HELPERS: &[u32] = &[1, 2, 3, 7, 25, 44, 65];
 
-/// Netronome nfp (DESIGN §1): ~8K instructions, one program, no per-CPU
+/// Netronome nfp: ~8K instructions, one program, no per-CPU
 /// maps, ≤ 64-byte map entries, no clock helper, queue selection by
 /// writing `rx_queue_index` (offset 16).
 pub const NFP: Profile = Profile {

@@ -4,7 +4,7 @@
 //! ([`crate::parse::parse_frame`]) — the "no offload" baseline.
 //!
 //! The sockets are [`super::xsk::Xsk`] (hand-written, copy mode on veth:
-//! zero-copy returns EOPNOTSUPP there, DESIGN §7). Needs kernel ≥ 5.4
+//! zero-copy returns EOPNOTSUPP there). Needs kernel ≥ 5.4
 //! (XSKMAP lookups by `bpf_redirect_map` flags); tested on 6.18.
 
 use std::io;

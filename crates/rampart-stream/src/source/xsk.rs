@@ -11,7 +11,7 @@
 //! bound to. Sockets of one UMEM return frames to its one fill ring under a
 //! lock, once per received batch.
 //!
-//! Copy mode (veth has no zero-copy, DESIGN §7). Needs kernel ≥ 5.4; the
+//! Copy mode (veth has no zero-copy). Needs kernel ≥ 5.4; the
 //! shared UMEM on one queue, ≥ 5.10. Tested on 6.18.
 
 use std::io;

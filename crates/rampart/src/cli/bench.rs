@@ -28,7 +28,7 @@ pub enum BenchCmd {
     FeaturesRead(FeaturesReadArgs),
     /// ddos blacklist: updates of up to 1M entries under a flood from the entries that stay.
     FilterUpdate(FilterUpdateArgs),
-    /// ddos experiments: the paper's four figures (drop rate vs attackers per
+    /// ddos experiments: the four figures of Miano et al., IEEE Access 2019 (drop rate vs attackers per
     /// mode and peer, CPU per mode, requests/s under attack, hybrid offload
     /// quality) as CSV, JSON and PNG in --out.
     Ddos(DdosArgs),

@@ -389,7 +389,7 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
             }
             if f.sample_shift() > 0 {
                 println!(
-                    "({} entries; counts are estimates from 1 in {} matches, see docs/architecture.md)",
+                    "({} entries; counts are estimates from 1 in {} matches, see docs/ddos.md)",
                     listed.len(),
                     1u32 << f.sample_shift()
                 );

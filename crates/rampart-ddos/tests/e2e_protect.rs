@@ -1,0 +1,194 @@
+//! End-to-end test of the protection stage in a lab: the filter on host0,
+//! nginx on host, real clients in wan. With SYN cookies on for the host,
+//! curl's connections complete although the host's kernel never sees a
+//! SYN (XDP answers it; the TC stage hands the kernel a request socket for
+//! the client's ACK); a keep-alive connection opened before keeps working;
+//! an ACK flood from hping3 is dropped by the guard before the kernel
+//! could answer it with RSTs.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+
+use rampart_dataplane::netns;
+use rampart_dataplane::xdp::XdpMode;
+use rampart_ddos::filter::{Filter, FilterConfig, Scope};
+use rampart_ddos::protect::{Protect, ProtectFlags};
+use rampart_lab::testing::TestLab;
+use rampart_lab::topology::HOST_IF;
+use rampart_lab::web::Nginx;
+
+const HOST: &str = "10.10.0.2";
+
+struct Attached {
+    filter: Filter,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        let _ = Filter::detach(self.filter.name());
+    }
+}
+
+/// Counters of `/proc/net/netstat` and `/proc/net/snmp` of namespace `ns`,
+/// as `TcpExt<Name>` / `Tcp<Name>`.
+fn netstat(ns: &str, name: &str) -> u64 {
+    let text = netns::run_in(Some(ns), || {
+        let mut s = std::fs::read_to_string("/proc/thread-self/net/netstat").unwrap();
+        s.push_str(&std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap());
+        Ok(s)
+    })
+    .unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [head, vals] = pair else { continue };
+        let (Some((p, names)), Some((_, nums))) = (head.split_once(':'), vals.split_once(':'))
+        else {
+            continue;
+        };
+        for (n, v) in names.split_whitespace().zip(nums.split_whitespace()) {
+            if format!("{p}{n}") == name {
+                return v.parse().unwrap();
+            }
+        }
+    }
+    panic!("no counter {name} in namespace {ns}");
+}
+
+fn curl(ns: &str) -> String {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "curl",
+            "-s",
+            "-m",
+            "10",
+            "--no-keepalive",
+        ])
+        .arg(format!("http://{HOST}/"))
+        .output()
+        .expect("curl");
+    assert!(out.status.success(), "curl failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One HTTP/1.1 request on a kept-alive connection; the status line.
+fn request(c: &mut TcpStream) -> String {
+    c.write_all(b"GET / HTTP/1.1\r\nHost: lab\r\n\r\n").unwrap();
+    let mut buf = [0u8; 4096];
+    let mut got = Vec::new();
+    while !got.ends_with(b"rampart\n") {
+        let n = c.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "connection closed: {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn syn_cookies_from_xdp_complete_real_connections_and_the_guard_drops_an_ack_flood() {
+    let lab = TestLab::up("dpp", 0);
+    let (host, wan) = (lab.host_ns(), lab.wan_ns());
+    let scope = Scope::new(Some(&host), HOST_IF).unwrap();
+    let cfg = FilterConfig {
+        sample_shift: 0,
+        features_capacity: 1 << 12,
+        ..Default::default()
+    };
+    let att = Attached {
+        filter: Filter::attach(&scope, &cfg, XdpMode::Native).expect("attach"),
+    };
+    let work = std::env::temp_dir().join(format!("rampart-e2e-protect-{}", lab.prefix()));
+    let _nginx = Nginx::start(&host, HOST, None, &work, &wan).expect("nginx");
+
+    // A keep-alive connection from before protection.
+    let mut kept = netns::run_in(Some(&wan), || {
+        Ok(TcpStream::connect((HOST, 80)).expect("connect"))
+    })
+    .unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(request(&mut kept), "HTTP/1.1 200 OK");
+
+    let cookies_sent = netstat(&host, "TcpExtSyncookiesSent");
+    let mut p = Protect::open(&scope).unwrap();
+    p.set(HOST.parse().unwrap(), ProtectFlags::ALL).unwrap();
+    assert!(p.tc_attached());
+
+    for _ in 0..3 {
+        assert_eq!(curl(&wan), "rampart\n");
+    }
+    let st = p.stats(HOST.parse().unwrap()).unwrap().unwrap();
+    assert!(st.synack_sent >= 3, "XDP answered curl's SYNs: {st:?}");
+    assert!(st.cookie_ack_valid >= 3, "{st:?}");
+    assert!(
+        st.reqsk_assigned >= 3,
+        "the TC stage handed the kernel the ACKs: {st:?}"
+    );
+    assert_eq!(st.cookie_ack_invalid, 0, "{st:?}");
+    let tc = p.tc_stats().unwrap().unwrap();
+    assert!(tc.assigned >= 3 && tc.refused == 0, "{tc:?}");
+    assert_eq!(
+        netstat(&host, "TcpExtSyncookiesSent"),
+        cookies_sent,
+        "the kernel never answered a SYN with its own cookie"
+    );
+
+    // The connection from before still works (it finds its socket).
+    assert_eq!(request(&mut kept), "HTTP/1.1 200 OK");
+
+    // ACK floods to the host: to the service port (only a listener there:
+    // no valid cookie) and to a closed port (no socket: the guard). Every
+    // segment is dropped; none reaches the kernel, which would answer
+    // each with a RST.
+    let rsts = netstat(&host, "TcpOutRsts");
+    for port in ["80", "81"] {
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", &wan, "hping3", "-q", "-A", "-p", port, "-c", "300",
+            ])
+            .args(["-i", "u1000", HOST])
+            .output()
+            .expect("hping3 (apt-get install hping3)");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("300 packets transmitted"), "hping3: {text}");
+    }
+    let after = p.stats(HOST.parse().unwrap()).unwrap().unwrap();
+    assert_eq!(
+        after.cookie_ack_invalid - st.cookie_ack_invalid,
+        300,
+        "{after:?}"
+    );
+    assert_eq!(after.guard_dropped - st.guard_dropped, 300, "{after:?}");
+    assert_eq!(
+        netstat(&host, "TcpOutRsts"),
+        rsts,
+        "no ACK of the floods reached the kernel"
+    );
+    // And service goes on.
+    assert_eq!(curl(&wan), "rampart\n");
+    assert_eq!(request(&mut kept), "HTTP/1.1 200 OK");
+
+    // Off again: the TC stage goes, connections still complete (the kernel's way).
+    assert!(p.clear(HOST.parse().unwrap()).unwrap());
+    assert!(!p.tc_attached());
+    assert_eq!(curl(&wan), "rampart\n");
+    drop(kept);
+    drop(att);
+    let _ = std::fs::remove_dir_all(&work);
+}
