@@ -10,16 +10,20 @@ use rampart_tenant::confine::{check_elf, check_maps, Policy};
 fuzz_target!(|data: &[u8]| {
     static QUIET: std::sync::Once = std::sync::Once::new();
     // libbpf's warnings about broken objects are expected here by the million.
-    QUIET.call_once(|| libbpf_rs::set_print(None));
+    QUIET.call_once(|| {
+        libbpf_rs::set_print(None);
+    });
     let policy = Policy {
         max_insns: 4096,
         max_map_bytes: 1 << 20,
+        max_maps: 16,
     };
     match check_elf(data, &policy) {
         Ok(mut report) => {
             assert!(report.insns <= policy.max_insns);
             if check_maps(data, &policy, &mut report).is_ok() {
                 assert!(report.map_bytes <= policy.max_map_bytes);
+                assert!(report.maps.len() <= policy.max_maps);
             }
         }
         Err(e) => {
