@@ -419,7 +419,16 @@ pub fn all() -> Vec<Scenario> {
             s
         },
     ];
-    v.shrink_to_fit();
+    // Frames at least as large as the protocol's headers need (IPv6 SYNs: 78 B).
+    for sc in &mut v {
+        for l in &mut sc.loads {
+            if let Load::Gen { spec, .. } = l {
+                spec.size = spec
+                    .size
+                    .max(rampart_lab::packet::min_size(spec.proto, spec.ipv6));
+            }
+        }
+    }
     v
 }
 
@@ -473,6 +482,18 @@ mod tests {
             assert!(!s.loads.is_empty(), "{}", s.name);
             // The spoofed flood at >= 1 Mpps needs its peer; it is the only one.
             assert_eq!(s.peer, s.name == "spoofed-syn-1m", "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn every_generator_load_is_valid() {
+        for s in all() {
+            for l in &s.loads {
+                if let Load::Gen { spec, .. } = l {
+                    spec.validate()
+                        .unwrap_or_else(|e| panic!("{}: {e}", s.name));
+                }
+            }
         }
     }
 
