@@ -151,10 +151,17 @@ pub struct RunDetail {
     pub legit_peer: Option<Window>,
     /// What the alerts said.
     pub alerts: AlertVerdict,
-    /// Frames the lab generator sent.
+    /// Frames the lab generator sent in the attack window (its own count,
+    /// before the lab's wire; the host may receive fewer).
     pub generator_sent: u64,
+    /// The same per second of the attack window.
+    pub generator_sent_pps: f64,
+    /// Frames the lab generator sent in the peer window (rampart off).
+    pub peer_generator_sent: u64,
     /// wrk under the scenario, if it ran.
     pub wrk: Option<WrkResult>,
+    /// The scenario's extra legitimate users (flash crowd, NAT), whole window.
+    pub users: Vec<Window>,
     /// The samples.
     pub samples: Vec<Sample>,
 }
@@ -310,9 +317,11 @@ impl Running {
         Ok(())
     }
 
-    fn stop(mut self) -> Result<(u64, Option<WrkResult>)> {
+    fn stop(mut self) -> Result<(u64, Option<WrkResult>, Vec<Window>)> {
         self.tools.clear();
+        let mut users = Vec::new();
         for u in self.users.drain(..) {
+            users.push(u.window(0.0, u.elapsed()));
             u.stop();
         }
         let mut sent = 0;
@@ -323,7 +332,7 @@ impl Running {
             Some(w) => Some(w.finish()?),
             None => None,
         };
-        Ok((sent, wrk))
+        Ok((sent, wrk, users))
     }
 }
 
@@ -462,7 +471,10 @@ fn run_once(
         legit_peer: tl.peer.map(|p| p.0),
         alerts: verdict,
         generator_sent: tl.gen_sent,
+        generator_sent_pps: tl.gen_sent as f64 / (tl.a1 - tl.a0).max(1e-9),
+        peer_generator_sent: tl.peer_gen_sent,
         wrk: tl.wrk,
+        users: tl.users,
         samples,
     };
     drop(env);
@@ -478,7 +490,9 @@ struct Timeline {
     legit_attack: Window,
     peer: Option<(Window, (f64, f64))>,
     gen_sent: u64,
+    peer_gen_sent: u64,
     wrk: Option<WrkResult>,
+    users: Vec<Window>,
 }
 
 fn timeline(
@@ -487,7 +501,7 @@ fn timeline(
     client: &LegitClient,
     cancel: &AtomicBool,
 ) -> Result<Timeline> {
-    let mut gen_sent = 0;
+    let mut peer_gen_sent = 0;
     let mut peer = None;
     let mut ref_window = (1.0, 1.0 + REF_S);
     // The peer: the same loads with rampart off (no XDP program: the
@@ -498,7 +512,7 @@ fn timeline(
         let mut r = start_loads(env, sc, "peer")?;
         wait_until(env, p0 + sc.seconds, cancel, Some(&mut r), "peer")?;
         let p1 = env.now();
-        gen_sent += r.stop()?.0;
+        peer_gen_sent = r.stop()?.0;
         peer = Some((client.window(p0, p1), (p0, p1)));
         // Let the backlog and the veth rings drain.
         wait_until(env, p1 + 3.0, cancel, None, "peer")?;
@@ -546,7 +560,6 @@ fn timeline(
             running_out = r.stop()?;
         }
     }
-    gen_sent += running_out.0;
     wait_until(env, a1 + TAIL_S, cancel, None, "tail")?;
     Ok(Timeline {
         a0,
@@ -556,8 +569,10 @@ fn timeline(
         legit_ref: client.window(ref_window.0, ref_window.1),
         legit_attack: client.window(a0, a1),
         peer,
-        gen_sent,
+        gen_sent: running_out.0,
+        peer_gen_sent,
         wrk: running_out.1,
+        users: running_out.2,
     })
 }
 
@@ -672,6 +687,39 @@ pub fn table_row(r: &ScenarioResult) -> String {
     )
 }
 
+/// The results as a Markdown table (docs/benchmarks.md).
+pub fn markdown_table(results: &[ScenarioResult]) -> String {
+    let mut s = String::from(
+        "| scenario | family | attack | detected | vector | time to mitigate (s) | attack reaching stack (%) | false bans | unbans during attack | legit ok (%) | peer legit ok (%) | blacklist max | alerts |\n\
+         |---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in results {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} |\n",
+            r.scenario,
+            r.family,
+            if r.attack { "yes" } else { "no" },
+            if r.detected { "yes" } else { "no" },
+            r.vector
+                .as_deref()
+                .map_or("–".to_string(), |v| format!("`{v}`")),
+            match (r.attack, r.time_to_mitigate_s) {
+                (false, _) => "–".to_string(),
+                (true, None) => "never".to_string(),
+                (true, Some(t)) => format!("{t:.2}"),
+            },
+            fmt_opt(r.attack_reaching_stack_pct, 2).replace('-', "–"),
+            r.false_bans,
+            r.unbans_during_attack,
+            r.legit_ok_pct,
+            fmt_opt(r.peer_legit_ok_pct, 1).replace('-', "–"),
+            r.blacklist_max,
+            r.alerts
+        ));
+    }
+    s
+}
+
 /// The header of [`table_row`].
 pub fn table_header() -> String {
     format!(
@@ -777,6 +825,8 @@ pub fn run_and_print(spec: &DetectSpec, cancel: &AtomicBool) -> Result<()> {
     lines.push('\n');
     std::fs::write(spec.out.join("results.jsonl"), &lines)
         .map_err(|e| Error::io("writing results.jsonl", e))?;
+    std::fs::write(spec.out.join("table.md"), markdown_table(&medians))
+        .map_err(|e| Error::io("writing table.md", e))?;
     write_json(
         &spec.out.join("summary.json"),
         &serde_json::json!({
