@@ -45,8 +45,10 @@
 //! sending at least `source_min_pps` of that vector: `syn_flood` blocks
 //! sources with incomplete handshakes concentrated on few ports (many
 //! ports: `port_scan`) and polices those that also complete handshakes or
-//! are known to; a spoofed SYN flood (distinct sources ≈ SYNs) switches on
-//! SYN cookies and the ACK guard instead; `ack_flood` switches on the ACK
+//! are known to; a spoofed SYN flood (distinct sources ≈ SYNs), or one
+//! spread over sources each too slow to attribute (what the blocks leave
+//! is still over the threshold), switches on SYN cookies and the ACK guard
+//! for the victim instead; `ack_flood` switches on the ACK
 //! guard; amplification, ICMP and fragment floods block their sources; a
 //! UDP flood blocks unknown sources and polices known ones. A source is
 //! never blocked for volume alone toward a healthy victim.
@@ -705,13 +707,26 @@ impl Detection {
             };
             let level = self.level(key);
             let c = self.attribute(key, an, m, &list, secs, level);
-            if an[SYN]
-                && m.syn_distinct >= self.cfg.spoof_min_distinct
-                && m.syn_distinct >= self.cfg.spoof_min_ratio * m.syn
-            {
-                let w = want.entry(*key).or_default();
-                w.syn_cookies = true;
-                w.ack_guard = true;
+            if an[SYN] {
+                // Spoofed (one SYN per source), or spread over sources too
+                // slow to attribute: what the blocks leave is still a
+                // flood. Either way SYN cookies answer it without state.
+                let spoofed = m.syn_distinct >= self.cfg.spoof_min_distinct
+                    && m.syn_distinct >= self.cfg.spoof_min_ratio * m.syn;
+                let attributed: f64 = c
+                    .iter()
+                    .filter(|x| {
+                        !x.police && matches!(x.vector, Vector::SynFlood | Vector::PortScan)
+                    })
+                    .map(|x| x.pps)
+                    .sum();
+                let thr = self.threshold(&self.victims[key], SYN);
+                let now_rate = (m.syn - m.comp).max(0.0) / secs;
+                if spoofed || now_rate - attributed > thr {
+                    let w = want.entry(*key).or_default();
+                    w.syn_cookies = true;
+                    w.ack_guard = true;
+                }
             }
             if an[ACK] {
                 want.entry(*key).or_default().ack_guard = true;

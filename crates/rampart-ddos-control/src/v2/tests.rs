@@ -227,6 +227,31 @@ fn spoofed_syn_flood_gets_cookies_not_a_blacklist() {
 }
 
 #[test]
+fn syn_flood_spread_over_sources_too_slow_to_attribute_gets_cookies() {
+    // 4,096 real sources at ~12 SYN/s each (under the per-source floor),
+    // 50,000 SYN/s in all: not spoofed (distinct ≪ SYNs), not attributable.
+    let mut rng = Rng::new(23);
+    let bg = background(&mut rng, 50);
+    let mut sim = Sim::new(&cfg());
+    warm(&mut sim, &bg, 60);
+    let atk = flood(Kind::SynRst, 4096, 24.0, 60);
+    sim.run(20, &with(bg.clone(), atk), &[]);
+    let p = sim
+        .protected
+        .get(&host(server()))
+        .copied()
+        .unwrap_or_default();
+    assert!(p.syn_cookies && p.ack_guard, "{p:?}");
+    assert!(
+        sim.ever_blocked().is_empty(),
+        "{:?}",
+        sim.ever_blocked().len()
+    );
+    no_legit_touched(&sim);
+    assert_eq!(sim.events_of(EventKind::AttackStart)[0].vector, "syn_flood");
+}
+
+#[test]
 fn hundreds_of_low_rate_reflectors_per_vector_are_caught_and_named() {
     for (c, name) in [
         (0u8, "dns"),
