@@ -52,6 +52,13 @@ struct gen_config {
 	__u32 src6_lo_base;
 	/* 1 if the L4 checksum is the UDP one (0 means "none" and must become 0xffff). */
 	__u32 l4_is_udp;
+	/* Low bits of the destination's last 32-bit word drawn at random per
+	 * packet (host byte order mask; 0: the template's destination). Carpet
+	 * bombing: a /24 is 0xff. */
+	__u32 dst_mask;
+	/* Offset of the TCP sequence number from the start of the frame, drawn
+	 * at random per packet (out-of-state floods); 0: the template's. */
+	__u32 seq_off;
 	__u32 _pad;
 };
 

@@ -8,7 +8,9 @@
  * program picks the next source index from a pre-shuffled schedule whose
  * per-source share follows the requested distribution, writes the source
  * address, fixes both checksums from partial sums, and returns XDP_TX, which
- * live-frames mode turns into a transmit out of the veth.
+ * live-frames mode turns into a transmit out of the veth. Optionally it also
+ * draws the low bits of the destination (carpet bombing over a prefix) and
+ * the TCP sequence number (out-of-state floods) at random per packet.
  *
  * Nothing is carried in the frame from one repetition to the next: the
  * kernel may or may not reset recycled pages, so every varying byte is
@@ -53,6 +55,20 @@ static __always_inline int write_l4_csum(void *data, void *data_end, __u32 sum)
 	return 0;
 }
 
+/* Replace 32-bit word `from` by `to` in an unfolded sum (RFC 1624). */
+static __always_inline __u32 csum_replace_sum(__u32 sum, __u32 from, __u32 to)
+{
+	return csum_add_word32(csum_add_word32(sum, ~from), to);
+}
+
+/* The destination word `w` (as stored) with its dst_mask bits drawn at random. */
+static __always_inline __u32 spread(__u32 w)
+{
+	__u32 m = gen_cfg.dst_mask;
+
+	return bpf_htonl((bpf_ntohl(w) & ~m) | (bpf_get_prandom_u32() & m));
+}
+
 SEC("xdp")
 int xdp_trafficgen(struct xdp_md *ctx)
 {
@@ -60,7 +76,7 @@ int xdp_trafficgen(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct gen_cpu_state *st;
 	struct gen_slots *slots;
-	__u32 zero = 0, slot, elem, idx;
+	__u32 zero = 0, slot, elem, idx, sum;
 
 	st = bpf_map_lookup_elem(&gen_state, &zero);
 	if (!st)
@@ -75,19 +91,26 @@ int xdp_trafficgen(struct xdp_md *ctx)
 
 	if (gen_cfg.family == GEN_FAMILY_V4) {
 		struct iphdr *iph = data + sizeof(struct ethhdr);
-		__u32 saddr, sum;
+		__u32 saddr, ip_sum;
 
 		if ((void *)(iph + 1) > data_end)
 			return XDP_ABORTED;
 		saddr = bpf_htonl(gen_cfg.src4_base + idx);
 		iph->saddr = saddr;
-		iph->check = csum_fold32(csum_add_word32(gen_cfg.ip_sum_nosrc, saddr));
+		ip_sum = csum_add_word32(gen_cfg.ip_sum_nosrc, saddr);
 		sum = csum_add_word32(gen_cfg.l4_sum_nosrc, saddr);
-		if (write_l4_csum(data, data_end, sum))
-			return XDP_ABORTED;
+		if (gen_cfg.dst_mask) {
+			__u32 old = iph->daddr;
+			__u32 new = spread(old);
+
+			iph->daddr = new;
+			ip_sum = csum_replace_sum(ip_sum, old, new);
+			sum = csum_replace_sum(sum, old, new);
+		}
+		iph->check = csum_fold32(ip_sum);
 	} else {
 		struct ipv6hdr *ip6h = data + sizeof(struct ethhdr);
-		__u32 lo, sum;
+		__u32 lo;
 
 		if ((void *)(ip6h + 1) > data_end)
 			return XDP_ABORTED;
@@ -100,9 +123,27 @@ int xdp_trafficgen(struct xdp_md *ctx)
 		sum = csum_add_word32(sum, gen_cfg.src6_hi[1]);
 		sum = csum_add_word32(sum, gen_cfg.src6_hi[2]);
 		sum = csum_add_word32(sum, lo);
-		if (write_l4_csum(data, data_end, sum))
-			return XDP_ABORTED;
+		if (gen_cfg.dst_mask) {
+			__u32 old = ip6h->daddr.in6_u.u6_addr32[3];
+			__u32 new = spread(old);
+
+			ip6h->daddr.in6_u.u6_addr32[3] = new;
+			sum = csum_replace_sum(sum, old, new);
+		}
 	}
+	if (gen_cfg.seq_off) {
+		__u32 *seq = data + (gen_cfg.seq_off & 0xff);
+		__u32 old, new;
+
+		if ((void *)(seq + 1) > data_end)
+			return XDP_ABORTED;
+		old = *seq;
+		new = bpf_get_prandom_u32();
+		*seq = new;
+		sum = csum_replace_sum(sum, old, new);
+	}
+	if (write_l4_csum(data, data_end, sum))
+		return XDP_ABORTED;
 	return XDP_TX;
 }
 

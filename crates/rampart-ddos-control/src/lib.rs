@@ -33,6 +33,7 @@ pub mod prefix;
 pub mod sources;
 #[cfg(test)]
 mod testutil;
+pub mod v2;
 
 pub use config::{
     AmplificationConfig, DetectConfig, EntropyConfig, IcmpFloodConfig, MonitorConfig,

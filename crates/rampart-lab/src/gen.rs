@@ -71,6 +71,12 @@ pub struct GenSpec {
     pub dst: Option<IpAddr>,
     /// Seed of the schedule shuffle.
     pub seed: u64,
+    /// Draw this many low bits of the destination at random per packet
+    /// (0–32; of the last 32-bit word for IPv6): carpet bombing over the
+    /// destination's /(32 − bits) (IPv4) or across its /64 (IPv6).
+    pub dst_spread_bits: u8,
+    /// Draw the TCP sequence number at random per packet (syn, ack, rst).
+    pub random_seq: bool,
 }
 
 impl Default for GenSpec {
@@ -88,6 +94,8 @@ impl Default for GenSpec {
             dport: None,
             dst: None,
             seed: 0x7261_6d70,
+            dst_spread_bits: 0,
+            random_seq: false,
         }
     }
 }
@@ -139,6 +147,17 @@ impl GenSpec {
                     "--dst must be of the family being sent (add or drop --ipv6)".into(),
                 ));
             }
+        }
+        if self.dst_spread_bits > 32 {
+            return Err(Error::InvalidSpec(format!(
+                "destination spread of {} bits out of range: use 0..=32",
+                self.dst_spread_bits
+            )));
+        }
+        if self.random_seq && !matches!(self.proto, Proto::Syn | Proto::Ack | Proto::Rst) {
+            return Err(Error::InvalidSpec(
+                "a random sequence number needs a TCP protocol: syn, ack or rst".into(),
+            ));
         }
         // Size and header fit, checked here (not only when the generator is
         // built) so a bad size is reported whether or not a lab is up.
@@ -409,6 +428,17 @@ pub fn load_program(spec: &GenSpec) -> Result<LoadedGen> {
         c.src6_hi[w] = u32::from_ne_bytes(o6[w * 4..w * 4 + 4].try_into().unwrap_or_default());
     }
     c.src6_lo_base = u32::from_be_bytes(o6[12..16].try_into().unwrap_or_default());
+    c.dst_mask = match spec.dst_spread_bits {
+        0 => 0,
+        32.. => u32::MAX,
+        b => (1u32 << b) - 1,
+    };
+    // The TCP sequence number: 4 bytes into the TCP header.
+    c.seq_off = if spec.random_seq {
+        (14 + if spec.ipv6 { 40 } else { 20 } + 4) as u32
+    } else {
+        0
+    };
     let skel = open
         .load()
         .bpf_context(|| "loading xdp_trafficgen".into())?;

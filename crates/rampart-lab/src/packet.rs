@@ -22,6 +22,8 @@ pub enum Proto {
     Syn,
     /// TCP ACK (an ACK flood, or the end of a handshake).
     Ack,
+    /// TCP RST (an out-of-state RST flood).
+    Rst,
     /// DNS query for `example.com` A, EDNS(0), padded to size.
     Dns,
     /// ICMP / ICMPv6 echo request.
@@ -35,11 +37,12 @@ impl std::str::FromStr for Proto {
             "udp" => Proto::Udp,
             "syn" => Proto::Syn,
             "ack" => Proto::Ack,
+            "rst" => Proto::Rst,
             "dns" => Proto::Dns,
             "icmp" => Proto::Icmp,
             o => {
                 return Err(Error::InvalidSpec(format!(
-                    "unknown protocol {o:?}: use udp, syn, ack, dns or icmp"
+                    "unknown protocol {o:?}: use udp, syn, ack, rst, dns or icmp"
                 )))
             }
         })
@@ -51,7 +54,7 @@ impl Proto {
     pub fn default_dport(self) -> u16 {
         match self {
             Proto::Udp => 9,
-            Proto::Syn | Proto::Ack => 80,
+            Proto::Syn | Proto::Ack | Proto::Rst => 80,
             Proto::Dns => 53,
             Proto::Icmp => 0,
         }
@@ -100,7 +103,7 @@ pub fn min_size(proto: Proto, v6: bool) -> usize {
     let l4 = match proto {
         Proto::Udp | Proto::Icmp => 8,
         Proto::Syn => 24,
-        Proto::Ack => 20,
+        Proto::Ack | Proto::Rst => 20,
         Proto::Dns => 8 + 12 + 13 + 4 + 11,
     };
     (14 + l3 + l4).max(MIN_FRAME)
@@ -177,7 +180,7 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
     let l4hdr = match spec.proto {
         Proto::Udp | Proto::Dns | Proto::Icmp => 8,
         Proto::Syn => 24,
-        Proto::Ack => 20,
+        Proto::Ack | Proto::Rst => 20,
     };
     let room = spec.size.saturating_sub(hdrs + l4hdr);
     let f = match spec.proto {
@@ -195,6 +198,10 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
             .window(502)
             .flags(tcp::ACK)
             .ack(0x2000_0001),
+        Proto::Rst => Frame::tcp(spec.src, spec.dst, spec.sport, spec.dport)
+            .seq(0x1000_0001)
+            .window(0)
+            .flags(tcp::RST),
         Proto::Icmp => Frame::icmp_echo(spec.src, spec.dst)
             .echo_id(0x7261)
             .zeros(room),
@@ -226,7 +233,7 @@ pub fn build(spec: &FrameSpec) -> Result<Template> {
     let seg_end = l4_off + ip_payload_len;
     let csum_rel = match spec.proto {
         Proto::Udp | Proto::Dns => Some(6),
-        Proto::Syn | Proto::Ack => Some(16),
+        Proto::Syn | Proto::Ack | Proto::Rst => Some(16),
         Proto::Icmp if v6 => Some(2),
         Proto::Icmp => None,
     };
@@ -289,6 +296,7 @@ pub fn check(frame: &[u8]) -> std::result::Result<Checked, String> {
         17 if c.dport == 53 => Proto::Dns,
         17 => Proto::Udp,
         6 if c.tcp_flags & tcp::SYN != 0 => Proto::Syn,
+        6 if c.tcp_flags & tcp::RST != 0 => Proto::Rst,
         6 => Proto::Ack,
         _ => Proto::Icmp,
     };
@@ -357,7 +365,14 @@ mod tests {
 
     #[test]
     fn every_template_patches_to_valid_frames() {
-        for proto in [Proto::Udp, Proto::Syn, Proto::Ack, Proto::Dns, Proto::Icmp] {
+        for proto in [
+            Proto::Udp,
+            Proto::Syn,
+            Proto::Ack,
+            Proto::Rst,
+            Proto::Dns,
+            Proto::Icmp,
+        ] {
             for v6 in [false, true] {
                 for size in [64usize, 128, 1514] {
                     let s = spec(proto, v6, size);

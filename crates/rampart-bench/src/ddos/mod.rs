@@ -3,12 +3,15 @@
 //! - [`filter`]: drop rate of the blacklist against bare XDP_DROP and the
 //!   peers (nftables set, iptables rules, xdp-filter), alternated
 //!   repetitions, medians;
+//! - [`detect`]: the detection scenario suite (real tools, the shipped
+//!   configuration, ground truth from the harness);
 //! - [`features`]: time to read one feature interval;
 //! - [`update`]: blacklist updates of up to 1M entries under a flood;
 //! - [`experiments`]: the four figures of the placement modes (drop rate,
 //!   CPU, requests/s under attack, hybrid offload quality);
 //! - [`peers`]: the peers the blacklist is measured against.
 
+pub mod detect;
 pub mod experiments;
 pub mod features;
 pub mod filter;

@@ -42,6 +42,25 @@ pub enum BenchCmd {
     TenantFairness(FairnessArgs),
     /// The tenant services' evaluation: accounting overhead, offload gain (data, plots, summary.json).
     Tenant(ServicesBenchArgs),
+    /// ddos detection scenario suite: real tools against the daemon on the shipped
+    /// dist/rampart-ddos.toml, one lab per scenario; one JSON object per scenario and a summary.
+    Detect(DetectArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DetectArgs {
+    /// Scenarios to run (comma-separated or repeated; default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub scenario: Vec<String>,
+    /// Repetitions of each scenario (the summary takes medians).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+    /// Print one JSON object per scenario (medians), then the summary object.
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for results.jsonl, runs.jsonl, summary.json and each run's files (created).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +269,16 @@ pub struct FairnessArgs {
 
 pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
     match cmd {
+        BenchCmd::Detect(a) => {
+            let spec = rampart_bench::ddos::detect::DetectSpec {
+                scenarios: a.scenario,
+                repeat: a.repeat,
+                json: a.json,
+                out: a.out,
+                rampart_bin: std::env::current_exe()?,
+            };
+            Ok(rampart_bench::ddos::detect::run_and_print(&spec, cancel)?)
+        }
         BenchCmd::Filter(a) => {
             let dist = if a.dist == "random" {
                 Dist::parse("uniform", a.dist_param)?
