@@ -353,6 +353,34 @@ mod tests {
     }
 
     #[test]
+    fn every_key_is_in_the_how_detection_works_page() {
+        let doc = include_str!("../../../../docs/ddos.md");
+        let start = doc.find("### How detection works").expect("section");
+        let end = doc[start..].find("\n### ").map_or(doc.len(), |e| start + e);
+        let page = &doc[start..end];
+        let v: toml::Value = toml::Value::try_from(DetectionConfig::default()).unwrap();
+        for (k, x) in v.as_table().unwrap() {
+            if let Some(t) = x.as_table() {
+                assert!(page.contains(&format!("`{k}.<vector>`")), "{k}");
+                for (f, val) in t {
+                    assert!(page.contains(f.as_str()), "{k}.{f}");
+                    let n = val.as_float().unwrap();
+                    assert!(
+                        page.contains(&format!("| {n} |"))
+                            || page.contains(&format!("| {n} each |")),
+                        "{k}.{f} = {n}"
+                    );
+                }
+            } else {
+                assert!(
+                    page.contains(&format!("`{k}`")),
+                    "{k} missing from docs/ddos.md"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn fingerprint_follows_what_is_learned_not_the_whitelist() {
         let a = DetectionConfig::default();
         let mut b = a.clone();

@@ -217,6 +217,8 @@ struct VictimState {
     protect_quiet_s: f64,
     /// An IPv6 /64 whose traffic is spread over many addresses (carpet).
     spread: bool,
+    /// Its protection is its /24's (a carpet), not its own.
+    inherited: bool,
     /// Last interval's rates, thresholds and anomalies (for the views).
     current: [f64; NV],
     threshold: [f64; NV],
@@ -1380,9 +1382,15 @@ impl Detection {
             let flood = an[SYN] || an[ACK];
             let mut next = st.protection;
             if w.syn_cookies || w.ack_guard {
+                if st.inherited {
+                    next = Protection::default();
+                    st.inherited = false;
+                }
                 next.syn_cookies |= w.syn_cookies;
                 next.ack_guard |= w.ack_guard;
                 st.protect_quiet_s = 0.0;
+            } else if st.inherited {
+                // Managed by its /24 (below).
             } else if !st.protection.is_off() {
                 if flood {
                     st.protect_quiet_s = 0.0;
@@ -1395,7 +1403,9 @@ impl Detection {
             }
             if next != st.protection {
                 st.protection = next;
-                prot_changes.push((*key, next));
+                if !is_agg {
+                    prot_changes.push((*key, next));
+                }
                 if let Some(at) = st.attack.as_mut() {
                     at.dirty = true;
                 }
@@ -1423,22 +1433,43 @@ impl Detection {
                 st.attack = None;
             }
         }
-        // Protection changes, to the data path's victims (a /24 carpet
-        // protects each of its member addresses).
-        for (key, flags) in prot_changes {
-            if key.family() == 4 && key.len() == 24 {
-                let mut members: Vec<Prefix> = meas
-                    .keys()
-                    .filter(|k| k.len() == 32 && key.contains(&k.net().addr()))
-                    .copied()
-                    .collect();
-                members.sort();
-                for m in members {
-                    out.protect.push(ProtectChange { victim: m, flags });
-                }
-            } else {
-                out.protect.push(ProtectChange { victim: key, flags });
+        // A /24 carpet protects each of its addresses that has traffic (or
+        // was protected by it), as long as the /24 is protected; an address
+        // with protection of its own keeps it.
+        let agg_prot: HashMap<Prefix, Protection> = self
+            .victims
+            .iter()
+            .filter(|(k, s)| k.family() == 4 && k.len() == 24 && !s.protection.is_off())
+            .map(|(k, s)| (*k, s.protection))
+            .collect();
+        let mut members: Vec<Prefix> = self
+            .victims
+            .iter()
+            .filter(|(k, s)| {
+                s.inherited
+                    || (meas.contains_key(k)
+                        && carpet_key(k).is_some_and(|a| agg_prot.contains_key(&a)))
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        members.sort();
+        for m in members {
+            let ap = carpet_key(&m)
+                .and_then(|a| agg_prot.get(&a).copied())
+                .unwrap_or_default();
+            let st = self.victims.get_mut(&m).expect("listed");
+            if !ap.is_off() && st.protection != ap && (st.inherited || st.protection.is_off()) {
+                st.protection = ap;
+                st.inherited = true;
+                prot_changes.push((m, ap));
+            } else if ap.is_off() && st.inherited {
+                st.protection = Protection::default();
+                st.inherited = false;
+                prot_changes.push((m, st.protection));
             }
+        }
+        for (victim, flags) in prot_changes {
+            out.protect.push(ProtectChange { victim, flags });
         }
         // Unpolice: the victim's attack is over.
         let attacked: HashSet<Prefix> = self

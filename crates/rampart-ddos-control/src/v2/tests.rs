@@ -397,6 +397,46 @@ fn carpet_over_a_v4_slash24() {
 }
 
 #[test]
+fn spoofed_syn_carpet_over_a_v4_slash24_protects_every_address() {
+    let mut rng = Rng::new(24);
+    let bg = background(&mut rng, 50);
+    let mut sim = Sim::new(&cfg());
+    warm(&mut sim, &bg, 60);
+    // hping3 -S --rand-source --rand-dest: 50,000 SYN/s over the /24;
+    // first half of it, then all of it.
+    let sp = |n: u8| -> Vec<Spoofed> {
+        (1..=n)
+            .map(|d| Spoofed {
+                dst: server_net(d),
+                pps: 50_000.0 / f64::from(n),
+            })
+            .collect()
+    };
+    sim.run(10, &bg, &sp(127));
+    sim.run(20, &bg, &sp(254));
+    for d in 1..=254u8 {
+        let p = sim.protected.get(&host(server_net(d))).copied();
+        assert!(
+            p.is_some_and(|p| p.syn_cookies && p.ack_guard),
+            "{d}: {p:?}"
+        );
+    }
+    assert!(sim.ever_blocked().is_empty());
+    let st = sim.events_of(EventKind::AttackStart);
+    assert_eq!(st.len(), 1, "{st:?}");
+    assert_eq!(st[0].vector, "carpet/syn_flood");
+    // The /24 itself is not a data-path victim.
+    assert!(sim
+        .verdicts
+        .iter()
+        .flat_map(|v| &v.protect)
+        .all(|c| c.victim.len() == 32));
+    sim.run(200, &bg, &[]);
+    assert!(sim.protected.is_empty(), "{:?}", sim.protected.len());
+    assert_eq!(sim.events_of(EventKind::AttackEnd).len(), 1);
+}
+
+#[test]
 fn carpet_over_a_v6_slash64() {
     let mut rng = Rng::new(9);
     let bg = background(&mut rng, 50);
