@@ -914,3 +914,47 @@ proptest! {
         prop_assert!(end.is_some_and(|e| (e + 1 - stop) as f64 * SECS >= c.attack_end_s));
     }
 }
+
+#[test]
+fn recorded_intervals_replay_to_the_same_verdicts() {
+    let mut rng = Rng::new(25);
+    let bg = background(&mut rng, 50);
+    let mut sim = Sim::new(&cfg());
+    sim.recording = Some(Vec::new());
+    warm(&mut sim, &bg, 40);
+    let amp: Vec<Flow> = (0..40)
+        .map(|i| Flow {
+            src: attacker(1000 + i),
+            dst: server(),
+            pps: 100.0,
+            size: 1400,
+            kind: Kind::Amp(2),
+        })
+        .collect();
+    let atk = with(flood(Kind::SynRst, 5, 40_000.0, 60), amp);
+    sim.run(
+        20,
+        &with(bg.clone(), atk),
+        &[Spoofed {
+            dst: server_net(9),
+            pps: 200_000.0,
+        }],
+    );
+    sim.run(100, &bg, &[]);
+    // JSON lines, as the daemon records them.
+    let text: String = sim
+        .recording
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap() + "\n")
+        .collect();
+    let mut det = Detection::new(&cfg(), "eth0").unwrap();
+    for (line, want) in text.lines().zip(&sim.verdicts) {
+        let r: Recorded = serde_json::from_str(line).unwrap();
+        assert_eq!(&det.observe(&r.interval()), want);
+    }
+    assert_eq!(text.lines().count(), sim.verdicts.len());
+    assert!(sim.verdicts.iter().any(|v| !v.blocks.is_empty()));
+    assert!(sim.verdicts.iter().any(|v| !v.protect.is_empty()));
+}
