@@ -69,7 +69,7 @@ use serde::{Deserialize, Serialize};
 pub use config::{DetectionConfig, Floors};
 pub use types::{
     Action, Aggregated, AttackEvent, Block, EventKind, Gauge, Interval, Police, ProtectChange,
-    Protection, Skips, SourceRate, Unblock, Vector, VectorView, Verdict, VictimView, NV,
+    Protection, Recorded, Skips, SourceRate, Unblock, Vector, VectorView, Verdict, VictimView, NV,
     VECTOR_NAMES,
 };
 

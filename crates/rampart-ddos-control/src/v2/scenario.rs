@@ -13,8 +13,8 @@ use crate::testutil::Rng;
 use crate::{FeatureRecord, Prefix, VictimRecord};
 
 use super::{
-    AttackEvent, Detection, DetectionConfig, EventKind, Interval, Protection, Skips, SourceRate,
-    Verdict,
+    AttackEvent, Detection, DetectionConfig, EventKind, Interval, Protection, Recorded, Skips,
+    SourceRate, Verdict,
 };
 
 /// Interval length of the daemon.
@@ -116,6 +116,8 @@ pub struct Sim {
     pub protected: BTreeMap<Prefix, Protection>,
     /// Every verdict so far, by interval.
     pub verdicts: Vec<Verdict>,
+    /// The intervals, when recording.
+    pub recording: Option<Vec<Recorded>>,
     scan_port: u16,
 }
 
@@ -133,6 +135,7 @@ impl Sim {
             policed: BTreeMap::new(),
             protected: BTreeMap::new(),
             verdicts: Vec::new(),
+            recording: None,
             scan_port: 1,
         }
     }
@@ -327,6 +330,9 @@ impl Sim {
             blocked: &blocked,
             policed: &policed,
         };
+        if let Some(rec) = self.recording.as_mut() {
+            rec.push(Recorded::of(&iv));
+        }
         let v = self.det.observe(&iv);
         self.index += 1;
         for b in &v.blocks {

@@ -834,6 +834,35 @@ fn legit_flows(n: u32, heavy: f64, nat_conns: f64, seed: u64) -> Vec<Flow> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
+    /// Whatever normal traffic a victim sees, its baseline rises no faster
+    /// than the bound: after n intervals from nothing,
+    /// b ≤ F·((1 + c)ⁿ − 1) with F = floor / multiplier and
+    /// c = growth_per_min · secs / 60; and never above the highest sample.
+    #[test]
+    fn prop_baseline_growth_is_bounded(
+        rates in proptest::collection::vec(0.0f64..1.0, 20..400),
+        growth in 0.0f64..2.0,
+    ) {
+        let mut c = cfg();
+        c.baseline_growth_per_min = growth;
+        let mut sim = Sim::new(&c);
+        let floor = c.floors.udp_flood;
+        let mut max: f64 = 0.0;
+        for (n, r) in rates.iter().enumerate() {
+            // Under the floor: every interval is normal and learned.
+            let pps = r * floor * 0.99;
+            max = max.max(pps);
+            sim.step(&flood(Kind::Udp, 4, pps / 4.0, 200), &[]);
+            let b = sim.det.baseline(&host(server()), Vector::UdpFlood);
+            let f = floor / c.multiplier;
+            let k = growth * SECS / 60.0;
+            let bound = f * ((1.0 + k).powi(n as i32 + 1) - 1.0);
+            prop_assert!(b <= bound * (1.0 + 1e-9) + 1e-9, "n={} b={} bound={}", n, b, bound);
+            prop_assert!(b <= max + 1e-9);
+        }
+        prop_assert!(sim.ever_blocked().is_empty());
+    }
+
     /// Any legitimate background (clients completing handshakes, a heavy
     /// client, a NAT gateway, a flash crowd) is never blocked or policed.
     #[test]
@@ -913,4 +942,48 @@ proptest! {
         let end = sim.verdicts.iter().position(|v| v.events.iter().any(|e| e.event == EventKind::AttackEnd));
         prop_assert!(end.is_some_and(|e| (e + 1 - stop) as f64 * SECS >= c.attack_end_s));
     }
+}
+
+#[test]
+fn recorded_intervals_replay_to_the_same_verdicts() {
+    let mut rng = Rng::new(25);
+    let bg = background(&mut rng, 50);
+    let mut sim = Sim::new(&cfg());
+    sim.recording = Some(Vec::new());
+    warm(&mut sim, &bg, 40);
+    let amp: Vec<Flow> = (0..40)
+        .map(|i| Flow {
+            src: attacker(1000 + i),
+            dst: server(),
+            pps: 100.0,
+            size: 1400,
+            kind: Kind::Amp(2),
+        })
+        .collect();
+    let atk = with(flood(Kind::SynRst, 5, 40_000.0, 60), amp);
+    sim.run(
+        20,
+        &with(bg.clone(), atk),
+        &[Spoofed {
+            dst: server_net(9),
+            pps: 200_000.0,
+        }],
+    );
+    sim.run(100, &bg, &[]);
+    // JSON lines, as the daemon records them.
+    let text: String = sim
+        .recording
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap() + "\n")
+        .collect();
+    let mut det = Detection::new(&cfg(), "eth0").unwrap();
+    for (line, want) in text.lines().zip(&sim.verdicts) {
+        let r: Recorded = serde_json::from_str(line).unwrap();
+        assert_eq!(&det.observe(&r.interval()), want);
+    }
+    assert_eq!(text.lines().count(), sim.verdicts.len());
+    assert!(sim.verdicts.iter().any(|v| !v.blocks.is_empty()));
+    assert!(sim.verdicts.iter().any(|v| !v.protect.is_empty()));
 }

@@ -170,6 +170,59 @@ impl Interval<'_> {
     }
 }
 
+/// An [`Interval`] that owns its records: one JSON line of a recording
+/// (record with [`Recorded::of`], replay with [`Recorded::interval`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// [`Interval::index`].
+    pub index: u64,
+    /// [`Interval::secs`].
+    pub secs: f64,
+    /// [`Interval::pairs`].
+    #[serde(default)]
+    pub pairs: Vec<FeatureRecord>,
+    /// [`Interval::victims`].
+    #[serde(default)]
+    pub victims: Vec<VictimRecord>,
+    /// [`Interval::skips`].
+    #[serde(default)]
+    pub skips: Skips,
+    /// [`Interval::blocked`].
+    #[serde(default)]
+    pub blocked: Vec<SourceRate>,
+    /// [`Interval::policed`].
+    #[serde(default)]
+    pub policed: Vec<SourceRate>,
+}
+
+impl Recorded {
+    /// Copy an interval.
+    pub fn of(iv: &Interval<'_>) -> Self {
+        Recorded {
+            index: iv.index,
+            secs: iv.secs,
+            pairs: iv.pairs.to_vec(),
+            victims: iv.victims.to_vec(),
+            skips: iv.skips,
+            blocked: iv.blocked.to_vec(),
+            policed: iv.policed.to_vec(),
+        }
+    }
+
+    /// The interval it recorded.
+    pub fn interval(&self) -> Interval<'_> {
+        Interval {
+            index: self.index,
+            secs: self.secs,
+            pairs: &self.pairs,
+            victims: &self.victims,
+            skips: self.skips,
+            blocked: &self.blocked,
+            policed: &self.policed,
+        }
+    }
+}
+
 /// Block a source (or a source prefix) attacking a victim.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Block {
