@@ -218,7 +218,7 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
         &lab,
         &c,
         "hw+xdp-host",
-        "[monitor]\nhold_s = 0.5\nquiet_intervals = 2\n[offload]\ncapacity = 8\n",
+        "[detect]\nhold_s = 0.5\nattack_end_s = 1\n[offload]\ncapacity = 8\n",
     ))
     .unwrap();
     // Let it learn a few (idle) normal intervals.
@@ -292,7 +292,7 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
     let a = alerts(&c);
     assert!(a
         .iter()
-        .any(|x| x["rampart"]["event"] == "unblock" && x["rampart"]["detector"] == "rate_monitor"));
+        .any(|x| x["rampart"]["event"] == "unblock" && x["rampart"]["detector"] == "detection"));
     assert!(
         h.view().tiers.iter().all(|t| t.rules == 0),
         "no rule left in any tier"
@@ -562,10 +562,9 @@ fn ipt_count_src(ns: &str, src: std::net::IpAddr) -> u64 {
 fn mode_drops_blocked_sources_where_it_says(tag: &str, mode: &str) {
     let lab = TestLab::up(tag, 0);
     let c = Cleanup::new(&lab);
-    // Detection off: the 8 operator blocks are the only rules.
-    let off = "[detect.rate]\nenabled = false\n[detect.entropy]\nenabled = false\n\
-               [detect.signatures.udp_amplification]\nenabled = false\n\
-               [detect.signatures.udp_flood]\nenabled = false\n[offload]\ncapacity = 4\n";
+    // 40 kpps of UDP from ordinary ports stays below the shipped udp_flood
+    // floor: the 8 operator blocks are the only rules.
+    let off = "[offload]\ncapacity = 4\n";
     let h = Handle::spawn(config(&lab, &c, mode, off)).unwrap();
     let hw = mode.starts_with("hw+");
     let sent = if hw { 48_000 } else { 16_000 };
@@ -718,7 +717,7 @@ fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
         &c,
         "hw+xdp-host",
         // `config` ends inside its [hw] section: the first two keys land there.
-        "counters = false\nprobes_per_interval = 2\n[monitor]\nhold_s = 0.3\nquiet_intervals = 2\n\
+        "counters = false\nprobes_per_interval = 2\n[detect]\nhold_s = 0.3\nattack_end_s = 1\n\
          [offload]\ncapacity = 4\n",
     ))
     .unwrap();
