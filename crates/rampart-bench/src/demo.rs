@@ -475,7 +475,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let after_leaked = last.leaked.saturating_sub(at_ttm.leaked);
 
     // 3. The attack is over: wait for the rate monitor to unban everything.
-    say("attack stopped; waiting for the rate monitor to unban the sources".into());
+    say("attack stopped; waiting for detection to end the attack and unban the sources".into());
     let mut unbanned_after = None;
     while attack_end.elapsed().as_secs_f64() < args.unban_timeout && !cancel.load(Ordering::Relaxed)
     {

@@ -6,6 +6,13 @@
 //! ([`Interval`] of [`FeatureRecord`]s, as the data path's snapshots give them) and
 //! per-source rates, so every rule here is testable with synthetic data.
 //!
+//! - [`v2::Detection`] is detection v2: per victim and per vector against
+//!   learned per-victim baselines, then attribution of sources, SYN cookies
+//!   and the ACK guard for spoofed and out-of-state floods, policing,
+//!   prefix aggregation, unban on the source's own rate, attack events
+//!   (its module documentation says how the daemon calls it). It replaces
+//!   the v1 [`Detection`] and [`RateMonitor`] below once the daemon is
+//!   moved to it.
 //! - [`Detection`] runs the enabled [`Detector`]s over one interval
 //!   ([`detect::RateDetector`], [`detect::EntropyDetector`],
 //!   [`detect::AmplificationDetector`], [`detect::SynFloodDetector`],

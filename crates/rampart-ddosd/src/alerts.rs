@@ -9,6 +9,7 @@
 use std::net::IpAddr;
 
 use rampart_ddos::Prefix;
+use rampart_ddos_control::v2::AttackEvent;
 pub use rampart_service::alert::{Action, Alert, Alerts, App, EventType};
 
 /// The address of a prefix that is one host (`/32`, `/128`).
@@ -31,7 +32,7 @@ pub fn block(p: &Prefix, detector: &str, reason: &str, pps: f64, bps: f64, tier:
     a
 }
 
-/// A source unblocked (`by`: `rate_monitor` or `operator`; the signature is
+/// A source unblocked (`by`: `detection` or `operator`; the signature is
 /// the one it was blocked under, `blocked_by`).
 pub fn unblock(p: &Prefix, blocked_by: &str, by: &str, reason: Option<String>) -> Alert {
     let mut a = Alert::rule(App::Ddos, "unblock", blocked_by, Action::Unblocked);
@@ -42,18 +43,57 @@ pub fn unblock(p: &Prefix, blocked_by: &str, by: &str, reason: Option<String>) -
     a
 }
 
-/// An attack started or ended on interface `iface`.
-pub fn attack(start: bool, iface: &str, blocked: usize, top: Vec<String>) -> Alert {
-    let mut a = Alert::rule(
-        App::Ddos,
-        if start { "attack_start" } else { "attack_end" },
-        "attack",
-        Action::Blocked,
-    );
+/// `a` (a block) as part of the attack on `victim` by `vector`.
+pub fn with_attack(mut a: Alert, victim: &Prefix, vector: &str) -> Alert {
+    a.rampart.victim = Some(victim.to_string());
+    a.rampart.vector = Some(vector.into());
+    a
+}
+
+/// An attack event of detection (`attack_start`, `attack_update`,
+/// `attack_end`) for one victim, on interface `iface`: the vector's
+/// signature, the victim as `dest_ip` (or `rampart.victim` for a prefix),
+/// rates, peaks, sources and what was done.
+pub fn attack_event(e: &AttackEvent, iface: &str) -> Alert {
+    let action = if e.action.blocked > 0 {
+        Action::Blocked
+    } else {
+        Action::Allowed
+    };
+    let mut a = Alert::rule(App::Ddos, e.event.name(), &e.vector, action);
+    a.dest_ip = host_addr(&e.victim);
     a.in_iface = Some(iface.into());
-    a.rampart.reason = Some(format!("{blocked} sources blocked"));
-    a.rampart.sources = Some(blocked as u64);
-    a.rampart.top_sources = top;
+    let r = &mut a.rampart;
+    r.attack_id = Some(format!("ddos/{}/{}", e.victim, e.start_index));
+    r.victim = Some(e.victim.to_string());
+    r.vector = Some(e.vector.clone());
+    r.detector = Some("detection".into());
+    r.reason = Some(e.reason.clone());
+    r.pps = Some(e.pps);
+    r.bps = Some(e.bps);
+    r.peak_pps = Some(e.peak_pps);
+    r.peak_bps = Some(e.peak_bps);
+    r.sources = Some(e.sources);
+    r.top_sources = e
+        .top_sources
+        .iter()
+        .map(|(ip, pps)| format!("{ip} {pps:.0} pps"))
+        .collect();
+    let collateral: u64 = e.action.aggregated.iter().map(|g| u64::from(g.collateral)).sum();
+    if !e.action.aggregated.is_empty() {
+        r.collateral = Some(collateral);
+    }
+    for (k, v) in [
+        ("vectors", serde_json::json!(e.vectors)),
+        ("duration_s", serde_json::json!(e.duration_s)),
+        ("blocked", serde_json::json!(e.action.blocked)),
+        ("policed", serde_json::json!(e.action.policed)),
+        ("syn_cookies", serde_json::json!(e.action.syn_cookies)),
+        ("ack_guard", serde_json::json!(e.action.ack_guard)),
+        ("aggregated", serde_json::json!(e.action.aggregated)),
+    ] {
+        r.details.insert(k.into(), v);
+    }
     a
 }
 

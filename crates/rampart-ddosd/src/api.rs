@@ -31,7 +31,9 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa_axum::routes;
 
-use crate::daemon::{Blocked, Command, CommandError, Daemon, Handle, RateView, TierView, View};
+use crate::daemon::{
+    Blocked, Command, CommandError, Daemon, Handle, Policed, RateView, TierView, View,
+};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -115,10 +117,14 @@ pub struct Status {
     pub interval_s: f64,
     /// Intervals run.
     pub intervals: u64,
-    /// Attack in progress.
+    /// Attack in progress (on any victim).
     pub under_attack: bool,
-    /// Highest single-source pps under normal activity.
-    pub normal_peak_pps: f64,
+    /// Victims under attack now.
+    pub victims_under_attack: usize,
+    /// Victims with SYN cookies or the ACK guard on.
+    pub victims_protected: usize,
+    /// Sources policed now.
+    pub policed: usize,
     /// Planner swap threshold.
     pub threshold: f64,
     /// Resumed from pinned state at start.
@@ -127,7 +133,7 @@ pub struct Status {
     pub blocked: usize,
     /// Sources ever blocked (since start).
     pub blocked_total: u64,
-    /// Sources ever unbanned by the rate monitor (since start).
+    /// Sources ever unbanned by detection (since start).
     pub unbanned_total: u64,
 }
 
@@ -166,7 +172,13 @@ async fn status(State(st): State<ApiState>) -> Json<Status> {
         interval_s: v.interval_s,
         intervals: v.intervals,
         under_attack: v.under_attack,
-        normal_peak_pps: v.normal_peak_pps,
+        victims_under_attack: v.victims.iter().filter(|x| x.under_attack).count(),
+        victims_protected: v
+            .victims
+            .iter()
+            .filter(|x| !x.protection.is_off())
+            .count(),
+        policed: v.policed.len(),
         threshold: v.threshold,
         resumed: v.resumed,
         blocked: v.blocked.len(),
@@ -258,6 +270,18 @@ async fn rates(State(st): State<ApiState>) -> Json<Vec<RateView>> {
     Json(view(&st).rates)
 }
 
+#[utoipa::path(get, path = "/v1/victims", tag = "ddos",
+    responses((status = 200, description = "Victims detection follows: `[{\"victim\", \"under_attack\", \"vectors\": [{\"vector\", \"current_pps\", \"baseline_pps\", \"threshold_pps\", \"anomalous\"}], \"source_level_pps\", \"protection\": {\"syn_cookies\", \"ack_guard\"}, \"blocked\", \"policed\"}]`", body = Object)))]
+async fn victims(State(st): State<ApiState>) -> Json<Vec<rampart_ddos_control::v2::VictimView>> {
+    Json(view(&st).victims)
+}
+
+#[utoipa::path(get, path = "/v1/policed", tag = "ddos",
+    responses((status = 200, description = "Sources policed (rate-limited instead of blocked)", body = Vec<Policed>)))]
+async fn policed(State(st): State<ApiState>) -> Json<Vec<Policed>> {
+    Json(view(&st).policed)
+}
+
 #[utoipa::path(get, path = "/v1/tiers", tag = "ddos",
     responses((status = 200, description = "Tiers and their occupancy", body = Vec<TierView>)))]
 async fn tiers(State(st): State<ApiState>) -> Json<Vec<TierView>> {
@@ -274,6 +298,8 @@ pub fn routes(st: ApiState) -> Routes {
         .routes(routes!(whitelist_remove))
         .routes(routes!(rates))
         .routes(routes!(tiers))
+        .routes(routes!(victims))
+        .routes(routes!(policed))
         .with_state(st)
 }
 

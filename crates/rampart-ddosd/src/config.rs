@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use rampart_ddos_control::{DetectConfig, MonitorConfig, PlannerConfig};
+use rampart_ddos_control::v2::DetectionConfig;
+use rampart_ddos_control::PlannerConfig;
 use rampart_service::alert::AlertsConfig;
 use rampart_service::{ConfigError, ServerConfig};
 use serde::{Deserialize, Serialize};
@@ -29,10 +30,10 @@ pub struct Config {
     pub filter: FilterSection,
     /// `[hw]`: the hardware tier of the `hw+…` modes and the NIC hop.
     pub hw: HwConfig,
-    /// `[detect]` (rampart-ddos-control).
-    pub detect: DetectConfig,
-    /// `[monitor]` (rampart-ddos-control).
-    pub monitor: MonitorConfig,
+    /// `[detect]`: per-victim detection, attribution, policing, SYN
+    /// cookies, unbans and the attack lifecycle (rampart-ddos-control;
+    /// docs/ddos.md, "How detection works").
+    pub detect: DetectionConfig,
     /// `[offload]` (rampart-ddos-control). `capacity` is capped at the hardware tier's own.
     pub offload: PlannerConfig,
     /// `[alerts]`: where alerts go (a JSON-lines file or stdout, syslog, a webhook).
@@ -174,8 +175,7 @@ impl Default for Config {
             daemon: DaemonConfig::default(),
             filter: FilterSection::default(),
             hw: HwConfig::default(),
-            detect: DetectConfig::default(),
-            monitor: MonitorConfig::default(),
+            detect: DetectionConfig::default(),
             offload: PlannerConfig::default(),
             alerts: AlertsConfig::default(),
         }
@@ -295,9 +295,6 @@ impl Config {
         self.detect
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
-        self.monitor
-            .validate()
-            .map_err(|e| Error::Config(e.to_string()))?;
         self.offload
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
@@ -380,6 +377,11 @@ mod tests {
     fn shipped_example_parses() {
         let c = Config::parse(include_str!("../../../dist/rampart-ddos.toml")).unwrap();
         assert_eq!(c.daemon.mode, Mode::XdpHost);
+        assert_eq!(
+            c.detect,
+            DetectionConfig::default(),
+            "the shipped [detect] is the defaults"
+        );
         assert!(
             !c.daemon.mode.has_hw(),
             "no hardware tier unless configured"
@@ -452,12 +454,12 @@ mod tests {
         let c = Config::parse(
             "[daemon]\nmode = \"xdp-host\"\nnetns = \"rp-host\"\ninterval_s = 0.2\n\
              [hw]\nupdate_delay_ms = 0\n[detect]\nwhitelist = [\"10.10.0.1\"]\n\
-             [monitor]\nhold_s = 1\n[offload]\ncapacity = 64\n",
+             hold_s = 1\n[offload]\ncapacity = 64\n",
         )
         .unwrap();
         assert_eq!(c.daemon.mode, Mode::XdpHost);
         assert_eq!(c.detect.whitelist, vec!["10.10.0.1".to_string()]);
-        assert_eq!(c.monitor.hold_s, 1.0);
+        assert_eq!(c.detect.hold_s, 1.0);
         assert_eq!(c.offload.capacity, 64);
     }
 

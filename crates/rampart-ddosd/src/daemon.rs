@@ -1,10 +1,11 @@
 //! The mitigation daemon: one loop per interval.
 //!
-//! features snapshot → [`Detection`] → block in the host tier (the XDP
-//! blacklist, which always holds **every** blocked source) → per-source
-//! rates from every tier (hardware rule counter deltas + XDP per-entry
-//! counter deltas) → [`RateMonitor`] unbans → [`Planner`] moves the top-K
-//! to the hardware tier, make-before-break.
+//! features snapshot → per-source rates from every tier (hardware rule
+//! counter deltas + XDP per-entry counter deltas) → [`Detection`] (per
+//! victim: blocks, unbans, policing, SYN cookies, attack events) → block
+//! in the host tier (the XDP blacklist, which always holds **every**
+//! blocked source), unban, protect → [`Planner`] moves the top-K to the
+//! hardware tier, make-before-break.
 //!
 //! **Zero leak.** A source enters the hardware tier only while the XDP
 //! blacklist already drops it, and leaves the XDP blacklist only when it is
@@ -17,8 +18,9 @@
 //! **Restart.** Everything that filters is pinned (the XDP link and maps,
 //! the EMULATED NIC's table), so killing the daemon never stops filtering;
 //! a new daemon opens the pins, reads the blocked set back from the tiers,
-//! and the reasons, operator whitelist and learned normal peak from its
-//! state file.
+//! and the reasons, operator whitelist and what detection learned
+//! (baselines, blocks, protection; baselines only when the configuration
+//! and interface that learned them are the same) from its state file.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -29,7 +31,9 @@ use std::time::{Duration, Instant};
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_ddos::filter::{self, Filter, FilterConfig, Scope};
 use rampart_ddos::{FeatureRecord, Features, Prefix};
-use rampart_ddos_control::{BlockDecision, Detection, Interval, Planner, RateMonitor};
+use rampart_ddos::protect::{Protect, ProtectFlags};
+use rampart_ddos_control::v2::{self, Detection, Restore, SourceRate, Verdict};
+use rampart_ddos_control::{BlockDecision, Planner};
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +64,21 @@ pub struct Blocked {
     /// Blocked by the operator (never unbanned by the rate monitor).
     #[serde(default)]
     pub operator: bool,
+}
+
+/// A source detection polices.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Policed {
+    /// The source.
+    pub prefix: String,
+    /// The victim it sent to.
+    pub victim: String,
+    /// The victim's anomalous vector.
+    pub vector: String,
+    /// Rate it may send (packets/s).
+    pub rate_pps: f64,
+    /// Why policed rather than blocked.
+    pub reason: String,
 }
 
 /// One source's measured rate.
@@ -98,10 +117,15 @@ pub struct View {
     pub interval_s: f64,
     /// Intervals run.
     pub intervals: u64,
-    /// Attack in progress.
+    /// Attack in progress (on any victim).
     pub under_attack: bool,
-    /// Highest single-source pps under normal activity.
-    pub normal_peak_pps: f64,
+    /// Victims detection follows: rates, baselines, thresholds, protection.
+    pub victims: Vec<v2::VictimView>,
+    /// Detection's gauges (per victim and vector, and totals).
+    #[serde(skip)]
+    pub gauges: Vec<v2::Gauge>,
+    /// Sources policed now (rate-limited in XDP instead of blocked).
+    pub policed: Vec<Policed>,
     /// Planner swap threshold.
     pub threshold: f64,
     /// Resumed from pinned state at start.
@@ -187,10 +211,10 @@ pub enum CommandError {
 struct SavedState {
     blocked: Vec<Blocked>,
     whitelist: Vec<String>,
-    normal_peak_pps: f64,
-    /// Normal peak and rate baseline (rampart-ddos-control's `Learned`).
+    /// What detection learned, with the fingerprint of the configuration
+    /// and interface that learned it (older state files have none).
     #[serde(default)]
-    learned: Option<rampart_ddos_control::Learned>,
+    detection: Option<v2::Learned>,
 }
 
 // The iptables variant is small; one HostTier exists per daemon.
@@ -215,17 +239,8 @@ impl HostTier {
     }
 }
 
-fn static_detector(s: &str) -> &'static str {
-    match s {
-        "rate" => "rate",
-        "entropy" => "entropy",
-        "udp_amplification" => "udp_amplification",
-        "syn_flood" => "syn_flood",
-        "icmp_flood" => "icmp_flood",
-        "operator" => "operator",
-        _ => "resumed",
-    }
-}
+/// Victims whose per-vector gauges `/metrics` shows (the most loaded).
+const MAX_VICTIM_GAUGES: usize = 32;
 
 /// The daemon's state (lives on one thread: BPF handles are not Send).
 pub struct Daemon {
@@ -238,7 +253,11 @@ pub struct Daemon {
     moving_to_hw: HashSet<Prefix>,
     exclusive: bool,
     detection: Detection,
-    monitor: RateMonitor,
+    /// Per-victim protection (SYN cookies, ACK guard), opened at the first
+    /// protection change or at start when some is pinned.
+    protect: Option<Protect>,
+    scope: Scope,
+    policed: BTreeMap<Prefix, v2::Police>,
     planner: Planner,
     blocked: BTreeMap<Prefix, Blocked>,
     operator_whitelist: Vec<Prefix>,
@@ -249,8 +268,9 @@ pub struct Daemon {
     alerts: Alerts,
     metrics: Metrics,
     view: Arc<RwLock<View>>,
-    was_attack: bool,
     state_path: PathBuf,
+    /// Interval of the last state-file write (baselines are saved now and then).
+    saved_at: u64,
     intervals: u64,
     resumed: bool,
     unbanned_total: u64,
@@ -514,8 +534,7 @@ impl Daemon {
             }
         };
         let mut detection =
-            Detection::new(&cfg.detect).map_err(|e| Error::Config(e.to_string()))?;
-        let monitor = RateMonitor::new(&cfg.monitor);
+            Detection::new(&cfg.detect, &scope.name()).map_err(|e| Error::Config(e.to_string()))?;
         let mut pcfg = cfg.offload.clone();
         if let Some(h) = &hw {
             if let Some(c) = h.info().capacity {
@@ -540,11 +559,24 @@ impl Daemon {
                 operator_whitelist.push(p);
             }
         }
-        if let Some(l) = &saved.learned {
-            detection.restore(l);
-        } else if saved.normal_peak_pps > 0.0 {
-            detection.set_normal_peak_pps(saved.normal_peak_pps);
+        match &saved.detection {
+            Some(l) => match detection.restore(l) {
+                Restore::Fresh { reason } => {
+                    tracing::info!("detection starts without baselines: {reason}");
+                }
+                r => tracing::info!("detection resumed from {}: {r:?}", state_path.display()),
+            },
+            None => tracing::info!(
+                "detection starts without baselines (no learned state in {}): only the floors apply until it learns",
+                state_path.display()
+            ),
         }
+        // Protection the data path keeps (pinned) is reopened so that it
+        // can be switched off; none pinned: opened at the first change.
+        let protect = match Protect::open(&scope) {
+            Ok(p) if p.list().is_ok_and(|l| !l.is_empty()) => Some(p),
+            _ => None,
+        };
         let mut me = Self {
             exclusive: mode == Mode::HwXdpNic,
             cfg,
@@ -554,7 +586,9 @@ impl Daemon {
             hw,
             moving_to_hw: HashSet::new(),
             detection,
-            monitor,
+            protect,
+            scope: scope.clone(),
+            policed: BTreeMap::new(),
             planner,
             blocked: BTreeMap::new(),
             operator_whitelist,
@@ -565,8 +599,8 @@ impl Daemon {
             alerts,
             metrics,
             view,
-            was_attack: false,
             state_path,
+            saved_at: 0,
             intervals: 0,
             resumed: false,
             unbanned_total: 0,
@@ -596,29 +630,27 @@ impl Daemon {
             }
         }
         resumed |= !held.is_empty();
-        let now = Instant::now();
+        // Detection unbans what it blocked (its learned state lists them);
+        // a source found in the blacklist that neither it nor the operator
+        // is known to have blocked stays until the operator removes it.
+        let known: HashSet<Prefix> = me.detection.blocked().into_iter().map(|b| b.0).collect();
         for p in held {
             let b = reasons.get(&p.to_string()).cloned().unwrap_or(Blocked {
                 prefix: p.to_string(),
-                detector: "resumed".into(),
+                detector: if known.contains(&p) { "detection" } else { "resumed" }.into(),
                 reason: "found in the pinned blacklist at start".into(),
                 since: rampart_service::alert::unix_now(),
                 pps_at_block: 0.0,
                 operator: false,
             });
-            if !b.operator {
-                me.monitor.blocked(
-                    &BlockDecision {
-                        prefix: p,
-                        detector: static_detector(&b.detector),
-                        reason: b.reason.clone(),
-                        pps: b.pps_at_block,
-                        bps: 0.0,
-                    },
-                    now,
-                );
-            }
             me.blocked.insert(p, b);
+        }
+        // Blocks detection remembers but the tiers lost (a tier emptied
+        // behind the daemon's back) are forgotten, so they are re-detected.
+        for p in known {
+            if !me.blocked.contains_key(&p) {
+                me.detection.forget_block(&p);
+            }
         }
         me.resumed = resumed;
         // Start a fresh interval so the first one has a known length.
@@ -734,6 +766,17 @@ impl Daemon {
     }
 
     fn block_now(&mut self, decisions: &[BlockDecision], operator: bool) -> Result<()> {
+        self.block_for(decisions, &[], operator)
+    }
+
+    /// Block `decisions` in the host tier; `attacks[i]` is the (victim,
+    /// vector) decision `i` answers, for its alert.
+    fn block_for(
+        &mut self,
+        decisions: &[BlockDecision],
+        attacks: &[(Prefix, String)],
+        operator: bool,
+    ) -> Result<()> {
         let ps: Vec<Prefix> = decisions.iter().map(|d| d.prefix).collect();
         let n = self.host.tier().install(&ps)?;
         let host = self.host_name();
@@ -741,11 +784,7 @@ impl Daemon {
             .rule_updates
             .with_label_values(&[host, "add"])
             .inc_by(n as u64);
-        let now = Instant::now();
-        for d in decisions {
-            if !operator {
-                self.monitor.blocked(d, now);
-            }
+        for (i, d) in decisions.iter().enumerate() {
             self.metrics.blocks.with_label_values(&[d.detector]).inc();
             self.blocked_total += 1;
             self.blocked.insert(
@@ -759,9 +798,11 @@ impl Daemon {
                     operator,
                 },
             );
-            self.alerts.emit(alerts::block(
-                &d.prefix, d.detector, &d.reason, d.pps, d.bps, host,
-            ));
+            let mut a = alerts::block(&d.prefix, d.detector, &d.reason, d.pps, d.bps, host);
+            if let Some((victim, vector)) = attacks.get(i) {
+                a = alerts::with_attack(a, victim, vector);
+            }
+            self.alerts.emit(a);
         }
         Ok(())
     }
@@ -786,7 +827,9 @@ impl Daemon {
             .with_label_values(&[host, "remove"])
             .inc_by(n as u64);
         for (i, p) in prefixes.iter().enumerate() {
-            self.monitor.forget(p);
+            if detector == "operator" {
+                self.detection.forget_block(p);
+            }
             let was = self.blocked.remove(p);
             self.metrics.unblocks.with_label_values(&[detector]).inc();
             let blocked_by = was.as_ref().map_or("attack", |b| b.detector.as_str());
@@ -933,58 +976,28 @@ impl Daemon {
         let secs = t_end.duration_since(self.last_snap).as_secs_f64().max(1e-3);
         self.last_snap = t_end;
         self.intervals += 1;
-        let iv = Interval {
-            index,
-            secs,
-            records: &self.records,
-        };
-        let decisions: Vec<BlockDecision> = self
-            .detection
-            .observe(&iv)
-            .into_iter()
-            .filter(|d| !self.blocked.contains_key(&d.prefix))
-            .collect();
-        if !decisions.is_empty() {
-            self.block_now(&decisions, false)?;
-            self.metrics
-                .detection_latency
-                .observe(t_end.elapsed().as_secs_f64());
-        }
-        let attack = self.detection.under_attack();
-        if attack != self.was_attack {
-            let top = self
-                .last_rates
-                .iter()
-                .take(10)
-                .map(|r| r.prefix.clone())
-                .collect();
-            self.alerts.emit(alerts::attack(
-                attack,
-                &self.cfg.daemon.iface,
-                self.blocked.len(),
-                top,
-            ));
-            self.was_attack = attack;
-        }
         let mut rates = self.measure(secs)?;
         self.estimate_counterless(&mut rates);
-        let blocked_rates: Vec<(Prefix, f64)> = self
+        let blocked_rates: Vec<SourceRate> = self
             .blocked
             .iter()
             .filter(|(_, b)| !b.operator)
-            .map(|(p, _)| (*p, rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0)))
+            .map(|(p, _)| SourceRate {
+                prefix: *p,
+                pps: rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0),
+            })
             .collect();
-        let unbans = self.monitor.observe(
-            &blocked_rates,
-            self.detection.normal_peak_pps(),
-            Instant::now(),
-        );
-        if !unbans.is_empty() {
-            let ps: Vec<Prefix> = unbans.iter().map(|u| u.prefix).collect();
-            let rs: Vec<String> = unbans.iter().map(|u| u.reason.clone()).collect();
-            self.unblock_now(&ps, "rate_monitor", &rs)?;
-            self.unbanned_total += ps.len() as u64;
-        }
+        let iv = v2::Interval {
+            index,
+            secs,
+            pairs: &self.records,
+            victims: &[],
+            skips: v2::Skips::default(),
+            blocked: &blocked_rates,
+            policed: &[],
+        };
+        let verdict = self.detection.observe(&iv);
+        let changed = self.apply(&verdict, t_end)?;
         self.offload(&rates)?;
         self.drop_stats();
         let in_hw: HashSet<Prefix> = match &self.hw {
@@ -1007,14 +1020,110 @@ impl Daemon {
             .collect();
         rv.sort_by(|a, b| b.pps.total_cmp(&a.pps));
         self.last_rates = rv;
-        if !decisions.is_empty() || !unbans.is_empty() {
+        // Blocks and protection are saved when they change; baselines
+        // every minute of intervals, so a restart keeps what was learned.
+        let minute = (60.0 / self.cfg.daemon.interval_s).ceil() as u64;
+        if changed || self.intervals >= self.saved_at + minute {
             self.save();
+            self.saved_at = self.intervals;
         }
         self.metrics
             .loop_seconds
             .observe(t0.elapsed().as_secs_f64());
         self.publish();
         Ok(())
+    }
+
+    /// Carry out one verdict: blocks, unblocks, policing, protection,
+    /// events. Returns whether anything the state file holds changed.
+    fn apply(&mut self, v: &Verdict, t_end: Instant) -> Result<bool> {
+        let mut decisions = Vec::new();
+        let mut attacks = Vec::new();
+        for b in &v.blocks {
+            if self.blocked.contains_key(&b.prefix) {
+                continue;
+            }
+            decisions.push(BlockDecision {
+                prefix: b.prefix,
+                detector: b.detector,
+                reason: format!("{}: {}", b.vector, b.reason),
+                pps: b.pps,
+                bps: b.bps,
+            });
+            attacks.push((b.victim, b.vector.clone()));
+        }
+        if !decisions.is_empty() {
+            self.block_for(&decisions, &attacks, false)?;
+            self.metrics
+                .detection_latency
+                .observe(t_end.elapsed().as_secs_f64());
+        }
+        let unbans: Vec<(Prefix, String)> = v
+            .unblocks
+            .iter()
+            .filter(|u| self.blocked.get(&u.prefix).is_some_and(|b| !b.operator))
+            .map(|u| (u.prefix, u.reason.clone()))
+            .collect();
+        if !unbans.is_empty() {
+            let ps: Vec<Prefix> = unbans.iter().map(|u| u.0).collect();
+            let rs: Vec<String> = unbans.iter().map(|u| u.1.clone()).collect();
+            self.unblock_now(&ps, "detection", &rs)?;
+            self.unbanned_total += ps.len() as u64;
+        }
+        // Policing decisions are followed (and shown) here; the XDP
+        // policer applies them where the data path has one.
+        for p in &v.police {
+            self.policed.insert(p.prefix, p.clone());
+        }
+        for p in &v.unpolice {
+            self.policed.remove(p);
+        }
+        for c in &v.protect {
+            self.set_protection(c);
+        }
+        for e in &v.events {
+            self.alerts.emit(alerts::attack_event(e, &self.cfg.daemon.iface));
+        }
+        Ok(!decisions.is_empty()
+            || !unbans.is_empty()
+            || !v.police.is_empty()
+            || !v.unpolice.is_empty()
+            || !v.protect.is_empty())
+    }
+
+    /// Switch a victim's SYN cookies / ACK guard. A failure (e.g. a kernel
+    /// that cannot complete cookie connections) is logged with its reason
+    /// and the victim stays as it was: blocks still apply.
+    fn set_protection(&mut self, c: &v2::ProtectChange) {
+        let flags = ProtectFlags {
+            syn_cookies: c.flags.syn_cookies,
+            ack_guard: c.flags.ack_guard,
+        };
+        let victim = c.victim.net().addr();
+        if self.protect.is_none() {
+            match Protect::open(&self.scope) {
+                Ok(p) => self.protect = Some(p),
+                Err(e) => {
+                    tracing::warn!("protection of {} not switched: {e}", c.victim);
+                    return;
+                }
+            }
+        }
+        let p = self.protect.as_mut().expect("opened above");
+        let r = if flags.is_empty() {
+            p.clear(victim).map(|_| ())
+        } else {
+            p.set(victim, flags)
+        };
+        match r {
+            Ok(()) => tracing::info!(
+                "protection of {}: syn_cookies {}, ack_guard {}",
+                c.victim,
+                flags.syn_cookies,
+                flags.ack_guard
+            ),
+            Err(e) => tracing::warn!("protection of {} not switched: {e}", c.victim),
+        }
     }
 
     fn save(&self) {
@@ -1025,8 +1134,7 @@ impl Daemon {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
-            normal_peak_pps: self.detection.normal_peak_pps(),
-            learned: Some(self.detection.learned()),
+            detection: Some(self.detection.learned()),
         };
         if let Some(d) = self.state_path.parent() {
             let _ = std::fs::create_dir_all(d);
@@ -1054,12 +1162,8 @@ impl Daemon {
         }
         let t = self.host.tier_ref();
         push(t.info(), t.rules().unwrap_or_default());
-        let mut wl: Vec<String> = self
-            .detection
-            .whitelist()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let mut wl: Vec<String> = self.cfg.detect.whitelist.clone();
+        wl.extend(self.operator_whitelist.iter().map(ToString::to_string));
         wl.sort();
         wl.dedup();
         let v = View {
@@ -1067,7 +1171,19 @@ impl Daemon {
             interval_s: self.cfg.daemon.interval_s,
             intervals: self.intervals,
             under_attack: self.detection.under_attack(),
-            normal_peak_pps: self.detection.normal_peak_pps(),
+            victims: self.detection.victims(),
+            gauges: self.detection.gauges(MAX_VICTIM_GAUGES),
+            policed: self
+                .policed
+                .values()
+                .map(|p| Policed {
+                    prefix: p.prefix.to_string(),
+                    victim: p.victim.to_string(),
+                    vector: p.vector.clone(),
+                    rate_pps: p.rate_pps,
+                    reason: p.reason.clone(),
+                })
+                .collect(),
             threshold: self.planner.threshold(),
             resumed: self.resumed,
             blocked: self.blocked.values().cloned().collect(),

@@ -51,6 +51,23 @@ fn read(v: &View, out: &mut Samples) {
         f64::from(u8::from(v.under_attack)),
     );
     out.set("rampart_ddos_planner_threshold", &[], v.threshold);
+    for g in &v.gauges {
+        match g.name {
+            "current_pps" | "baseline_pps" | "threshold_pps" => out.set(
+                "rampart_ddos_victim_pps",
+                &[&g.victim, g.vector, g.name.trim_end_matches("_pps")],
+                g.value,
+            ),
+            "source_level_pps" => {
+                out.set("rampart_ddos_victim_source_level_pps", &[&g.victim], g.value);
+            }
+            "victims" => out.set("rampart_ddos_victims", &[], g.value),
+            "attacks" => out.set("rampart_ddos_attacks", &[], g.value),
+            "policed" => out.set("rampart_ddos_policed", &[], g.value),
+            "protected" => out.set("rampart_ddos_protected_victims", &[], g.value),
+            _ => {}
+        }
+    }
 }
 
 fn state(view: Arc<RwLock<View>>) -> StateCollector {
@@ -83,6 +100,24 @@ fn state(view: Arc<RwLock<View>>) -> StateCollector {
     .gauge(
         "rampart_ddos_planner_threshold",
         "Offload planner swap threshold",
+        &[],
+    )
+    .gauge(
+        "rampart_ddos_victim_pps",
+        "Per victim and vector: the last interval's rate (kind current), the learned baseline and the threshold (packets/s; the most loaded victims)",
+        &["victim", "vector", "kind"],
+    )
+    .gauge(
+        "rampart_ddos_victim_source_level_pps",
+        "Per victim: the per-source level (unban level and policing rate), packets/s",
+        &["victim"],
+    )
+    .gauge("rampart_ddos_victims", "Victims detection follows", &[])
+    .gauge("rampart_ddos_attacks", "Attacks in progress", &[])
+    .gauge("rampart_ddos_policed", "Sources policed", &[])
+    .gauge(
+        "rampart_ddos_protected_victims",
+        "Victims with SYN cookies or the ACK guard on",
         &[],
     )
 }

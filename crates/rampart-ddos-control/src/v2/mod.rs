@@ -225,6 +225,32 @@ struct VictimState {
     anomalous: [bool; NV],
 }
 
+#[cfg(test)]
+mod memory_tests {
+    use super::Memory;
+    use std::net::IpAddr;
+
+    #[test]
+    fn an_address_seen_in_every_generation_is_never_forgotten() {
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let mut m = Memory::default();
+        m.insert(a, 10);
+        m.insert(b, 10);
+        for _ in 0..5 {
+            m.rotate();
+            m.insert(a, 10);
+        }
+        assert!(m.contains(&a));
+        assert!(!m.contains(&b));
+        // The bound: no new address beyond it.
+        let mut m = Memory::default();
+        m.insert(a, 1);
+        m.insert(b, 1);
+        assert!(m.contains(&a) && !m.contains(&b));
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Blocked {
     victim: Prefix,
@@ -257,8 +283,10 @@ impl Memory {
     fn contains(&self, a: &IpAddr) -> bool {
         self.cur.contains(a) || self.old.contains(a)
     }
+    /// Remember `a` for this generation and the next (an address seen
+    /// again moves to the current generation).
     fn insert(&mut self, a: IpAddr, max: usize) {
-        if self.cur.len() < max && !self.old.contains(&a) {
+        if self.cur.len() < max {
             self.cur.insert(a);
         }
     }

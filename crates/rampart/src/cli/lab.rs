@@ -75,7 +75,7 @@ pub struct GenArgs {
     /// Distribution parameter: gaussian sigma as a fraction of --sources (0.15), zipf exponent (1.0).
     #[arg(long, allow_negative_numbers = true)]
     pub dist_param: Option<f64>,
-    /// udp, syn, ack, dns or icmp.
+    /// udp, syn, ack, rst, dns or icmp.
     #[arg(long, default_value = "udp")]
     pub proto: String,
     /// Frame size in bytes without FCS (default 64, or the smallest that fits the headers).
@@ -105,6 +105,13 @@ pub struct GenArgs {
     /// Destination address (default: host's address in the lab).
     #[arg(long)]
     pub dst: Option<std::net::IpAddr>,
+    /// Draw this many low bits of the destination at random per packet
+    /// (carpet bombing: 8 covers the destination's /24; 0-32).
+    #[arg(long, default_value_t = 0)]
+    pub dst_spread_bits: u8,
+    /// Draw the TCP sequence number at random per packet (syn, ack, rst).
+    #[arg(long)]
+    pub random_seq: bool,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -133,6 +140,8 @@ impl GenArgs {
             sport: self.sport,
             dport: self.dport,
             dst: self.dst,
+            dst_spread_bits: self.dst_spread_bits,
+            random_seq: self.random_seq,
             ..GenSpec::default()
         };
         spec.validate()?;

@@ -94,7 +94,8 @@ pub struct ScenarioResult {
     pub false_bans: u64,
     /// Attack sources unbanned while the attack ran.
     pub unbans_during_attack: u64,
-    /// The steady legitimate client's successes in the attack window vs the reference window, percent.
+    /// Legitimate requests served in the attack window, percent of a run without it (the steady
+    /// client against its reference window, plus the extra users against all they asked).
     pub legit_ok_pct: f64,
     /// Most sources in the blacklist at once.
     pub blacklist_max: u64,
@@ -198,6 +199,16 @@ fn ratio_pct(a: f64, b: f64) -> f64 {
     } else {
         0.0
     }
+}
+
+/// The legitimate requests served in a window, percent of those a run
+/// without the attack serves: the steady client against its reference
+/// rate, plus the scenario's extra users (flash crowd, NAT) against every
+/// request they made (nginx serves all of them when nothing blocks them).
+fn legit_ok(steady: &Window, seconds: f64, ref_rate: f64, users: &[Window]) -> f64 {
+    let want = ref_rate * seconds + users.iter().map(|u| u.due as f64).sum::<f64>();
+    let got = steady.ok as f64 + users.iter().map(|u| u.ok as f64).sum::<f64>();
+    ratio_pct(got, want)
 }
 
 /// Loads running during a window.
@@ -451,7 +462,7 @@ fn run_once(
         attack_reaching_stack_pct: if sc.attack { m.reaching_pct } else { None },
         false_bans: verdict.false_bans as u64,
         unbans_during_attack: verdict.unbans_during_attack as u64,
-        legit_ok_pct: ratio_pct(ok(&tl.legit_attack, (tl.a0, tl.a1)), ref_rate),
+        legit_ok_pct: legit_ok(&tl.legit_attack, secs((tl.a0, tl.a1)), ref_rate, &tl.users),
         blacklist_max: blocked_max.max(verdict.blacklist_max_from_alerts as u64),
         alerts: verdict.alerts as u64,
         peer_legit_ok_pct: tl.peer.map(|(w, span)| ratio_pct(ok(&w, span), ref_rate)),
@@ -1011,6 +1022,17 @@ mod tests {
         x.peer_legit_ok_pct = Some(50.0);
         let j = serde_json::to_value(&x).unwrap();
         assert_eq!(j["peer_legit_ok_pct"], 50.0);
+    }
+
+    #[test]
+    fn blocked_extra_users_lower_legit_ok() {
+        let steady = Window { due: 600, ok: 600 };
+        // The steady client at its reference rate: 100 %.
+        assert!((legit_ok(&steady, 10.0, 60.0, &[]) - 100.0).abs() < 1e-9);
+        // A NAT source whose 4,000 requests were mostly refused.
+        let nat = Window { due: 4000, ok: 400 };
+        let v = legit_ok(&steady, 10.0, 60.0, &[nat]);
+        assert!((v - 100.0 * 1000.0 / 4600.0).abs() < 1e-9, "{v}");
     }
 
     #[test]
