@@ -181,6 +181,7 @@ struct Attack {
     peak_bps: f64,
     sources: HashMap<IpAddr, f64>,
     sources_total: u64,
+    distinct_peak: f64,
     policed: u64,
     aggregated: Vec<Aggregated>,
     dirty: bool,
@@ -369,6 +370,7 @@ struct Meas {
     syn: f64,
     comp: f64,
     syn_distinct: f64,
+    src_distinct: f64,
     /// Members with traffic per vector and the largest member's passed
     /// rate (for a /24 aggregate).
     members_v: [u32; NV],
@@ -638,6 +640,7 @@ impl Detection {
             e.syn += m.syn;
             e.comp += m.comp;
             e.syn_distinct += m.syn_distinct;
+            e.src_distinct += m.src_distinct;
         }
         aggs.retain(|a, e| {
             e.members >= self.cfg.carpet_min_victims
@@ -1347,6 +1350,7 @@ impl Detection {
                         peak_bps: 0.0,
                         sources: HashMap::default(),
                         sources_total: 0,
+                        distinct_peak: 0.0,
                         policed: 0,
                         aggregated: Vec::new(),
                         dirty: false,
@@ -1364,6 +1368,7 @@ impl Detection {
                 at.pps = vec_pps;
                 at.bps = m.bps;
                 at.peak_pps = at.peak_pps.max(vec_pps);
+                at.distinct_peak = at.distinct_peak.max(m.src_distinct);
                 at.peak_bps = at.peak_bps.max(m.bps);
             } else if let Some(at) = st.attack.as_mut() {
                 at.quiet_s += secs;
@@ -1827,6 +1832,7 @@ fn victim_meas(
     m.syn = syn;
     m.comp = comp;
     m.syn_distinct = r.syn_src_distinct;
+    m.src_distinct = r.src_distinct;
     m
 }
 
@@ -1867,12 +1873,13 @@ fn event(
     let blocked = at.blocked().max(blocked_now as u64);
     let reason =
         format!(
-        "{} on {key}: {} pps now, peak {} pps / {}bit/s; {} source(s); blocked {}, policed {}{}{}",
+        "{} on {key}: {} pps now, peak {} pps / {}bit/s; {} source(s) attributed of ~{} distinct; blocked {}, policed {}{}{}",
         name(main),
         si(at.pps),
         si(at.peak_pps),
         si(at.peak_bps),
         at.sources_total,
+        fixed(at.distinct_peak, 0),
         blocked,
         at.policed,
         if prot.syn_cookies { ", SYN cookies on" } else { "" },
@@ -1890,6 +1897,7 @@ fn event(
         peak_pps: at.peak_pps,
         peak_bps: at.peak_bps,
         sources: at.sources_total,
+        distinct_sources: at.distinct_peak.round(),
         top_sources: top,
         action: Action {
             blocked,

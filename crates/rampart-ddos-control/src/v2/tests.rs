@@ -213,6 +213,11 @@ fn spoofed_syn_flood_gets_cookies_not_a_blacklist() {
     assert_eq!(st[0].vector, "syn_flood");
     let upd = sim.events();
     assert!(upd.iter().any(|e| e.action.syn_cookies), "{upd:?}");
+    assert!(
+        upd.iter().any(|e| e.distinct_sources > 400_000.0),
+        "{upd:?}"
+    );
+    assert!(upd.iter().all(|e| e.sources == 0), "{upd:?}");
     // Off again after the flood, once the hold time passed.
     let stop = sim.verdicts.len();
     sim.run(120, &bg, &[]);

@@ -373,6 +373,10 @@ pub struct AttackEvent {
     /// Sources involved (attributed: blocked, policed or over the
     /// per-source floor), so far.
     pub sources: u64,
+    /// Distinct source addresses sending to the victim (all its traffic,
+    /// estimated), the highest of any interval of the attack: for a spoofed
+    /// flood, the number of (forged) sources.
+    pub distinct_sources: f64,
     /// The heaviest of them (address, peak pps), at most 10.
     pub top_sources: Vec<(IpAddr, f64)>,
     /// What was done.
