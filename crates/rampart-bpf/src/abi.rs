@@ -82,4 +82,26 @@ const _: () = assert!(size_of::<StreamOffCfg>() <= 64 && size_of::<StreamOffPref
 const _: fn(&StreamOffCfg) -> [u8; ST_OFF_CLAUSES] = |c| c.clause_mask;
 const _: fn(&StreamOffPrefix) -> [u32; 4] = |p| p.mask;
 
+// --- rampart stream tap (bpf/stream/abi.h, bpf/stream/tap.h) ------------
+
+/// The tap's settings (`struct stream_tap_cfg`, map `stream_tap_cfg[0]`).
+pub use crate::xdp_stream::types::stream_tap_cfg as StreamTapCfg;
+/// One connection in one epoch (`struct stream_agg_key`).
+pub use crate::xdp_stream::types::stream_agg_key as StreamAggKey;
+/// What one direction of a connection sent (`struct stream_agg_dir`).
+pub use crate::xdp_stream::types::stream_agg_dir as StreamAggDir;
+/// Both directions (`struct stream_agg_val`).
+pub use crate::xdp_stream::types::stream_agg_val as StreamAggVal;
+/// `enum stream_tap_mode`: tuples to the ring buffer.
+pub const ST_TAP_TUPLES: u32 = 0;
+/// `enum stream_tap_mode`: per-connection counters in per-CPU maps.
+pub const ST_TAP_AGGREGATE: u32 = 1;
+/// `enum stream_tap_counter` entries (`ST_TAP_CNT_MAX`).
+pub const ST_TAP_CNT_MAX: u32 = 10;
+
+const _: () = assert!(size_of::<StreamTapCfg>() == 16);
+const _: () = assert!(size_of::<StreamAggKey>() == 44);
+const _: () = assert!(size_of::<StreamAggDir>() == 56);
+const _: () = assert!(size_of::<StreamAggVal>() == 112);
+
 pub mod ddos;
