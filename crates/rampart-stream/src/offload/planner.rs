@@ -51,6 +51,10 @@ pub enum OpKind {
     /// A stateless operator that XDP cannot run (changes the record type,
     /// or arbitrary code).
     Stateless,
+    /// Map: tuple → connection part. Alone it is stateless; the tap can
+    /// run it in XDP as a keyed aggregation (per-connection counters per
+    /// epoch), which the next keyed operator merges.
+    Part,
     /// A keyed (stateful) operator: records are routed by key to it.
     Keyed {
         /// What the key is.
@@ -516,6 +520,127 @@ pub fn plan(
         key_mode,
         key_by_free,
         key_by_note,
+        config,
+        profile,
+        object: report,
+    })
+}
+
+/// The tap on a server's interface (host XDP): the kernel's own limits;
+/// records leave by a ring buffer or per-CPU maps, never by taking the frame.
+pub const TAP: Profile = Profile {
+    target: Target::HostXdp,
+    program: "xdp_stream_tap",
+    delivery: "tuples: one BPF ring buffer shared by the CPUs; aggregation: per-CPU hash maps per epoch (even/odd), read and emptied by userspace after each epoch, overflow to the ring buffer; every frame passed on (tail call to the next stage, else XDP_PASS)",
+    timestamps: "bpf_ktime_get_ns + the realtime offset",
+    ..HOST_XDP
+};
+
+/// Plan `graph` for the tap (one source replica): with `aggregate`, the
+/// app's `part` operator runs in XDP as per-connection counters. On the
+/// nfp profile the tap's program is checked and refused with every
+/// reason (no per-CPU maps, no ring buffer, entries over 64 bytes, ...).
+///
+/// # Errors
+/// [`PlanError`]: the target cannot run the tap, or the graph has no
+/// `part` operator to aggregate.
+pub fn plan_tap(
+    graph: &AppGraph,
+    target: Target,
+    aggregate: bool,
+    object: &Path,
+) -> Result<Plan, PlanError> {
+    let profile = match target {
+        Target::HostXdp => TAP.clone(),
+        Target::Nfp => Profile {
+            program: "xdp_stream_tap",
+            ..NFP.clone()
+        },
+    };
+    if graph.ops.first().map(|o| &o.kind) != Some(&OpKind::Source) {
+        return Err(PlanError::Invalid(format!(
+            "app {}: the graph does not start with a source, nothing to offload",
+            graph.app
+        )));
+    }
+    let report = objcheck::inspect(object, profile.program)?;
+    let reasons = profile.violations(&report);
+    if !reasons.is_empty() {
+        return Err(PlanError::Target { target, reasons });
+    }
+    if aggregate && !graph.ops.iter().any(|o| o.kind == OpKind::Part) {
+        return Err(PlanError::Invalid(format!(
+            "app {}: no connection-part operator to aggregate in XDP: use --offload tuples",
+            graph.app
+        )));
+    }
+    let mut placement = Vec::new();
+    let mut offloaded = Vec::new();
+    let mut filter: Option<Predicate> = None;
+    let mut key_mode = None;
+    let mut i = 0;
+    for op in &graph.ops {
+        let note = match &op.kind {
+            OpKind::Source => "parse the frame into the 56-byte tuple; the frame is passed on untouched".to_string(),
+            OpKind::Filter { predicate } if filter.is_none() => {
+                if let Err(why) = predicate.fits(ST_OFF_CLAUSES, ST_OFF_RANGES) {
+                    placement.push(Placement {
+                        name: op.name.clone(),
+                        tier: "userspace",
+                        note: format!("{predicate}: stays in userspace ({why})"),
+                    });
+                    i += 1;
+                    break;
+                }
+                filter = Some(predicate.clone());
+                format!("filter: {predicate}; rejected frames are not analysed (still passed)")
+            }
+            OpKind::FlowId { mode } if key_mode.is_none() => {
+                key_mode = Some(*mode);
+                format!("FlowID = jhash of the {mode} key")
+            }
+            OpKind::Part if aggregate => {
+                "keyed aggregation: per-connection counters (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) in per-CPU hash maps per 1 s epoch; userspace harvests each finished epoch and the next keyed operator merges the parts".to_string()
+            }
+            _ => break,
+        };
+        placement.push(Placement {
+            name: op.name.clone(),
+            tier: "xdp",
+            note,
+        });
+        offloaded.push(op.name.clone());
+        i += 1;
+    }
+    for op in &graph.ops[i..] {
+        let note = match &op.kind {
+            OpKind::Keyed { key, .. } => format!("keyed by {key}"),
+            OpKind::Part => "Map: tuple → one-packet connection part".into(),
+            _ => op.what.clone(),
+        };
+        placement.push(Placement {
+            name: op.name.clone(),
+            tier: "userspace",
+            note,
+        });
+    }
+    let config = OffloadConfig {
+        key_mode,
+        filter,
+        on_filtered: Action::Pass,
+        on_malformed: Action::Pass,
+        timestamps: Timestamps::Software,
+        replicas: 1,
+    };
+    Ok(Plan {
+        app: graph.app.clone(),
+        target,
+        sources: 1,
+        placement,
+        offloaded,
+        key_mode,
+        key_by_free: true,
+        key_by_note: "one source replica (one ring buffer): records go to the keyed operator as they come".into(),
         config,
         profile,
         object: report,

@@ -150,6 +150,11 @@ pub trait PacketSource: Clone + Send + 'static {
     fn delivers_parts(&self) -> bool {
         false
     }
+    /// With parts: the epoch they are summed over (a part's packets all
+    /// lie in one epoch `[e·epoch, (e+1)·epoch)` of event time).
+    fn part_epoch(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Replica `ctx.replica()`: emit connection parts in non-decreasing
     /// order of their first packet until the input ends or
     /// `ctx.is_cancelled()`.
@@ -369,6 +374,12 @@ impl PacketSource for AnySource {
     }
     fn delivers_parts(&self) -> bool {
         matches!(self, Self::Tap(s) if s.delivers_parts())
+    }
+    fn part_epoch(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Tap(s) => s.part_epoch(),
+            _ => None,
+        }
     }
     fn run_parts(&mut self, ctx: &mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> {
         match self {

@@ -379,6 +379,9 @@ impl PacketSource for TapSource {
     fn delivers_parts(&self) -> bool {
         self.inner.cfg.mode == TapMode::Aggregate
     }
+    fn part_epoch(&self) -> Option<Duration> {
+        self.delivers_parts().then_some(self.inner.cfg.epoch)
+    }
 
     fn run(&mut self, ctx: &mut SourceCtx<'_, StreamTuple>) -> std::result::Result<(), String> {
         if self.delivers_parts() {
