@@ -51,6 +51,7 @@ fn rec(i: u32) -> FlowRecord {
             EndReason::ForcedEnd,
         ][i as usize % 3],
         flow_id: 0,
+        ..Default::default()
     }
 }
 

@@ -64,6 +64,11 @@ pub struct FlowKey {
 }
 
 impl FlowKey {
+    /// The key of a tuple, seen from its sender.
+    pub fn of(t: &crate::tuple::StreamTuple) -> Self {
+        let p = FlowPart::from_tuple(t);
+        Self::of_conn(&p.key, usize::from(p.dir[0].packets == 0))
+    }
     /// The key of a connection seen from endpoint `client`.
     pub fn of_conn(k: &ConnKey, client: usize) -> Self {
         let s = client & 1;

@@ -114,7 +114,7 @@ fn encode_record(r: &FlowRecord, out: &mut Vec<u8>) {
     out.extend_from_slice(&r.bytes.to_be_bytes());
     out.extend_from_slice(&(r.first_ns / 1_000_000).to_be_bytes());
     out.extend_from_slice(&(r.last_ns / 1_000_000).to_be_bytes());
-    out.push(r.end_reason as u8);
+    out.push(r.end_reason.ipfix());
 }
 
 /// Builds IPFIX messages from flow records (no I/O: see [`Exporter`]).

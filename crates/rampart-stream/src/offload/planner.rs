@@ -719,26 +719,44 @@ mod tests {
     }
 
     #[test]
-    fn flowmeter_offloads_source_and_flowid_and_gets_key_by_free() {
+    fn flowmeter_offloads_its_source_and_spreads_by_the_bidirectional_flowid() {
         let p = plan(&fm(1), Target::HostXdp, 1, obj()).unwrap();
-        assert_eq!(p.offloaded, ["source", "flowid"]);
-        assert_eq!(p.key_mode, Some(KeyMode::FiveTuple));
-        assert!(p.key_by_free);
+        assert_eq!(p.offloaded, ["source"]);
+        assert_eq!(p.key_mode, None);
+        assert!(p.key_by_free, "one replica, one worker");
         assert_eq!(p.config.filter, None);
         assert_eq!(p.config.timestamps, Timestamps::RxMeta);
         let tiers: Vec<&str> = p.placement.iter().map(|x| x.tier).collect();
-        assert_eq!(tiers, ["xdp", "xdp", "userspace", "userspace"]);
-
+        assert_eq!(tiers, ["xdp", "userspace", "userspace", "userspace"]);
+        // Two replicas: a FlowID spreads the load, but ICMP requests and
+        // replies would part, so the key-by stays.
         let p = plan(&fm(2), Target::HostXdp, 2, obj()).unwrap();
-        assert!(p.key_by_free, "{}", p.key_by_note);
-        assert_eq!(p.config.replicas, 2);
-        let p = plan(&fm(1), Target::HostXdp, 2, obj()).unwrap();
+        assert_eq!(p.key_mode, Some(KeyMode::Bidir));
         assert!(!p.key_by_free);
-        assert!(
-            p.key_by_note.contains("1 workers for 2 source replicas"),
-            "{}",
-            p.key_by_note
-        );
+        assert!(p.key_by_note.contains("ICMP"), "{}", p.key_by_note);
+    }
+
+    #[test]
+    fn the_tap_aggregates_each_apps_parts_in_xdp_on_the_host_only() {
+        let g = synflood::graph(&synflood::SynfloodConfig::default());
+        let p = plan_tap(&g, Target::HostXdp, true, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "tcp", "part"]);
+        assert_eq!(p.object.program, "xdp_stream_tap");
+        assert_eq!(p.config.filter, Some(synflood::tcp_filter()));
+        assert!(p.to_string().contains("xdp       part"), "{p}");
+        assert!(p.to_string().contains("per-CPU hash maps"), "{p}");
+        let p = plan_tap(&g, Target::HostXdp, false, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "tcp"]);
+        assert_eq!(p.placement[2].tier, "userspace");
+        for g in [fm(1), portscan::graph(&portscan::PortscanConfig::default())] {
+            let p = plan_tap(&g, Target::HostXdp, true, obj()).unwrap();
+            assert!(p.offloaded.contains(&"part".to_string()), "{p}");
+        }
+        // The nfp cannot run the tap: per-CPU maps, a ring buffer, 112-byte values.
+        let e = plan_tap(&g, Target::Nfp, true, obj()).unwrap_err().to_string();
+        for why in ["percpu_hash", "ringbuf", "112-byte values"] {
+            assert!(e.contains(why), "{why}: {e}");
+        }
     }
 
     #[test]
@@ -760,16 +778,16 @@ mod tests {
     }
 
     #[test]
-    fn synflood_steers_by_the_syn_pair_key_of_its_window() {
+    fn synflood_steers_by_the_bidirectional_key_of_its_window() {
         let g = synflood::graph(&synflood::SynfloodConfig {
             engine: engine(2),
             ..Default::default()
         });
         let p = plan(&g, Target::HostXdp, 2, obj()).unwrap();
-        assert_eq!(p.offloaded, ["source", "tcp-handshake"]);
-        assert_eq!(p.key_mode, Some(KeyMode::SynPair));
+        assert_eq!(p.offloaded, ["source", "tcp"]);
+        assert_eq!(p.key_mode, Some(KeyMode::Bidir));
         assert!(p.key_by_free, "{}", p.key_by_note);
-        assert!(p.to_string().contains("xdp       tcp-handshake"));
+        assert!(p.to_string().contains("xdp       tcp"));
     }
 
     #[test]
