@@ -84,14 +84,14 @@ const _: fn(&StreamOffPrefix) -> [u32; 4] = |p| p.mask;
 
 // --- rampart stream tap (bpf/stream/abi.h, bpf/stream/tap.h) ------------
 
-/// The tap's settings (`struct stream_tap_cfg`, map `stream_tap_cfg[0]`).
-pub use crate::xdp_stream::types::stream_tap_cfg as StreamTapCfg;
-/// One connection in one epoch (`struct stream_agg_key`).
-pub use crate::xdp_stream::types::stream_agg_key as StreamAggKey;
 /// What one direction of a connection sent (`struct stream_agg_dir`).
 pub use crate::xdp_stream::types::stream_agg_dir as StreamAggDir;
+/// One connection in one epoch (`struct stream_agg_key`).
+pub use crate::xdp_stream::types::stream_agg_key as StreamAggKey;
 /// Both directions (`struct stream_agg_val`).
 pub use crate::xdp_stream::types::stream_agg_val as StreamAggVal;
+/// The tap's settings (`struct stream_tap_cfg`, map `stream_tap_cfg[0]`).
+pub use crate::xdp_stream::types::stream_tap_cfg as StreamTapCfg;
 /// `enum stream_tap_mode`: tuples to the ring buffer.
 pub const ST_TAP_TUPLES: u32 = 0;
 /// `enum stream_tap_mode`: per-connection counters in per-CPU maps.

@@ -80,8 +80,9 @@ fn harvest(p: &OffloadProgram) -> HashMap<ConnKey, Vec<FlowPart>> {
             let key = unsafe { std::ptr::read_unaligned(k.as_ptr().cast::<StreamAggKey>()) };
             for c in 0..cpus {
                 // SAFETY: as above.
-                let val =
-                    unsafe { std::ptr::read_unaligned(v[c * vs..].as_ptr().cast::<StreamAggVal>()) };
+                let val = unsafe {
+                    std::ptr::read_unaligned(v[c * vs..].as_ptr().cast::<StreamAggVal>())
+                };
                 let part = FlowPart::from_abi(&key, &val);
                 if part.packets() > 0 {
                     out.entry(part.key).or_default().push(part);
@@ -136,7 +137,11 @@ fn every_frame_passes_unchanged_and_accepted_ones_become_the_userspace_tuple() {
     let got = drain_ring(&p);
     assert_eq!(got.len(), want.len(), "one tuple per IP frame");
     for (g, w) in got.iter().zip(&want) {
-        assert!(g.ts_ns > 1_600_000_000_000_000_000, "epoch time: {}", g.ts_ns);
+        assert!(
+            g.ts_ns > 1_600_000_000_000_000_000,
+            "epoch time: {}",
+            g.ts_ns
+        );
         assert!(
             rampart_stream::tuple::same(&StreamTuple { ts_ns: 0, ..*g }, w),
             "{g:?} vs {w:?}"
@@ -267,19 +272,29 @@ fn a_full_aggregation_map_sends_tuples_instead() {
         .filter(|f| parse_frame(f, 0).is_ok())
         .collect();
     for f in &ips {
-        assert_eq!(testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval, XDP_PASS);
+        assert_eq!(
+            testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval,
+            XDP_PASS
+        );
     }
     let c = p.tap_counters().unwrap();
     assert!(c.agg_full > 0, "{c:?}");
     assert_eq!(c.aggregated + c.agg_full, ips.len() as u64, "{c:?}");
-    assert_eq!(drain_ring(&p).len() as u64, c.agg_full, "the overflow is in the ring");
+    assert_eq!(
+        drain_ring(&p).len() as u64,
+        c.agg_full,
+        "the overflow is in the ring"
+    );
 }
 
 #[test]
 fn the_next_stage_runs_after_the_tap() {
     let p = load(1 << 20, false, None);
     let f = common::corpus().remove(0).1;
-    assert_eq!(testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval, XDP_PASS);
+    assert_eq!(
+        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+        XDP_PASS
+    );
     // A stage that drops everything, in slot 0 of stream_tap_next.
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
     use std::os::fd::AsFd;
@@ -291,8 +306,18 @@ fn the_next_stage_runs_after_the_tap() {
     let next = skel.progs.xdp_drop.as_fd().as_raw_fd() as u32;
     let slot = p.tap_maps().unwrap().next.as_raw_fd();
     rampart_dataplane::maps::update_raw(slot, &0u32.to_ne_bytes(), &next.to_ne_bytes(), 0).unwrap();
-    assert_eq!(testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval, XDP_DROP);
-    assert_eq!(drain_ring(&p).len(), 2, "the tap ran before the next stage both times");
+    assert_eq!(
+        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+        XDP_DROP
+    );
+    assert_eq!(
+        drain_ring(&p).len(),
+        2,
+        "the tap ran before the next stage both times"
+    );
     rampart_dataplane::maps::delete_raw(slot, &0u32.to_ne_bytes()).unwrap();
-    assert_eq!(testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval, XDP_PASS);
+    assert_eq!(
+        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+        XDP_PASS
+    );
 }

@@ -385,8 +385,16 @@ impl FlowRecord {
                 &k.src_addr().ip(),
                 &k.dst_addr().ip(),
                 k.proto,
-                if icmp { u16::from(self.icmp[0]) } else { k.sport },
-                if icmp { u16::from(self.icmp[1]) } else { k.dport },
+                if icmp {
+                    u16::from(self.icmp[0])
+                } else {
+                    k.sport
+                },
+                if icmp {
+                    u16::from(self.icmp[1])
+                } else {
+                    k.dport
+                },
                 icmp,
             ),
             src_ip: k.src_addr().to_string(),

@@ -416,47 +416,49 @@ pub fn build<S: PacketSource>(
             h.llr = 0.0;
         }
     };
-    Ok(part_stream(&g, src, Some(("handshake", handshake_filter())), e.batch)?
-        .add(
-            Map::new("attempt", |p: FlowPart| attempt(&p))
-                .with_parallelism(p)
-                .with_output_batch(e.batch),
-        )?
-        .add(
-            KeyedWindow::new(
-                "attempts",
-                |e: &Ev| e.key,
-                WindowSpec::session(gap, gap * 20),
-                agg(
-                    AttemptAcc::default,
-                    |a: &mut AttemptAcc, e: &Ev| {
-                        if let Some(t) = e.syn {
-                            a.syn = Some(a.syn.map_or(t, |s| s.min(t)));
-                        }
-                        a.synack |= e.synack;
-                    },
-                    |k: &AttemptKey, a: AttemptAcc, _: &WindowInfo| Outcome {
-                        key: *k,
-                        first_syn: a.syn.unwrap_or(0),
-                        success: a.synack,
-                        valid: a.syn.is_some(),
-                    },
-                ),
-            )
-            .with_span(|e: &Ev| e.last)
-            .with_parallelism(e.workers)
-            .with_output_batch(e.batch),
-        )?
-        .add(
-            Filter::new("initiated", |o: &Outcome| o.valid)
+    Ok(
+        part_stream(&g, src, Some(("handshake", handshake_filter())), e.batch)?
+            .add(
+                Map::new("attempt", |p: FlowPart| attempt(&p))
+                    .with_parallelism(p)
+                    .with_output_batch(e.batch),
+            )?
+            .add(
+                KeyedWindow::new(
+                    "attempts",
+                    |e: &Ev| e.key,
+                    WindowSpec::session(gap, gap * 20),
+                    agg(
+                        AttemptAcc::default,
+                        |a: &mut AttemptAcc, e: &Ev| {
+                            if let Some(t) = e.syn {
+                                a.syn = Some(a.syn.map_or(t, |s| s.min(t)));
+                            }
+                            a.synack |= e.synack;
+                        },
+                        |k: &AttemptKey, a: AttemptAcc, _: &WindowInfo| Outcome {
+                            key: *k,
+                            first_syn: a.syn.unwrap_or(0),
+                            success: a.synack,
+                            valid: a.syn.is_some(),
+                        },
+                    ),
+                )
+                .with_span(|e: &Ev| e.last)
                 .with_parallelism(e.workers)
                 .with_output_batch(e.batch),
-        )?
-        .add(
-            FlatMap::new("trw", walk)
-                .with_key_by(|o: &Outcome| o.key.initiator)
-                .with_parallelism(e.workers)
-                .with_output_batch(e.batch),
-        )?
-        .sink(Sink::new("alerts", out))?)
+            )?
+            .add(
+                Filter::new("initiated", |o: &Outcome| o.valid)
+                    .with_parallelism(e.workers)
+                    .with_output_batch(e.batch),
+            )?
+            .add(
+                FlatMap::new("trw", walk)
+                    .with_key_by(|o: &Outcome| o.key.initiator)
+                    .with_parallelism(e.workers)
+                    .with_output_batch(e.batch),
+            )?
+            .sink(Sink::new("alerts", out))?,
+    )
 }

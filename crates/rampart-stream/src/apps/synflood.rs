@@ -280,19 +280,21 @@ pub fn build<S: PacketSource>(
         )?
         .add(
             Filter::new("initiated", |k: &Option<PerKey>| k.is_some())
-            .with_parallelism(e.workers)
-            .with_output_batch(e.batch),
+                .with_parallelism(e.workers)
+                .with_output_batch(e.batch),
         )?
         .add(
-            Map::new("handshake", |k: Option<PerKey>| k.unwrap_or(PerKey {
-                server: Addr::default(),
-                port: 0,
-                incomplete: 0,
-                syn: 0,
-                synack: 0,
-                refused: 0,
-                aborted: 0,
-            }))
+            Map::new("handshake", |k: Option<PerKey>| {
+                k.unwrap_or(PerKey {
+                    server: Addr::default(),
+                    port: 0,
+                    incomplete: 0,
+                    syn: 0,
+                    synack: 0,
+                    refused: 0,
+                    aborted: 0,
+                })
+            })
             .with_parallelism(e.workers)
             .with_output_batch(e.batch),
         )?

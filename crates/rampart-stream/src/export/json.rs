@@ -133,9 +133,31 @@ pub fn community_id(
     if icmp {
         // (type → the type that answers it), from the specification.
         let pairs: &[(u16, u16)] = if v6 {
-            &[(128, 129), (129, 128), (133, 134), (134, 133), (135, 136), (136, 135), (130, 131), (131, 130), (144, 145), (145, 144)]
+            &[
+                (128, 129),
+                (129, 128),
+                (133, 134),
+                (134, 133),
+                (135, 136),
+                (136, 135),
+                (130, 131),
+                (131, 130),
+                (144, 145),
+                (145, 144),
+            ]
         } else {
-            &[(8, 0), (0, 8), (13, 14), (14, 13), (15, 16), (16, 15), (10, 9), (9, 10), (17, 18), (18, 17)]
+            &[
+                (8, 0),
+                (0, 8),
+                (13, 14),
+                (14, 13),
+                (15, 16),
+                (16, 15),
+                (10, 9),
+                (9, 10),
+                (17, 18),
+                (18, 17),
+            ]
         };
         match pairs.iter().find(|p| p.0 == sport) {
             Some(p) => dp = p.1,
@@ -144,7 +166,11 @@ pub fn community_id(
         sp = sport;
     }
     let swap = !one_way && (sa > da || (sa == da && sp > dp));
-    let (sa, da, sp, dp) = if swap { (da, sa, dp, sp) } else { (sa, da, sp, dp) };
+    let (sa, da, sp, dp) = if swap {
+        (da, sa, dp, sp)
+    } else {
+        (sa, da, sp, dp)
+    };
     let mut h = Sha1::new();
     h.update(0u16.to_be_bytes());
     h.update(&sa);
@@ -168,11 +194,25 @@ mod tests {
     fn community_id_matches_the_reference_values() {
         let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
         assert_eq!(
-            community_id(&ip("128.232.110.120"), &ip("66.35.250.204"), 6, 34855, 80, false),
+            community_id(
+                &ip("128.232.110.120"),
+                &ip("66.35.250.204"),
+                6,
+                34855,
+                80,
+                false
+            ),
             "1:LQU9qZlK+B5F3KDmev6m5PMibrg="
         );
         assert_eq!(
-            community_id(&ip("66.35.250.204"), &ip("128.232.110.120"), 6, 80, 34855, false),
+            community_id(
+                &ip("66.35.250.204"),
+                &ip("128.232.110.120"),
+                6,
+                80,
+                34855,
+                false
+            ),
             "1:LQU9qZlK+B5F3KDmev6m5PMibrg="
         );
         assert_eq!(

@@ -640,7 +640,9 @@ pub fn plan_tap(
         offloaded,
         key_mode,
         key_by_free: true,
-        key_by_note: "one source replica (one ring buffer): records go to the keyed operator as they come".into(),
+        key_by_note:
+            "one source replica (one ring buffer): records go to the keyed operator as they come"
+                .into(),
         config,
         profile,
         object: report,
@@ -753,7 +755,9 @@ mod tests {
             assert!(p.offloaded.contains(&"part".to_string()), "{p}");
         }
         // The nfp cannot run the tap: per-CPU maps, a ring buffer, 112-byte values.
-        let e = plan_tap(&g, Target::Nfp, true, obj()).unwrap_err().to_string();
+        let e = plan_tap(&g, Target::Nfp, true, obj())
+            .unwrap_err()
+            .to_string();
         for why in ["percpu_hash", "ringbuf", "112-byte values"] {
             assert!(e.contains(why), "{why}: {e}");
         }

@@ -302,15 +302,18 @@ impl OffloadProgram {
                 dup(m.stream_tap_stats.as_fd(), "tap counter map")?,
                 dup(m.stream_tap_next.as_fd(), "tap next-stage map")?,
             ];
-            Ok(([
-                prog,
-                dup(m.stream_off_cfg.as_fd(), "config map")?,
-                dup(m.stream_off_protos.as_fd(), "protocol map")?,
-                dup(m.stream_off_ports.as_fd(), "port map")?,
-                dup(m.stream_off_prefixes.as_fd(), "prefix map")?,
-                dup(m.stream_off_xsks.as_fd(), "XSKMAP")?,
-                dup(m.stream_off_stats.as_fd(), "counter map")?,
-            ], tap))
+            Ok((
+                [
+                    prog,
+                    dup(m.stream_off_cfg.as_fd(), "config map")?,
+                    dup(m.stream_off_protos.as_fd(), "protocol map")?,
+                    dup(m.stream_off_ports.as_fd(), "port map")?,
+                    dup(m.stream_off_prefixes.as_fd(), "prefix map")?,
+                    dup(m.stream_off_xsks.as_fd(), "XSKMAP")?,
+                    dup(m.stream_off_stats.as_fd(), "counter map")?,
+                ],
+                tap,
+            ))
         })?;
         let ([prog, cfg, protos, ports, prefixes, xsks, stats], [tcfg, ring, a0, a1, tstats, next]) =
             fds;

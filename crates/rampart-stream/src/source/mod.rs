@@ -162,7 +162,10 @@ pub trait PacketSource: Clone + Send + 'static {
     /// # Errors
     /// A source that delivers tuples says so.
     fn run_parts(&mut self, _ctx: &mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> {
-        Err(format!("{} delivers tuples, not connection parts", self.name()))
+        Err(format!(
+            "{} delivers tuples, not connection parts",
+            self.name()
+        ))
     }
 }
 
@@ -172,10 +175,7 @@ pub fn part_operator<S: PacketSource>(
     batch: usize,
 ) -> crate::engine::Source<
     FlowPart,
-    impl FnMut(&mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String>
-        + Clone
-        + Send
-        + 'static,
+    impl FnMut(&mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> + Clone + Send + 'static,
 > {
     let name = src.name();
     let p = src.parallelism();
@@ -384,7 +384,10 @@ impl PacketSource for AnySource {
     fn run_parts(&mut self, ctx: &mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> {
         match self {
             Self::Tap(s) => s.run_parts(ctx),
-            o => Err(format!("{} delivers tuples, not connection parts", o.name())),
+            o => Err(format!(
+                "{} delivers tuples, not connection parts",
+                o.name()
+            )),
         }
     }
 }

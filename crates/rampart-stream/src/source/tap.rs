@@ -272,8 +272,10 @@ impl TapSource {
             s.filtered.store(c.filtered, Ordering::Relaxed);
             s.dropped.store(c.ring_full, Ordering::Relaxed);
         }
-        s.tuples
-            .store(self.inner.analysed.load(Ordering::Relaxed), Ordering::Relaxed);
+        s.tuples.store(
+            self.inner.analysed.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
     }
 
     fn stop_at(&self) -> (Option<Instant>, u64) {
@@ -293,7 +295,8 @@ impl TapSource {
         let id = rampart_dataplane::maps::map_info(maps.ring.as_raw_fd())
             .ok_or("no info on the tap ring buffer")?
             .id;
-        libbpf_rs::MapHandle::from_map_id(id).map_err(|e| format!("opening the tap ring buffer: {e}"))
+        libbpf_rs::MapHandle::from_map_id(id)
+            .map_err(|e| format!("opening the tap ring buffer: {e}"))
     }
 
     /// A ring buffer over `h` whose callback appends tuples to `buf`.

@@ -279,7 +279,10 @@ fn ipfix_addr(s: &str) -> Result<SocketAddr> {
         } else {
             format!("{s}:4739")
         }
-    } else if s.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+    } else if s
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
         s.to_string()
     } else {
         format!("{s}:4739")
@@ -505,7 +508,12 @@ fn plan_cmd(a: &PlanArgs) -> Result<()> {
             if a.sources != 1 {
                 bail!("--sources is for --via afxdp: the tap has one source replica (one ring buffer)");
             }
-            offload::plan_tap(&g, a.target.into(), a.offload == PlanOffload::Aggregate, object())?
+            offload::plan_tap(
+                &g,
+                a.target.into(),
+                a.offload == PlanOffload::Aggregate,
+                object(),
+            )?
         }
         Via::Afxdp => {
             if a.offload == PlanOffload::Aggregate {
@@ -547,7 +555,9 @@ fn addresses(netns: Option<&str>, iface: &str) -> Result<Vec<std::net::IpAddr>> 
                 if fam == libc::AF_INET {
                     // SAFETY: AF_INET: a sockaddr_in.
                     let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in>() };
-                    out.push(std::net::IpAddr::from(u32::from_be(a.sin_addr.s_addr).to_be_bytes()));
+                    out.push(std::net::IpAddr::from(
+                        u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
+                    ));
                 } else if fam == libc::AF_INET6 {
                     // SAFETY: AF_INET6: a sockaddr_in6.
                     let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in6>() };

@@ -122,8 +122,7 @@ pub fn serve(
         outputs,
         depth,
     });
-    let listener =
-        std::net::TcpListener::bind(addr).with_context(|| format!("--listen {addr}"))?;
+    let listener = std::net::TcpListener::bind(addr).with_context(|| format!("--listen {addr}"))?;
     listener
         .set_nonblocking(true)
         .context("--listen: non-blocking socket")?;
