@@ -366,14 +366,15 @@ impl std::fmt::Debug for Pipeline {
 /// pipeline runs, e.g. by a metrics endpoint).
 #[derive(Clone, Debug)]
 pub struct QueueGauges {
+    ops: Vec<String>,
     queues: Vec<(String, Arc<super::queue::EdgeMeta>)>,
 }
 
 impl QueueGauges {
-    /// Per operator with input queues (chained operators have none):
-    /// records waiting, as its replicas last saw them.
+    /// Per operator (sources and chained operators have no input queue:
+    /// 0): records waiting, as its replicas last saw them.
     pub fn depths(&self) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = Vec::new();
+        let mut out: Vec<(String, u64)> = self.ops.iter().map(|o| (o.clone(), 0)).collect();
         for (op, m) in &self.queues {
             let d = m.depth.load(Ordering::Relaxed);
             match out.iter_mut().find(|(o, _)| o == op) {
@@ -389,6 +390,7 @@ impl Pipeline {
     /// The queues' live depths.
     pub fn queue_gauges(&self) -> QueueGauges {
         QueueGauges {
+            ops: self.operators(),
             queues: self.plan.queues.clone(),
         }
     }
