@@ -133,10 +133,11 @@ fn drive(src: &AnySource, p: Pipeline, frames: u64, traffic: impl FnOnce()) {
     assert_eq!(t.late(), 0, "no part arrived after its epoch was emitted");
 }
 
-fn collect<T: Clone + Send + 'static>() -> (
-    Arc<Mutex<Vec<T>>>,
-    impl FnMut(Option<T>) + Clone + Send + 'static,
-) {
+/// Records collected by a sink (filled at the end of the stream).
+type Collected<T> = Arc<Mutex<Vec<T>>>;
+
+fn collect<T: Clone + Send + 'static>(
+) -> (Collected<T>, impl FnMut(Option<T>) + Clone + Send + 'static) {
     let v: Arc<Mutex<Vec<T>>> = Arc::default();
     let v2 = Arc::clone(&v);
     let mut local = Vec::new();
@@ -582,7 +583,7 @@ fn the_apps_give_the_same_results_from_a_pcap_the_taps_tuples_and_its_aggregates
             let lab2: &TestLab = &lab;
             // The synflood window must hold the burst: start just after a 10 s boundary.
             let n = frames.len() as u64;
-            let live: Box<dyn FnOnce(Pipeline, &AnySource) + '_> = Box::new(move |p, src| {
+            let live: Live<'_> = Some(Box::new(move |p: Pipeline, src: &AnySource| {
                 drive(src, p, n, || {
                     let now = std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
@@ -593,8 +594,8 @@ fn the_apps_give_the_same_results_from_a_pcap_the_taps_tuples_and_its_aggregates
                     }
                     inject(lab2, &frames);
                 });
-            });
-            (src, Some(live))
+            }));
+            (src, live)
         });
         assert_eq!(got.scanners, want.scanners, "{mode:?}: scanners");
         assert_eq!(got.floods, want.floods, "{mode:?}: SYN floods");

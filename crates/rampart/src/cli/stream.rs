@@ -21,7 +21,7 @@ use super::util::{print_json, si};
 #[derive(Debug, Subcommand)]
 pub enum StreamCmd {
     /// Run an analytics app on a packet source until the source ends (or Ctrl-C).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Which of an app's operators run in XDP on a target; checks the
     /// target's limits against the built program.
     Plan(PlanArgs),
@@ -578,7 +578,7 @@ fn addresses(netns: Option<&str>, iface: &str) -> Result<Vec<std::net::IpAddr>> 
 
 pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
     let a = match cmd {
-        StreamCmd::Run(a) => a,
+        StreamCmd::Run(a) => *a,
         StreamCmd::Plan(p) => return plan_cmd(&p),
     };
     a.check_app_options()?;
