@@ -30,6 +30,8 @@ fn open(lab: &TestLab) -> AfXdpSource {
         // on this machine) must not cost frames, whatever the timing.
         frames: 32_768,
         ring: 32_768,
+        // host0 has addresses; this test's traffic is its only user.
+        consume: true,
         ..AfXdpConfig::default()
     })
     .expect("AF_XDP source on host0")

@@ -442,12 +442,14 @@ fn object() -> &'static std::path::Path {
 /// `afxdp --offload tuples`: plan for host XDP, open the AF_XDP record source.
 fn offload_source(
     spec: &str,
+    consume: bool,
     sources: Option<u32>,
     ts: TsArg,
     graph: &AppGraph,
     quiet: bool,
 ) -> Result<AnySource> {
-    let rx = source::parse_afxdp(spec)?;
+    let mut rx = source::parse_afxdp(spec)?;
+    rx.consume = consume;
     let sources = sources.unwrap_or(rx.queues);
     let plan = offload::plan(graph, Target::HostXdp, sources, object())?;
     if !quiet {
@@ -530,52 +532,6 @@ fn plan_cmd(a: &PlanArgs) -> Result<()> {
     }
 }
 
-/// Is the interface a server's (it carries addresses other than IPv6 link-local)?
-fn addresses(netns: Option<&str>, iface: &str) -> Result<Vec<std::net::IpAddr>> {
-    let iface = iface.to_string();
-    let v = rampart_dataplane::netns::run_in(netns, move || {
-        let mut out = Vec::new();
-        let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-        // SAFETY: getifaddrs fills `head` with a list freed below.
-        if unsafe { libc::getifaddrs(&mut head) } != 0 {
-            return Err(rampart_dataplane::Error::Io {
-                context: "listing interface addresses".into(),
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        let mut p = head;
-        while !p.is_null() {
-            // SAFETY: a node of the list getifaddrs returned.
-            let ifa = unsafe { &*p };
-            // SAFETY: ifa_name is a NUL-terminated string.
-            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy();
-            if name == iface && !ifa.ifa_addr.is_null() {
-                // SAFETY: a sockaddr of the family it announces.
-                let fam = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-                if fam == libc::AF_INET {
-                    // SAFETY: AF_INET: a sockaddr_in.
-                    let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in>() };
-                    out.push(std::net::IpAddr::from(
-                        u32::from_be(a.sin_addr.s_addr).to_be_bytes(),
-                    ));
-                } else if fam == libc::AF_INET6 {
-                    // SAFETY: AF_INET6: a sockaddr_in6.
-                    let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in6>() };
-                    let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
-                    if ip.segments()[0] & 0xffc0 != 0xfe80 {
-                        out.push(std::net::IpAddr::V6(ip));
-                    }
-                }
-            }
-            p = ifa.ifa_next;
-        }
-        // SAFETY: the list getifaddrs returned, freed once.
-        unsafe { libc::freeifaddrs(head) };
-        Ok(out)
-    })?;
-    Ok(v)
-}
-
 pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
     let a = match cmd {
         StreamCmd::Run(a) => *a,
@@ -590,18 +546,10 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
         OffloadArg::Off
     });
     if kind == "afxdp" {
-        let rx = source::parse_afxdp(&a.source)?;
-        let addrs = addresses(rx.netns.as_deref(), &rx.iface)?;
-        if !addrs.is_empty() && !a.consume {
-            bail!(
-                "--source {}: AF_XDP takes every frame of the bound queues away from the host, and {} carries {} (a server's interface): use --source xdp:{}{} to analyse without taking frames, or add --consume on a dedicated capture port",
-                a.source,
-                rx.iface,
-                addrs[0],
-                rx.netns.as_deref().map(|n| format!("{n}/")).unwrap_or_default(),
-                rx.iface
-            );
-        }
+        let mut rx = source::parse_afxdp(&a.source)?;
+        rx.consume = a.consume;
+        // Before the app is built: the refusal is the first thing said.
+        source::afxdp::check_capture_port(&rx)?;
     } else if a.consume {
         bail!("--consume is for --source afxdp: (the other sources take no frames)");
     }
@@ -624,6 +572,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
             let g = cfgs.graph().context("app graph")?;
             offload_source(
                 &a.source,
+                a.consume,
                 a.sources,
                 a.timestamps.unwrap_or(TsArg::RxMeta),
                 &g,
@@ -634,6 +583,11 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
             "--offload {}: needs a live source (--source xdp:IFACE or afxdp:IFACE)",
             if offload == OffloadArg::On { "on" } else { "tuples" }
         ),
+        ("afxdp", OffloadArg::Off) => {
+            let mut rx = source::parse_afxdp(&a.source)?;
+            rx.consume = a.consume;
+            AnySource::AfXdp(source::afxdp::AfXdpSource::open(rx)?)
+        }
         (_, OffloadArg::Off) => source::parse_spec(&a.source)?,
     };
     let listen = a.listen;
