@@ -14,16 +14,28 @@
 //! - `peer-softflowd`: softflowd (libpcap, AF_PACKET), the flow exporter a
 //!   Debian host user installs.
 //!
-//! Per repetition, every feed in turn (the baseline — no monitor — first):
-//! an ingest phase (the generator for `--seconds`; `/proc/stat` busy ticks
-//! of every CPU around it; what the feed analysed) and a service phase (wrk
-//! against nginx for `--wrk-seconds`, no generator). `host_cpu_s` = busy
-//! CPU seconds of the run − those of the baseline run of the same
-//! repetition: everything the feed costs the host (XDP, the kernel's
-//! AF_XDP copies, ring buffer and map work, the app's threads, softflowd);
-//! `packets_per_cpu_s` = packets analysed ÷ `host_cpu_s`;
-//! `service_rps_ratio` = wrk's requests/s with the feed ÷ without.
-//! Medians over repetitions.
+//! Per repetition, every feed in turn (the baselines first): an ingest
+//! phase (the generator for `--seconds`; `/proc/stat` busy ticks of every
+//! CPU around it; what the feed analysed) and a service phase (wrk against
+//! nginx for `--wrk-seconds`, no generator). Two baselines without a
+//! monitor: `baseline` (the frames go to the stack, as they do with the
+//! taps and softflowd) and `baseline-taken` (an XDP program drops every
+//! frame: the stack never sees them, as with AF_XDP, which takes them).
+//!
+//! - `host_cpu_s` = busy CPU seconds of the run − those of `baseline` in
+//!   the same repetition: everything the feed changes on the host (XDP, the
+//!   kernel's AF_XDP copies, ring buffer and map work, the app's threads,
+//!   softflowd) — for `afxdp-raw` less the stack work it takes away from
+//!   the host (the host stops receiving: that is not a saving);
+//! - `monitor_cpu_s` = the same against the baseline whose stack does the
+//!   same work: `baseline` for the taps and the peer, `baseline-taken` for
+//!   `afxdp-raw` — what the monitor itself costs;
+//! - `packets_per_cpu_s` = packets analysed ÷ `monitor_cpu_s`
+//!   (`packets_per_host_cpu_s` ÷ `host_cpu_s` is printed beside it);
+//! - `service_rps_ratio` = wrk's requests/s with the feed ÷ without.
+//!
+//! Medians over repetitions; the bar's ratios are medians of the ratios
+//! inside each repetition.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -75,6 +87,7 @@ pub struct HostSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feed {
     Baseline,
+    BaselineTaken,
     TapTuples,
     TapAggregate,
     AfxdpRaw,
@@ -85,14 +98,16 @@ impl Feed {
     fn name(self) -> &'static str {
         match self {
             Self::Baseline => "baseline",
+            Self::BaselineTaken => "baseline-taken",
             Self::TapTuples => "tap-tuples",
             Self::TapAggregate => "tap-aggregate",
             Self::AfxdpRaw => "afxdp-raw",
             Self::PeerSoftflowd => "peer-softflowd",
         }
     }
-    const ALL: [Feed; 5] = [
+    const ALL: [Feed; 6] = [
         Feed::Baseline,
+        Feed::BaselineTaken,
         Feed::TapTuples,
         Feed::TapAggregate,
         Feed::AfxdpRaw,
@@ -111,9 +126,14 @@ struct Run {
     lost_pct: f64,
     /// Busy CPU seconds of every CPU during the ingest phase.
     busy_cpu_s: f64,
-    /// ... minus the baseline's of this repetition.
+    /// ... minus `baseline`'s of this repetition.
     host_cpu_s: f64,
-    packets_per_cpu_s: f64,
+    /// ... minus the matching baseline's (`baseline-taken` for AF_XDP).
+    monitor_cpu_s: f64,
+    /// Packets analysed per `monitor_cpu_s` (null below the 10 ms tick).
+    packets_per_cpu_s: Option<f64>,
+    /// Packets analysed per `host_cpu_s` (null below the 10 ms tick).
+    packets_per_host_cpu_s: Option<f64>,
     service_rps: f64,
     service_rps_ratio: f64,
     flow_records: u64,
@@ -128,7 +148,9 @@ struct FeedSummary {
     packets_analyzed: f64,
     lost_pct: f64,
     host_cpu_s: f64,
+    monitor_cpu_s: f64,
     packets_per_cpu_s: f64,
+    packets_per_host_cpu_s: f64,
     service_rps: f64,
     service_rps_ratio: f64,
     runs_packets_per_cpu_s: Vec<f64>,
@@ -149,6 +171,12 @@ struct Bar {
 }
 
 #[derive(Debug, Clone, Serialize)]
+struct HostRatios {
+    tap_aggregate_over_afxdp_raw: f64,
+    tap_tuples_over_afxdp_raw: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
 struct Summary {
     event_type: &'static str,
     flows: u32,
@@ -157,8 +185,11 @@ struct Summary {
     seconds: f64,
     wrk_seconds: f64,
     repeat: usize,
-    /// Medians of the per-repetition ratios.
+    /// Medians of the per-repetition ratios (packets per monitor CPU-second).
     bar: Bar,
+    /// The same ratios per host CPU-second (AF_XDP credited with the
+    /// stack work it takes away from the host).
+    per_host_cpu: HostRatios,
     afxdp_refusal: String,
     machine: Machine,
 }
@@ -186,6 +217,8 @@ fn busy_ticks(ncpu: usize) -> u64 {
 /// A running feed.
 enum Running {
     None,
+    /// An XDP program that drops every frame (`baseline-taken`).
+    Drop(rampart_dataplane::xdp::XdpLink, std::os::fd::OwnedFd),
     App {
         src: AnySource,
         stop: Arc<AtomicBool>,
@@ -247,6 +280,28 @@ fn afxdp_config(lab: &Lab, consume: bool) -> AfXdpConfig {
 fn start(c: &Ctx<'_>, feed: Feed) -> Result<Running> {
     let src = match feed {
         Feed::Baseline => return Ok(Running::None),
+        Feed::BaselineTaken => {
+            use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+            use std::os::fd::AsFd;
+            let skel = rampart_bpf::xdp_drop::XdpDropSkelBuilder::default()
+                .open(rampart_dataplane::skel::object_storage())
+                .map_err(|e| Error::Failed(format!("opening xdp_drop: {e}")))?
+                .load()
+                .map_err(|e| Error::Failed(format!("loading xdp_drop: {e}")))?;
+            let fd = skel
+                .progs
+                .xdp_drop
+                .as_fd()
+                .try_clone_to_owned()
+                .map_err(|e| Error::Failed(format!("xdp_drop fd: {e}")))?;
+            let link = rampart_dataplane::xdp::XdpLink::attach(
+                std::os::fd::AsRawFd::as_raw_fd(&fd),
+                Some(&c.lab.host_ns()),
+                topology::HOST_IF,
+                rampart_dataplane::xdp::XdpMode::Native,
+            )?;
+            return Ok(Running::Drop(link, fd));
+        }
         Feed::PeerSoftflowd => return start_softflowd(c),
         Feed::TapTuples => tap_source(c.lab, TapMode::Tuples)?,
         Feed::TapAggregate => tap_source(c.lab, TapMode::Aggregate)?,
@@ -338,6 +393,10 @@ fn softflowd_packets(ns: &str, ctl: &Path) -> Result<(u64, u64)> {
 fn stop(r: Running) -> Result<(u64, u64)> {
     match r {
         Running::None => Ok((0, 0)),
+        Running::Drop(link, _fd) => {
+            link.detach()?;
+            Ok((0, 0))
+        }
         Running::App {
             src,
             stop,
@@ -400,7 +459,10 @@ fn one(
     let (analysed, records) = stop(running)?;
     let g = g?;
     let busy_s = (b1 - b0) as f64 / rampart_lab::hostcpu::user_hz() as f64;
-    // Service.
+    // Service (nothing to serve while every frame is dropped).
+    if feed == Feed::BaselineTaken {
+        return Ok((g.sent_packets, analysed, busy_s, 0.0, records, g.seconds));
+    }
     let running = start(c, feed)?;
     std::thread::sleep(Duration::from_millis(300));
     let url = "http://10.10.0.2/";
@@ -495,6 +557,7 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
         let mut runs: Vec<Run> = Vec::new();
         for rep in 0..a.repeat {
             let mut base: Option<(f64, f64)> = None;
+            let mut taken: Option<f64> = None;
             for feed in Feed::ALL {
                 if cancel.load(Ordering::Relaxed) {
                     return Err(Error::Interrupted);
@@ -502,8 +565,17 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                 let (offered, analysed, busy_s, rps, records, secs) =
                     one(&c, a, &gen, feed, cancel, ncpu)?;
                 let (base_busy, base_rps) = *base.get_or_insert((busy_s, rps));
-                let host_cpu_s = (busy_s - base_busy).max(0.0);
-                let (analysed, lost) = if feed == Feed::Baseline {
+                if feed == Feed::BaselineTaken {
+                    taken = Some(busy_s);
+                }
+                let host_cpu_s = busy_s - base_busy;
+                let monitor_cpu_s = match feed {
+                    Feed::AfxdpRaw => busy_s - taken.unwrap_or(base_busy),
+                    _ => host_cpu_s,
+                };
+                // One /proc/stat tick per CPU is the resolution.
+                let per = |cpu: f64| (cpu > 0.01 * ncpu as f64).then(|| analysed as f64 / cpu);
+                let (analysed, lost) = if matches!(feed, Feed::Baseline | Feed::BaselineTaken) {
                     (0, 0.0)
                 } else {
                     (
@@ -521,11 +593,9 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                     lost_pct: lost,
                     busy_cpu_s: busy_s,
                     host_cpu_s,
-                    packets_per_cpu_s: if host_cpu_s > 0.0 {
-                        analysed as f64 / host_cpu_s
-                    } else {
-                        0.0
-                    },
+                    monitor_cpu_s,
+                    packets_per_cpu_s: per(monitor_cpu_s),
+                    packets_per_host_cpu_s: per(host_cpu_s),
                     service_rps: rps,
                     service_rps_ratio: rps / base_rps.max(f64::EPSILON),
                     flow_records: records,
@@ -534,13 +604,15 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                     print_json(&r)?;
                 } else {
                     eprintln!(
-                        "rep {rep} {:<15} analysed {:>9} of {:>9} ({:>5.1}% lost), host CPU {:>6.2} s, {:>9}packets/CPU-s, service {:>8.0} req/s ({:.2} of none)",
+                        "rep {rep} {:<15} analysed {:>9} of {:>9} ({:>5.1}% lost), busy {:>5.2} s, host CPU {:>6.2} s, monitor CPU {:>6.2} s, {:>9}packets/CPU-s, service {:>8.0} req/s ({:.2} of none)",
                         r.feed,
                         r.packets_analyzed,
                         r.packets_offered,
                         r.lost_pct,
+                        r.busy_cpu_s,
                         r.host_cpu_s,
-                        si(r.packets_per_cpu_s),
+                        r.monitor_cpu_s,
+                        r.packets_per_cpu_s.map_or("-".into(), si),
                         r.service_rps,
                         r.service_rps_ratio
                     );
@@ -555,7 +627,7 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
 }
 
 fn report_all(a: &HostSpec, runs: &[Run], refusal: &str, machine: &Machine) -> Result<()> {
-    let feeds: Vec<FeedSummary> = Feed::ALL[1..]
+    let feeds: Vec<FeedSummary> = Feed::ALL[2..]
         .iter()
         .map(|f| {
             let rs: Vec<&Run> = runs.iter().filter(|r| r.feed == f.name()).collect();
@@ -568,34 +640,50 @@ fn report_all(a: &HostSpec, runs: &[Run], refusal: &str, machine: &Machine) -> R
                 packets_analyzed: m(|r| r.packets_analyzed as f64),
                 lost_pct: m(|r| r.lost_pct),
                 host_cpu_s: m(|r| r.host_cpu_s),
-                packets_per_cpu_s: m(|r| r.packets_per_cpu_s),
+                monitor_cpu_s: m(|r| r.monitor_cpu_s),
+                packets_per_cpu_s: m(|r| r.packets_per_cpu_s.unwrap_or(0.0)),
+                packets_per_host_cpu_s: m(|r| r.packets_per_host_cpu_s.unwrap_or(0.0)),
                 service_rps: m(|r| r.service_rps),
                 service_rps_ratio: m(|r| r.service_rps_ratio),
-                runs_packets_per_cpu_s: rs.iter().map(|r| r.packets_per_cpu_s).collect(),
+                runs_packets_per_cpu_s: rs
+                    .iter()
+                    .map(|r| r.packets_per_cpu_s.unwrap_or(0.0))
+                    .collect(),
                 runs_service_rps_ratio: rs.iter().map(|r| r.service_rps_ratio).collect(),
             }
         })
         .collect();
-    // Ratios inside each repetition, then their median.
-    let ratio = |num: Feed, den: Feed| -> f64 {
+    // Ratios inside each repetition (where both are measurable), then their median.
+    let ratio_by = |num: Feed, den: Feed, host: bool| -> f64 {
         let v: Vec<f64> = (0..a.repeat)
             .filter_map(|rep| {
                 let get = |f: Feed| {
                     runs.iter()
                         .find(|r| r.rep == rep && r.feed == f.name())
-                        .map(|r| r.packets_per_cpu_s)
+                        .and_then(|r| {
+                            if host {
+                                r.packets_per_host_cpu_s
+                            } else {
+                                r.packets_per_cpu_s
+                            }
+                        })
                 };
-                Some(get(num)? / get(den)?.max(f64::EPSILON))
+                Some(get(num)? / get(den)?)
             })
             .collect();
         median(&v)
     };
+    let ratio = |num: Feed, den: Feed| ratio_by(num, den, false);
     let feed = |f: Feed| feeds.iter().find(|x| x.feed == f.name());
     let rps = |f: Feed| feed(f).map_or(0.0, |x| x.service_rps_ratio);
     let agg_afxdp = ratio(Feed::TapAggregate, Feed::AfxdpRaw);
     let agg_peer = ratio(Feed::TapAggregate, Feed::PeerSoftflowd);
     let tup_afxdp = ratio(Feed::TapTuples, Feed::AfxdpRaw);
     let refused = refusal.contains("--consume");
+    let host_ratios = HostRatios {
+        tap_aggregate_over_afxdp_raw: ratio_by(Feed::TapAggregate, Feed::AfxdpRaw, true),
+        tap_tuples_over_afxdp_raw: ratio_by(Feed::TapTuples, Feed::AfxdpRaw, true),
+    };
     let bar = Bar {
         tap_aggregate_over_afxdp_raw: agg_afxdp,
         tap_aggregate_over_peer: agg_peer,
@@ -625,6 +713,7 @@ fn report_all(a: &HostSpec, runs: &[Run], refusal: &str, machine: &Machine) -> R
         wrk_seconds: a.wrk_seconds,
         repeat: a.repeat,
         bar,
+        per_host_cpu: host_ratios,
         afxdp_refusal: refusal.to_string(),
         machine: machine.clone(),
     };
@@ -636,11 +725,12 @@ fn report_all(a: &HostSpec, runs: &[Run], refusal: &str, machine: &Machine) -> R
     } else {
         for f in &feeds {
             eprintln!(
-                "{:<15} {:>9}packets/CPU-s  lost {:>5.1}%  host CPU {:>6.2} s  service {:.2}",
+                "{:<15} {:>9}packets/CPU-s ({:>9} per host CPU-s)  lost {:>5.1}%  monitor CPU {:>6.2} s  service {:.2}",
                 f.feed,
                 si(f.packets_per_cpu_s),
+                si(f.packets_per_host_cpu_s),
                 f.lost_pct,
-                f.host_cpu_s,
+                f.monitor_cpu_s,
                 f.service_rps_ratio
             );
         }
@@ -680,7 +770,9 @@ fn write_out(
             "lost_pct",
             "busy_cpu_s",
             "host_cpu_s",
+            "monitor_cpu_s",
             "packets_per_cpu_s",
+            "packets_per_host_cpu_s",
             "service_rps",
             "service_rps_ratio",
         ],
@@ -695,7 +787,9 @@ fn write_out(
                     format!("{:.3}", r.lost_pct),
                     format!("{:.3}", r.busy_cpu_s),
                     format!("{:.3}", r.host_cpu_s),
-                    format!("{:.0}", r.packets_per_cpu_s),
+                    format!("{:.3}", r.monitor_cpu_s),
+                    r.packets_per_cpu_s.map_or(String::new(), |x| format!("{x:.0}")),
+                    r.packets_per_host_cpu_s.map_or(String::new(), |x| format!("{x:.0}")),
                     format!("{:.1}", r.service_rps),
                     format!("{:.4}", r.service_rps_ratio),
                 ]
@@ -707,8 +801,10 @@ fn write_out(
         &[
             "feed",
             "packets_per_cpu_s",
+            "packets_per_host_cpu_s",
             "lost_pct",
             "host_cpu_s",
+            "monitor_cpu_s",
             "service_rps_ratio",
         ],
         &feeds
@@ -717,8 +813,10 @@ fn write_out(
                 vec![
                     f.feed.to_string(),
                     format!("{:.0}", f.packets_per_cpu_s),
+                    format!("{:.0}", f.packets_per_host_cpu_s),
                     format!("{:.3}", f.lost_pct),
                     format!("{:.3}", f.host_cpu_s),
+                    format!("{:.3}", f.monitor_cpu_s),
                     format!("{:.4}", f.service_rps_ratio),
                 ]
             })
@@ -735,10 +833,16 @@ fn write_out(
             title: "Flow monitoring on a server: packets analysed per host CPU-second",
             y_label: "packets / CPU-s (median)",
             categories: &cats,
-            series: &[(
-                "packets per CPU-s".to_string(),
-                feeds.iter().map(|f| f.packets_per_cpu_s).collect(),
-            )],
+            series: &[
+                (
+                    "per monitor CPU-s".to_string(),
+                    feeds.iter().map(|f| f.packets_per_cpu_s).collect(),
+                ),
+                (
+                    "per host CPU-s".to_string(),
+                    feeds.iter().map(|f| f.packets_per_host_cpu_s).collect(),
+                ),
+            ],
         },
         machine,
     )?;
