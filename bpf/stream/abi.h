@@ -207,4 +207,108 @@ enum stream_rx_counter {
 	STREAM_RX_MAX = 2,
 };
 
+/* ---- the tap ---- */
+
+/*
+ * The stream tap (bpf/stream/tap.h, entry point xdp_stream_tap): on a
+ * server's interface it runs the offloaded Source (parse), Filter and —
+ * with ST_TAP_AGGREGATE — the first keyed aggregation, hands the result to
+ * userspace through a BPF ring buffer or per-CPU hash maps, and passes
+ * every frame on (a tail call into the next stage, XDP_PASS when there is
+ * none). It never takes a frame from the host.
+ */
+
+/* stream_tap_cfg[0].mode. */
+enum stream_tap_mode {
+	/* Every accepted frame becomes a struct stream_tuple in the ring buffer. */
+	ST_TAP_TUPLES = 0,
+	/*
+	 * Every accepted frame is added to its connection's struct
+	 * stream_agg_val in the per-CPU hash of its epoch (stream_tap_agg[epoch
+	 * & 1]); userspace harvests an epoch once it is over. A frame whose
+	 * connection finds the map full goes to the ring buffer as a tuple.
+	 */
+	ST_TAP_AGGREGATE = 1,
+};
+
+/* stream_tap_cfg[0]. */
+struct stream_tap_cfg {
+	/* enum stream_tap_mode. */
+	__u32 mode;
+	__u32 _pad;
+	/* Length of an aggregation epoch, ns (epoch = event time / epoch_ns). */
+	__u64 epoch_ns;
+};
+
+/*
+ * Key of one connection in one epoch: the two endpoints ordered (endpoint
+ * 0 is the smaller (address, port) pair), so both directions of a
+ * connection share it. ICMP keys carry no ports (type and code are in the
+ * value); non-first fragments have none either.
+ */
+struct stream_agg_key {
+	/* Network byte order; IPv4 in [i][0]. */
+	__u32 addr[2][4];
+	/* Host byte order. */
+	__u16 port[2];
+	__u8 proto;
+	/* ST_F_IPV6 or 0. */
+	__u8 flags;
+	/* Outermost VLAN id, 0 when untagged. */
+	__u16 vlan_id;
+	/* Event time / epoch_ns (low 32 bits). */
+	__u32 epoch;
+};
+
+/* What one direction of a connection sent (dir[0]: endpoint 0 → endpoint 1). */
+struct stream_agg_dir {
+	__u64 packets;
+	/* IP bytes (IP total length), as stream_tuple.ip_len. */
+	__u64 bytes;
+	/* Event time of the first and last packet, ns since the epoch. */
+	__u64 first_ns;
+	__u64 last_ns;
+	/* TCP segments with SYN and not ACK. */
+	__u32 syn;
+	/* TCP segments with SYN and ACK. */
+	__u32 synack;
+	/* TCP segments with ACK and neither SYN nor RST (a handshake's third step, data). */
+	__u32 ack;
+	/* TCP segments with RST. */
+	__u32 rst;
+	/* TCP segments with FIN. */
+	__u32 fin;
+	/* OR of the TCP flags. */
+	__u8 tcp_flags;
+	/* ICMP/ICMPv6 type and code of the first packet (0 otherwise). */
+	__u8 icmp_type;
+	__u8 icmp_code;
+	__u8 _pad;
+};
+
+struct stream_agg_val {
+	struct stream_agg_dir dir[2];
+};
+
+/* Frames per outcome of the tap (per CPU). */
+enum stream_tap_counter { /* rust: usize */
+	/* Frames the tap saw (every one is passed on). */
+	ST_TAP_FRAMES = 0,
+	ST_TAP_NOT_IP = 1,
+	ST_TAP_TRUNCATED = 2,
+	ST_TAP_BAD_HEADER = 3,
+	ST_TAP_TOO_DEEP = 4,
+	/* Rejected by the offloaded Filter. */
+	ST_TAP_FILTERED = 5,
+	/* Tuples written to the ring buffer. */
+	ST_TAP_TUPLES_OUT = 6,
+	/* The ring buffer was full: the tuple is lost to the analysis (not the frame). */
+	ST_TAP_RING_FULL = 7,
+	/* Frames added to an aggregate. */
+	ST_TAP_AGGREGATED = 8,
+	/* The aggregation map was full: the frame went to the ring buffer as a tuple. */
+	ST_TAP_AGG_FULL = 9,
+	ST_TAP_CNT_MAX = 10,
+};
+
 #endif /* RAMPART_STREAM_ABI_H */

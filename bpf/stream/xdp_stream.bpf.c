@@ -29,45 +29,19 @@
  *    kernel allows that store only to offloaded programs); the planner
  *    checks its instructions, maps and helpers in the built object.
  *
+ *  - xdp_stream_tap: the tap (stream/tap.h) for a server's own interface:
+ *    tuples to a ring buffer or per-connection counters in per-CPU maps,
+ *    and every frame passed on. The three above take the frames and are
+ *    for dedicated capture ports.
+ *
  * Frames that are not IP go to the stack; malformed IP frames and frames
  * the Filter rejects are dropped or passed as configured; every outcome is
  * counted (enum stream_off_counter).
  */
-#include "stream/tuple.h"
-#include "stream/abi.h"
+#include "stream/offload.h"
+#include "stream/tap.h"
 
 extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, __u64 *timestamp) __ksym;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stream_off_cfg);
-} stream_off_cfg SEC(".maps");
-
-/* Index = IP protocol; non-zero = accepted (ST_FLT_PROTO). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 256);
-	__type(key, __u32);
-	__type(value, __u32);
-} stream_off_protos SEC(".maps");
-
-/* [0, ST_OFF_RANGES): source port ranges; [ST_OFF_RANGES, 2 * ST_OFF_RANGES): destination. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * ST_OFF_RANGES);
-	__type(key, __u32);
-	__type(value, struct stream_off_port_range);
-} stream_off_ports SEC(".maps");
-
-/* [0, ST_OFF_RANGES): source prefixes; [ST_OFF_RANGES, 2 * ST_OFF_RANGES): destination. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * ST_OFF_RANGES);
-	__type(key, __u32);
-	__type(value, struct stream_off_prefix);
-} stream_off_prefixes SEC(".maps");
 
 /* Host entry points: slot rx_queue * replicas + owner → AF_XDP socket. */
 struct {
@@ -115,83 +89,6 @@ static __always_inline void count(int target, __u32 idx)
 		if (c)
 			*c += 1;
 	}
-}
-
-static __always_inline int port_in(__u32 base, __u8 n, __u16 port)
-{
-	int i;
-
-#pragma unroll
-	for (i = 0; i < ST_OFF_RANGES; i++) {
-		__u32 key = base + i;
-		struct stream_off_port_range *r;
-
-		if (i >= n)
-			break;
-		r = bpf_map_lookup_elem(&stream_off_ports, &key);
-		if (r && port >= r->lo && port <= r->hi)
-			return 1;
-	}
-	return 0;
-}
-
-static __always_inline int prefix_in(__u32 base, __u8 n, const __u32 *a, __u32 v6)
-{
-	int i;
-
-#pragma unroll
-	for (i = 0; i < ST_OFF_RANGES; i++) {
-		__u32 key = base + i;
-		struct stream_off_prefix *p;
-
-		if (i >= n)
-			break;
-		p = bpf_map_lookup_elem(&stream_off_prefixes, &key);
-		if (p && p->v6 == v6 && (a[0] & p->mask[0]) == p->addr[0] &&
-		    (a[1] & p->mask[1]) == p->addr[1] && (a[2] & p->mask[2]) == p->addr[2] &&
-		    (a[3] & p->mask[3]) == p->addr[3])
-			return 1;
-	}
-	return 0;
-}
-
-/* The offloaded Filter: every active predicate must hold. */
-static __always_inline int stream_off_match(const struct stream_off_cfg *c, const struct stream_tuple *t)
-{
-	__u32 f = c->filters, v6 = t->flags & ST_F_IPV6 ? 1 : 0;
-	int i;
-
-	if (f & ST_FLT_PROTO) {
-		__u32 key = t->proto;
-		__u32 *ok = bpf_map_lookup_elem(&stream_off_protos, &key);
-
-		if (!ok || !*ok)
-			return 0;
-	}
-	if (f & ST_FLT_TCP_FLAGS) {
-		int any = 0;
-
-#pragma unroll
-		for (i = 0; i < ST_OFF_CLAUSES; i++) {
-			if (i >= c->n_clauses)
-				break;
-			if ((t->tcp_flags & c->clause_mask[i]) == c->clause_value[i]) {
-				any = 1;
-				break;
-			}
-		}
-		if (!any)
-			return 0;
-	}
-	if ((f & ST_FLT_SPORT) && !port_in(0, c->n_sport, t->sport))
-		return 0;
-	if ((f & ST_FLT_DPORT) && !port_in(ST_OFF_RANGES, c->n_dport, t->dport))
-		return 0;
-	if ((f & ST_FLT_SRC) && !prefix_in(0, c->n_src, t->saddr, v6))
-		return 0;
-	if ((f & ST_FLT_DST) && !prefix_in(ST_OFF_RANGES, c->n_dst, t->daddr, v6))
-		return 0;
-	return 1;
 }
 
 /*
@@ -329,6 +226,17 @@ int xdp_stream_nfp(struct xdp_md *ctx)
 	ctx->rx_queue_index = owner;
 	count(T_NFP, ST_CNT_RECORDS);
 	return XDP_PASS;
+}
+
+/*
+ * The tap alone on an interface (stream/tap.h): analyse, then pass the
+ * frame on. Never redirects, never drops.
+ */
+SEC("xdp")
+int xdp_stream_tap(struct xdp_md *ctx)
+{
+	stream_tap(ctx);
+	return stream_tap_next_stage(ctx);
 }
 
 RAMPART_LICENSE;

@@ -11,6 +11,7 @@ pub mod export;
 pub mod flowid;
 pub mod offload;
 pub mod parse;
+pub mod part;
 pub mod source;
 pub mod tuple;
 

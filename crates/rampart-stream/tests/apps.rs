@@ -89,14 +89,26 @@ fn key(src: IpAddr, dst: IpAddr, sport: u16, dport: u16, l4: L4) -> FlowKey {
     let (proto, sp, dp) = match l4 {
         L4::Tcp(_) => (6, sport, dport),
         L4::Udp => (17, sport, dport),
-        L4::Icmp => (
-            if src.is_ipv6() { 58 } else { 1 },
-            0,
-            if src.is_ipv6() { 128 << 8 } else { 8 << 8 },
-        ),
+        // ICMP flows are keyed by addresses; type and code are fields.
+        L4::Icmp => (if src.is_ipv6() { 58 } else { 1 }, 0, 0),
     };
     let t = StreamTuple::new_l4(0, src, dst, proto, sp, dp, 0, 0);
-    FlowKey::of(&t)
+    FlowKey {
+        src: t.saddr,
+        dst: t.daddr,
+        sport: sp,
+        dport: dp,
+        proto,
+        v6: src.is_ipv6(),
+    }
+}
+
+/// ICMP type and code of a one-way echo-request flow (the generator's).
+fn icmp_of(l4: L4, v6: bool) -> [u8; 4] {
+    match l4 {
+        L4::Icmp => [if v6 { 128 } else { 8 }, 0, 0, 0],
+        _ => [0; 4],
+    }
 }
 
 /// Flows made of segments: packets within a segment are < 2 s apart,
@@ -154,6 +166,8 @@ fn flow_traffic() -> Expected {
                 tcp_flags: flags,
                 end_reason: EndReason::IdleTimeout,
                 flow_id: 0,
+                icmp: icmp_of(l4, v6),
+                ..Default::default()
             });
             t = last + 20 * S;
         }
@@ -193,6 +207,7 @@ fn flow_traffic() -> Expected {
             tcp_flags: 0x10,
             end_reason: reason,
             flow_id: 0,
+            ..Default::default()
         });
     }
     // Noise that must not become tuples: ARP, cut IPv4 headers, bad IHL.

@@ -186,7 +186,7 @@ fn malformed_and_mutated_frames_never_become_records() {
 fn filters() -> Vec<Predicate> {
     vec![
         rampart_stream::apps::portscan::handshake_filter(),
-        rampart_stream::apps::synflood::handshake_filter(),
+        rampart_stream::apps::synflood::tcp_filter(),
         Predicate {
             protos: vec![proto::UDP, proto::ICMP],
             ..Predicate::default()

@@ -207,6 +207,7 @@ enum L4 {
     IcmpEcho {
         id: u16,
         seq: u16,
+        reply: bool,
     },
 }
 
@@ -306,7 +307,26 @@ impl Frame {
 
     /// ICMP echo request (ICMPv6 for IPv6 addresses), id 1, sequence 1.
     pub fn icmp_echo(src: impl Addr, dst: impl Addr) -> Self {
-        Self::with(Self::ip_pair(src, dst), L4::IcmpEcho { id: 1, seq: 1 })
+        Self::with(
+            Self::ip_pair(src, dst),
+            L4::IcmpEcho {
+                id: 1,
+                seq: 1,
+                reply: false,
+            },
+        )
+    }
+
+    /// ICMP echo reply (ICMPv6 for IPv6 addresses), id 1, sequence 1.
+    pub fn icmp_echo_reply(src: impl Addr, dst: impl Addr) -> Self {
+        Self::with(
+            Self::ip_pair(src, dst),
+            L4::IcmpEcho {
+                id: 1,
+                seq: 1,
+                reply: true,
+            },
+        )
     }
 
     /// ARP request from `sender` for `target` (IPv4 addresses), broadcast.
@@ -656,24 +676,29 @@ impl Frame {
                 h.write(&mut seg).expect("writing to a Vec");
                 IpNumber::TCP
             }
-            (L4::IcmpEcho { id, seq }, IpAddr::V4(_), _) => {
+            (L4::IcmpEcho { id, seq, reply }, IpAddr::V4(_), _) => {
                 let echo = IcmpEchoHeader { id: *id, seq: *seq };
-                Icmpv4Header::with_checksum(Icmpv4Type::EchoRequest(echo), p)
+                let ty = if *reply {
+                    Icmpv4Type::EchoReply(echo)
+                } else {
+                    Icmpv4Type::EchoRequest(echo)
+                };
+                Icmpv4Header::with_checksum(ty, p)
                     .write(&mut seg)
                     .expect("writing to a Vec");
                 IpNumber::ICMP
             }
-            (L4::IcmpEcho { id, seq }, IpAddr::V6(s), IpAddr::V6(d)) => {
+            (L4::IcmpEcho { id, seq, reply }, IpAddr::V6(s), IpAddr::V6(d)) => {
                 let echo = IcmpEchoHeader { id: *id, seq: *seq };
-                Icmpv6Header::with_checksum(
-                    Icmpv6Type::EchoRequest(echo),
-                    s.octets(),
-                    d.octets(),
-                    p,
-                )
-                .expect("ICMPv6 length")
-                .write(&mut seg)
-                .expect("writing to a Vec");
+                let ty = if *reply {
+                    Icmpv6Type::EchoReply(echo)
+                } else {
+                    Icmpv6Type::EchoRequest(echo)
+                };
+                Icmpv6Header::with_checksum(ty, s.octets(), d.octets(), p)
+                    .expect("ICMPv6 length")
+                    .write(&mut seg)
+                    .expect("writing to a Vec");
                 IpNumber::IPV6_ICMP
             }
             _ => unreachable!("one family per frame"),
@@ -920,6 +945,8 @@ mod tests {
                 .payload(b"x"),
             Frame::icmp_echo("10.0.0.1", "10.0.0.2").zeros(8),
             Frame::icmp_echo("fd00::1", "fd00::2").zeros(8),
+            Frame::icmp_echo_reply("10.0.0.2", "10.0.0.1").zeros(8),
+            Frame::icmp_echo_reply("fd00::2", "fd00::1").zeros(8),
             Frame::udp("10.0.0.1", "10.0.0.2", 1, 2)
                 .ipv4_options(&[1, 1, 1, 0])
                 .vlan(5)

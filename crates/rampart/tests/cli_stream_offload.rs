@@ -36,6 +36,10 @@ fn plan_shows_what_runs_in_xdp() {
         "portscan",
         "--target",
         "nfp",
+        "--via",
+        "afxdp",
+        "--offload",
+        "tuples",
         "--sources",
         "2",
         "--json",
@@ -49,12 +53,21 @@ fn plan_shows_what_runs_in_xdp() {
     assert!(p["object"]["insns"].as_u64().unwrap() <= 8192);
     assert_eq!(p["config"]["timestamps"], "none");
 
+    // The default: the tap, with the connection parts aggregated in XDP.
     let o = rampart(&["stream", "plan", "flowmeter"]);
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("xdp       flowid"), "{out}");
+    assert!(out.contains("xdp       part"), "{out}");
+    assert!(out.contains("per-CPU hash maps"), "{out}");
     assert!(out.contains("userspace flows"), "{out}");
+    assert!(out.contains("xdp_stream_tap"), "{out}");
     assert!(out.contains("fits host-xdp: yes"), "{out}");
+    // The nfp cannot aggregate (nor run the tap at all): refused, with why.
+    let e = one_error_line(
+        &rampart(&["stream", "plan", "synflood", "--target", "nfp"]),
+        "nfp cannot run the offload",
+    );
+    assert!(e.contains("percpu_hash") && e.contains("ringbuf"), "{e}");
 }
 
 #[test]
@@ -69,7 +82,7 @@ fn bad_offload_input_gets_one_clear_line() {
             "--offload",
             "on",
         ]),
-        "the offload receives over AF_XDP",
+        "needs a live source",
     );
     one_error_line(
         &rampart(&[
@@ -81,10 +94,44 @@ fn bad_offload_input_gets_one_clear_line() {
             "--sources",
             "2",
         ]),
-        "--sources is for --offload on",
+        "--sources and --timestamps are for --source afxdp:",
     );
     one_error_line(
-        &rampart(&["stream", "plan", "synflood", "--sources", "0"]),
+        &rampart(&[
+            "stream",
+            "run",
+            "flowmeter",
+            "--source",
+            "pcap:/nonexistent.pcap",
+            "--offload",
+            "aggregate",
+        ]),
+        "use --source xdp:",
+    );
+    one_error_line(
+        &rampart(&[
+            "stream",
+            "plan",
+            "flowmeter",
+            "--via",
+            "afxdp",
+            "--offload",
+            "aggregate",
+        ]),
+        "--offload aggregate needs --via tap",
+    );
+    one_error_line(
+        &rampart(&[
+            "stream",
+            "plan",
+            "synflood",
+            "--via",
+            "afxdp",
+            "--offload",
+            "tuples",
+            "--sources",
+            "0",
+        ]),
         "0 source replicas",
     );
     one_error_line(

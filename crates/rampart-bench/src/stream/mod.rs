@@ -6,4 +6,5 @@
 //!   and off, against the raw AF_XDP receive ceiling (`rampart bench stream`).
 
 pub mod engine;
+pub mod host;
 pub mod offload;

@@ -199,6 +199,8 @@ fn host_rx(lab: &Lab, queues: u32) -> AfXdpConfig {
         netns: Some(lab.host_ns()),
         iface: topology::HOST_IF.into(),
         queues,
+        // The lab's host0 has addresses; the benchmark's traffic is its only user.
+        consume: true,
         ..AfXdpConfig::default()
     }
 }

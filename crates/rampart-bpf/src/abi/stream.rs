@@ -1,5 +1,6 @@
 //! `bpf/stream/abi.h`: the packet tuple of rampart stream, the offload's
-//! configuration and counters, and `xdp_stream_rx`'s counters.
+//! configuration and counters, `xdp_stream_rx`'s counters, and the tap's
+//! configuration, per-connection aggregates and counters.
 
 use std::mem::size_of;
 
@@ -15,11 +16,24 @@ pub use crate::xdp_stream::types::stream_off_port_range as StreamOffPortRange;
 /// An address prefix as (address, mask) words (`struct stream_off_prefix`).
 pub use crate::xdp_stream::types::stream_off_prefix as StreamOffPrefix;
 
+/// What one direction of a connection sent (`struct stream_agg_dir`).
+pub use crate::xdp_stream::types::stream_agg_dir as StreamAggDir;
+/// One connection in one epoch (`struct stream_agg_key`).
+pub use crate::xdp_stream::types::stream_agg_key as StreamAggKey;
+/// Both directions (`struct stream_agg_val`).
+pub use crate::xdp_stream::types::stream_agg_val as StreamAggVal;
+/// The tap's settings (`struct stream_tap_cfg`, map `stream_tap_cfg[0]`).
+pub use crate::xdp_stream::types::stream_tap_cfg as StreamTapCfg;
+
 pod!(
     StreamTuple,
     StreamOffCfg,
     StreamOffPortRange,
-    StreamOffPrefix
+    StreamOffPrefix,
+    StreamAggDir,
+    StreamAggKey,
+    StreamAggVal,
+    StreamTapCfg,
 );
 
 const _: () = assert!(size_of::<StreamTuple>() == 56);
@@ -27,6 +41,10 @@ const _: () = assert!(std::mem::align_of::<StreamTuple>() == 8);
 const _: () = assert!(size_of::<StreamOffCfg>() == 40);
 const _: () = assert!(size_of::<StreamOffPortRange>() == 4);
 const _: () = assert!(size_of::<StreamOffPrefix>() == 36);
+const _: () = assert!(size_of::<StreamTapCfg>() == 16);
+const _: () = assert!(size_of::<StreamAggKey>() == 44);
+const _: () = assert!(size_of::<StreamAggDir>() == 56);
+const _: () = assert!(size_of::<StreamAggVal>() == 112);
 // The nfp profile: every map entry of the offload fits in 64 bytes.
 const _: () = assert!(size_of::<StreamOffCfg>() <= 64 && size_of::<StreamOffPrefix>() <= 64);
 // The array lengths in the generated structs and the generated constants agree.

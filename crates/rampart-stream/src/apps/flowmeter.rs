@@ -1,27 +1,29 @@
-//! Flow meter: per-flow packets, bytes, first/last seen and TCP flags;
-//! flows end on an idle timeout, an active timeout, or the end of the input
-//! (RFC 5102 flowEndReason 1, 2, 4), and are exported as JSON lines (EVE
-//! `flow` events) and IPFIX. Flows are unidirectional 5-tuples (IPFIX's
-//! default); non-first fragments count under their 3-tuple with ports 0.
+//! Flow meter: bidirectional flow records (RFC 5103 biflows) — per
+//! direction packets, bytes, TCP flags; first/last seen; state; the
+//! Community ID — exported as JSON lines (EVE `flow`) and IPFIX. A flow
+//! ends on an idle timeout, an active timeout, or the end of the input;
+//! its end reason says FIN or RST when the connection was closed (RFC 5102
+//! flowEndReason 1, 2, 3, 4). The initiator (the sender of the first SYN,
+//! else of the first packet) is the flow's source: "to server" is from it.
+//! ICMP flows are keyed by addresses (request and reply are one flow), with
+//! the ICMP type and code of each direction in their own fields.
 //!
-//! Graph: Source → Map(FlowID, five-tuple) → Keyed Window (session per
-//! 5-tuple: idle gap, active timeout) → Sink. With the offload ([`graph`]
-//! is what the planner sees), the Source and the FlowID run in XDP and the
-//! records arrive steered by the five-tuple FlowID, so the window's key-by
-//! is a one-to-one hand-over when it has as many replicas as the source.
+//! Graph: Source → Map (tuple → connection part, [`crate::part`]) → Keyed
+//! Window (session per connection: idle gap, active timeout) → Sink. With
+//! the tap's aggregation the parts arrive pre-summed per connection and
+//! epoch from XDP and the Map is not run; the window merges either alike.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{flow_id_map, Addr, EngineOpts};
+use super::{part_stream, Addr, EngineOpts};
 use crate::engine::{agg, KeyedWindow, Pipeline, Sink, WindowInfo, WindowSpec};
-use crate::export::json::{epoch_secs, iso8601, proto_name};
-use crate::flowid::KeyMode;
+use crate::export::json::{community_id, epoch_secs, iso8601, proto_name};
 use crate::offload::planner::{AppGraph, OpDesc, OpKind};
-use crate::source::{self, PacketSource};
-use crate::tuple::StreamTuple;
+use crate::part::{ConnKey, FlowPart};
+use crate::source::PacketSource;
 
 /// Settings.
 #[derive(Debug, Clone, Serialize)]
@@ -44,7 +46,7 @@ impl Default for FlowmeterConfig {
     }
 }
 
-/// Unidirectional flow key.
+/// Flow key, source = the initiator. ICMP flows have ports 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct FlowKey {
     /// Source address words.
@@ -53,7 +55,7 @@ pub struct FlowKey {
     pub dst: [u32; 4],
     /// Source port (0 for ICMP).
     pub sport: u16,
-    /// Destination port (ICMP: type << 8 | code).
+    /// Destination port (0 for ICMP).
     pub dport: u16,
     /// IP protocol.
     pub proto: u8,
@@ -62,16 +64,21 @@ pub struct FlowKey {
 }
 
 impl FlowKey {
-    /// Key of a tuple.
-    pub fn of(t: &StreamTuple) -> Self {
-        let a = (Addr::src(t), Addr::dst(t));
+    /// The key of a tuple, seen from its sender.
+    pub fn of(t: &crate::tuple::StreamTuple) -> Self {
+        let p = FlowPart::from_tuple(t);
+        Self::of_conn(&p.key, usize::from(p.dir[0].packets == 0))
+    }
+    /// The key of a connection seen from endpoint `client`.
+    pub fn of_conn(k: &ConnKey, client: usize) -> Self {
+        let s = client & 1;
         Self {
-            src: a.0.w,
-            dst: a.1.w,
-            sport: t.sport,
-            dport: t.dport,
-            proto: t.proto,
-            v6: a.0.v6,
+            src: k.addr[s],
+            dst: k.addr[1 - s],
+            sport: k.port[s],
+            dport: k.port[1 - s],
+            proto: k.proto,
+            v6: k.v6,
         }
     }
     /// Source address.
@@ -91,46 +98,77 @@ impl FlowKey {
 }
 
 /// Why a flow record was exported (IPFIX flowEndReason).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum EndReason {
     /// Idle timeout (1).
-    IdleTimeout = 1,
+    #[default]
+    IdleTimeout,
     /// Active timeout (2).
-    ActiveTimeout = 2,
+    ActiveTimeout,
+    /// The connection was closed with FIN (3, "end of flow detected").
+    Fin,
+    /// The connection was reset (3, "end of flow detected").
+    Rst,
     /// End of the input / shutdown (4, "forced end").
-    ForcedEnd = 4,
+    ForcedEnd,
 }
 
-/// One exported flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+impl EndReason {
+    /// IPFIX flowEndReason.
+    pub fn ipfix(self) -> u8 {
+        match self {
+            Self::IdleTimeout => 1,
+            Self::ActiveTimeout => 2,
+            Self::Fin | Self::Rst => 3,
+            Self::ForcedEnd => 4,
+        }
+    }
+}
+
+/// Connection state at the end of a record (EVE `flow.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowState {
+    /// One direction only (or a TCP handshake that did not complete).
+    #[default]
+    New,
+    /// Both directions (TCP: SYN-ACK and the client's ACK seen, or data both ways).
+    Established,
+    /// FIN or RST seen.
+    Closed,
+}
+
+/// One exported biflow: "forward" is from the initiator (`key.src`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct FlowRecord {
-    /// Key.
+    /// Key (source = initiator).
     pub key: FlowKey,
-    /// First packet, ns.
+    /// First packet (either direction), ns.
     pub first_ns: u64,
-    /// Last packet, ns.
+    /// Last packet (either direction), ns.
     pub last_ns: u64,
-    /// Packets.
+    /// Packets from the initiator.
     pub packets: u64,
-    /// IP bytes (octetDeltaCount).
+    /// IP bytes from the initiator (octetDeltaCount).
     pub bytes: u64,
-    /// OR of TCP flags.
+    /// OR of the initiator's TCP flags.
     pub tcp_flags: u8,
     /// Why it ended.
     pub end_reason: EndReason,
-    /// FlowID (five-tuple jhash).
+    /// FlowID (jhash of the connection key).
     pub flow_id: u32,
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct Acc {
-    first: u64,
-    last: u64,
-    packets: u64,
-    bytes: u64,
-    flags: u8,
-    flow_id: u32,
+    /// Packets from the responder (reversePacketDeltaCount).
+    pub rev_packets: u64,
+    /// IP bytes from the responder.
+    pub rev_bytes: u64,
+    /// OR of the responder's TCP flags.
+    pub rev_tcp_flags: u8,
+    /// ICMP type and code of the initiator's first packet, and of the
+    /// responder's (0 for other protocols).
+    pub icmp: [u8; 4],
+    /// State at the end.
+    pub state: FlowState,
 }
 
 /// The operator graph as the offload planner sees it (names as in [`build`]).
@@ -140,25 +178,80 @@ pub fn graph(cfg: &FlowmeterConfig) -> AppGraph {
         ops: vec![
             OpDesc::new("source", OpKind::Source, "frames → tuples"),
             OpDesc::new(
-                "flowid",
-                OpKind::FlowId {
-                    mode: KeyMode::FiveTuple,
-                },
-                "FlowID: jhash of the 5-tuple",
+                "part",
+                OpKind::Part,
+                "Map: tuple → connection part (both directions' counters)",
             ),
             OpDesc::new(
                 "flows",
                 OpKind::Keyed {
-                    key: "the 5-tuple (session window: idle and active timeouts)".into(),
-                    partition: Some(KeyMode::FiveTuple),
-                    note: None,
+                    key: "the connection (session window: idle and active timeouts)".into(),
+                    partition: None,
+                    note: Some(
+                        "ICMP requests and replies are one connection but no FlowID mode pairs them".into(),
+                    ),
                     parallelism: cfg.engine.workers,
                 },
-                "flow records",
+                "biflow records",
             ),
             OpDesc::new("export", OpKind::Sink, "EVE flow JSON lines / IPFIX"),
         ],
     }
+}
+
+/// The record of a connection's parts merged in one session.
+fn record(p: &FlowPart, w: &WindowInfo) -> FlowRecord {
+    let c = p.client();
+    let (f, r) = (&p.dir[c], &p.dir[1 - c]);
+    let k = FlowKey::of_conn(&p.key, c);
+    let (rst, fin) = (f.rst + r.rst, f.fin + r.fin);
+    let end_reason = if rst > 0 {
+        EndReason::Rst
+    } else if fin > 0 {
+        EndReason::Fin
+    } else if w.closed_by_eos {
+        EndReason::ForcedEnd
+    } else if w.active_timeout {
+        EndReason::ActiveTimeout
+    } else {
+        EndReason::IdleTimeout
+    };
+    let tcp = k.proto == crate::tuple::proto::TCP;
+    let state = if rst + fin > 0 {
+        FlowState::Closed
+    } else if (tcp && r.synack > 0 && f.ack > 0)
+        || (tcp && r.synack == 0 && f.syn == 0 && r.packets > 0 && f.packets > 0)
+        || (!tcp && r.packets > 0 && f.packets > 0)
+    {
+        FlowState::Established
+    } else {
+        FlowState::New
+    };
+    FlowRecord {
+        key: k,
+        first_ns: p.first_ns(),
+        last_ns: p.last_ns(),
+        packets: f.packets,
+        bytes: f.bytes,
+        tcp_flags: f.tcp_flags,
+        end_reason,
+        flow_id: conn_flow_id(&p.key),
+        rev_packets: r.packets,
+        rev_bytes: r.bytes,
+        rev_tcp_flags: r.tcp_flags,
+        icmp: [f.icmp_type, f.icmp_code, r.icmp_type, r.icmp_code],
+        state,
+    }
+}
+
+/// FlowID of a connection: jhash of its key (both directions alike).
+pub fn conn_flow_id(k: &ConnKey) -> u32 {
+    let mut w = [0u32; 10];
+    w[..4].copy_from_slice(&k.addr[0]);
+    w[4..8].copy_from_slice(&k.addr[1]);
+    w[8] = (u32::from(k.port[0]) << 16) | u32::from(k.port[1]);
+    w[9] = u32::from(k.proto);
+    crate::flowid::jhash2(&w, crate::tuple::ST_FLOWID_SEED)
 }
 
 /// Build the graph; `out` gets every record, then `None` at the end.
@@ -177,55 +270,26 @@ pub fn build<S: PacketSource>(
         ));
     }
     let e = &cfg.engine;
-    let applied = src.applied();
-    applied.check_app("flowmeter")?;
+    src.applied().check_app("flowmeter")?;
+    super::check_epoch(&src, &[cfg.idle], &[])?;
     let g = e.graph("flowmeter")?;
-    let p = src.parallelism();
     let window = agg(
-        Acc::default,
-        |a: &mut Acc, t: &StreamTuple| {
-            if a.packets == 0 {
-                a.first = t.ts_ns;
-                a.flow_id = t.flow_id;
-            }
-            a.last = t.ts_ns;
-            a.packets += 1;
-            a.bytes += u64::from(t.ip_len);
-            a.flags |= t.tcp_flags;
+        || None::<FlowPart>,
+        |a: &mut Option<FlowPart>, p: &FlowPart| match a {
+            Some(a) => a.merge(p),
+            None => *a = Some(*p),
         },
-        |k: &FlowKey, a: Acc, w: &WindowInfo| FlowRecord {
-            key: *k,
-            first_ns: a.first,
-            last_ns: a.last,
-            packets: a.packets,
-            bytes: a.bytes,
-            tcp_flags: a.flags,
-            end_reason: if w.closed_by_eos {
-                EndReason::ForcedEnd
-            } else if w.active_timeout {
-                EndReason::ActiveTimeout
-            } else {
-                EndReason::IdleTimeout
-            },
-            flow_id: a.flow_id,
-        },
+        |_: &ConnKey, a: Option<FlowPart>, w: &WindowInfo| record(&a.unwrap_or_default(), w),
     );
-    let pipe = g.source(source::operator(src, e.batch))?;
-    let pipe = if applied.has("flowid") {
-        pipe
-    } else {
-        pipe.add(flow_id_map(KeyMode::FiveTuple, p, e.batch))?
-    };
-    // Steered by the five-tuple FlowID: every flow on one replica.
-    Ok(pipe
-        .assume_partitioned(applied.partition == Some(KeyMode::FiveTuple))
+    Ok(part_stream(&g, src, None, e.batch)?
         .add(
             KeyedWindow::new(
                 "flows",
-                FlowKey::of,
+                |p: &FlowPart| p.key,
                 WindowSpec::session(cfg.idle, cfg.active),
                 window,
             )
+            .with_span(FlowPart::last_ns)
             .with_parallelism(e.workers)
             .with_output_batch(e.batch),
         )?
@@ -241,7 +305,9 @@ pub struct FlowEvent {
     pub event_type: &'static str,
     /// FlowID.
     pub flow_id: u64,
-    /// Source.
+    /// Community ID (v1, seed 0) of the connection.
+    pub community_id: String,
+    /// Source (the initiator).
     pub src_ip: String,
     /// Source port.
     pub src_port: u16,
@@ -251,58 +317,118 @@ pub struct FlowEvent {
     pub dest_port: u16,
     /// Protocol.
     pub proto: String,
+    /// ICMP type of the initiator's first packet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icmp_type: Option<u8>,
+    /// ICMP code of the initiator's first packet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icmp_code: Option<u8>,
+    /// ICMP type of the responder's first packet (if it sent any).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_icmp_type: Option<u8>,
+    /// ICMP code of the responder's first packet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_icmp_code: Option<u8>,
     /// Counters.
     pub flow: FlowDetails,
+    /// TCP flags per direction (TCP only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpDetails>,
 }
 
 /// The `flow` object.
 #[derive(Debug, Serialize)]
 pub struct FlowDetails {
-    /// Packets.
+    /// Packets from the initiator.
     pub pkts_toserver: u64,
-    /// IP bytes.
+    /// Packets from the responder.
+    pub pkts_toclient: u64,
+    /// IP bytes from the initiator.
     pub bytes_toserver: u64,
+    /// IP bytes from the responder.
+    pub bytes_toclient: u64,
     /// First packet.
     pub start: String,
     /// Last packet.
     pub end: String,
     /// Seconds between first and last packet.
     pub age: u64,
-    /// `timeout`, `active_timeout` or `shutdown`.
+    /// `new`, `established` or `closed`.
+    pub state: FlowState,
+    /// `timeout`, `active_timeout`, `fin`, `rst` or `shutdown`.
     pub reason: &'static str,
-    /// OR of TCP flags, hex (as EVE's `tcp.tcp_flags`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tcp_flags: Option<String>,
     /// Zeek-style start, epoch seconds.
     pub ts: f64,
+}
+
+/// The `tcp` object (hex flag bytes, as EVE).
+#[derive(Debug, Serialize)]
+pub struct TcpDetails {
+    /// OR of both directions.
+    pub tcp_flags: String,
+    /// Initiator's.
+    pub tcp_flags_ts: String,
+    /// Responder's.
+    pub tcp_flags_tc: String,
 }
 
 impl FlowRecord {
     /// As an EVE flow event.
     pub fn event(&self) -> FlowEvent {
+        let k = &self.key;
+        let icmp = k.proto == 1 || k.proto == 58;
         FlowEvent {
             timestamp: iso8601(self.last_ns),
             event_type: "flow",
             flow_id: u64::from(self.flow_id),
-            src_ip: self.key.src_addr().to_string(),
-            src_port: self.key.sport,
-            dest_ip: self.key.dst_addr().to_string(),
-            dest_port: self.key.dport,
-            proto: proto_name(self.key.proto),
+            community_id: community_id(
+                &k.src_addr().ip(),
+                &k.dst_addr().ip(),
+                k.proto,
+                if icmp {
+                    u16::from(self.icmp[0])
+                } else {
+                    k.sport
+                },
+                if icmp {
+                    u16::from(self.icmp[1])
+                } else {
+                    k.dport
+                },
+                icmp,
+            ),
+            src_ip: k.src_addr().to_string(),
+            src_port: k.sport,
+            dest_ip: k.dst_addr().to_string(),
+            dest_port: k.dport,
+            proto: proto_name(k.proto),
+            icmp_type: (icmp && self.packets > 0).then_some(self.icmp[0]),
+            icmp_code: (icmp && self.packets > 0).then_some(self.icmp[1]),
+            response_icmp_type: (icmp && self.rev_packets > 0).then_some(self.icmp[2]),
+            response_icmp_code: (icmp && self.rev_packets > 0).then_some(self.icmp[3]),
             flow: FlowDetails {
                 pkts_toserver: self.packets,
+                pkts_toclient: self.rev_packets,
                 bytes_toserver: self.bytes,
+                bytes_toclient: self.rev_bytes,
                 start: iso8601(self.first_ns),
                 end: iso8601(self.last_ns),
                 age: (self.last_ns - self.first_ns) / 1_000_000_000,
+                state: self.state,
                 reason: match self.end_reason {
                     EndReason::IdleTimeout => "timeout",
                     EndReason::ActiveTimeout => "active_timeout",
+                    EndReason::Fin => "fin",
+                    EndReason::Rst => "rst",
                     EndReason::ForcedEnd => "shutdown",
                 },
-                tcp_flags: (self.key.proto == 6).then(|| format!("{:02x}", self.tcp_flags)),
                 ts: epoch_secs(self.first_ns),
             },
+            tcp: (k.proto == 6).then(|| TcpDetails {
+                tcp_flags: format!("{:02x}", self.tcp_flags | self.rev_tcp_flags),
+                tcp_flags_ts: format!("{:02x}", self.tcp_flags),
+                tcp_flags_tc: format!("{:02x}", self.rev_tcp_flags),
+            }),
         }
     }
 }
@@ -314,9 +440,9 @@ pub struct Summary {
     pub event_type: &'static str,
     /// Flow records.
     pub flows: u64,
-    /// Packets.
+    /// Packets (both directions).
     pub packets: u64,
-    /// IP bytes.
+    /// IP bytes (both directions).
     pub bytes: u64,
     /// Per protocol name: flows, packets, bytes.
     pub protocols: BTreeMap<String, ProtoCounters>,
@@ -340,12 +466,12 @@ impl Summary {
     pub fn add(&mut self, r: &FlowRecord) {
         self.event_type = "stats";
         self.flows += 1;
-        self.packets += r.packets;
-        self.bytes += r.bytes;
+        self.packets += r.packets + r.rev_packets;
+        self.bytes += r.bytes + r.rev_bytes;
         let p = self.protocols.entry(proto_name(r.key.proto)).or_default();
         p.flows += 1;
-        p.packets += r.packets;
-        p.bytes += r.bytes;
+        p.packets += r.packets + r.rev_packets;
+        p.bytes += r.bytes + r.rev_bytes;
         *self
             .end_reasons
             .entry(r.event().flow.reason.to_string())

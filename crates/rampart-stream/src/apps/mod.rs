@@ -17,8 +17,13 @@ pub mod synflood;
 
 use std::net::IpAddr;
 
-use crate::engine::{ExecMode, GraphConfig, Map, PipeGraph};
+use std::time::Duration;
+
+use crate::engine::{ExecMode, Filter, GraphConfig, Map, Pipe, PipeGraph};
 use crate::flowid::{set_flow_id, KeyMode};
+use crate::offload::Predicate;
+use crate::part::FlowPart;
+use crate::source::{self, PacketSource};
 use crate::tuple::{StreamTuple, TupleExt};
 
 /// Engine settings every app takes.
@@ -115,4 +120,68 @@ pub fn flow_id_map(
     })
     .with_parallelism(parallelism)
     .with_output_batch(batch)
+}
+
+/// An app's input as connection parts: the source's own parts (the tap's
+/// XDP aggregation, which already ran the filter), or its tuples through
+/// the app's Filter `filter` (unless the source ran it in XDP) and the
+/// `part` Map.
+///
+/// # Errors
+/// The engine's refusal of an operator.
+pub(crate) fn part_stream<S: PacketSource>(
+    g: &PipeGraph,
+    src: S,
+    filter: Option<(&str, Predicate)>,
+    batch: usize,
+) -> crate::Result<Pipe<FlowPart>> {
+    if src.delivers_parts() {
+        return Ok(g.source(source::part_operator(src, batch))?);
+    }
+    let applied = src.applied();
+    let p = src.parallelism();
+    let pipe = g.source(source::operator(src, batch))?;
+    let pipe = match filter {
+        Some((name, pred)) if !applied.has(name) => {
+            let f = pred.compile();
+            pipe.add(
+                Filter::new(name, move |t: &StreamTuple| f.matches(t))
+                    .with_parallelism(p)
+                    .with_output_batch(batch),
+            )?
+        }
+        _ => pipe,
+    };
+    Ok(pipe.add(
+        Map::new("part", |t: StreamTuple| FlowPart::from_tuple(&t))
+            .with_parallelism(p)
+            .with_output_batch(batch),
+    )?)
+}
+
+/// Parts summed over an epoch are exact only if no session gap is shorter
+/// than the epoch (no gap can hide inside a part) and every tumbling
+/// window is a whole number of epochs (no part straddles a window).
+///
+/// # Errors
+/// [`crate::Error::Invalid`] naming the setting and the epoch.
+pub(crate) fn check_epoch<S: PacketSource>(
+    src: &S,
+    gaps: &[Duration],
+    windows: &[Duration],
+) -> crate::Result<()> {
+    let Some(e) = src.part_epoch() else {
+        return Ok(());
+    };
+    if let Some(g) = gaps.iter().find(|g| **g < e) {
+        return Err(crate::Error::Invalid(format!(
+            "a timeout of {g:?} is shorter than the XDP aggregation epoch ({e:?}): use a timeout of at least {e:?}, or --offload tuples"
+        )));
+    }
+    if let Some(w) = windows.iter().find(|w| w.as_nanos() % e.as_nanos() != 0) {
+        return Err(crate::Error::Invalid(format!(
+            "a window of {w:?} is not a whole number of XDP aggregation epochs ({e:?}): use a multiple of {e:?}, or --offload tuples"
+        )));
+    }
+    Ok(())
 }

@@ -2,12 +2,14 @@
 //! Balakrishnan, "Fast Portscan Detection Using Sequential Hypothesis
 //! Testing", IEEE S&P 2004).
 //!
-//! Graph: Source → Filter (TCP SYN, SYN-ACK, RST-ACK) → Map (attempt key:
-//! ⟨initiator, responder, port⟩ — the SYN key ⟨src, dst, dport⟩, the
-//! answer's ⟨dst, src, sport⟩) → Keyed Window (session per attempt, gap =
-//! response timeout: its outcome is *success* if the responder answered
-//! SYN-ACK, *failure* on RST-ACK or silence) → FlatMap keyed by initiator
-//! (the walk) → Sink.
+//! Graph: Source → Filter (TCP SYN, SYN-ACK, RST-ACK) → Map (tuple →
+//! connection part, [`crate::part`]) → Map (attempt key: ⟨initiator,
+//! responder, port⟩ — the SYN's sender, its receiver and destination port,
+//! or for an answer alone its receiver, sender and source port) → Keyed
+//! Window (session per attempt, gap = response timeout: its outcome is
+//! *success* if the responder answered SYN-ACK, *failure* on RST-ACK or
+//! silence) → FlatMap keyed by initiator (the walk) → Sink. With the tap's
+//! aggregation the parts come pre-summed from XDP.
 //!
 //! The walk, per remote host (initiator): every *first contact* (a
 //! responder — or, with [`FirstContact::Service`], a responder:port — the
@@ -16,14 +18,17 @@
 //! scanner (one alert); Λ ≤ η0 = (1−β)/(1−α) declares the host benign and
 //! the walk restarts (its contacts are remembered). Paper defaults:
 //! θ0 = 0.8, θ1 = 0.2, α = 0.01, β = 0.99 — four failed first contacts
-//! in a row flag a scanner.
+//! in a row flag a scanner. The default first contact is a *service*
+//! (responder and port): the paper's host-level contacts never flag a
+//! vertical scan of one host (nmap's default), and a benign client rarely
+//! fails on four new services in a row.
 
 use std::time::Duration;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use super::{Addr, EngineOpts};
+use super::{part_stream, Addr, EngineOpts};
 use crate::engine::{
     agg, Filter, FlatMap, KeyedWindow, Map, Pipeline, Shipper, Sink, WindowInfo, WindowSpec,
 };
@@ -31,17 +36,19 @@ use crate::export::json::{epoch_secs, iso8601, Alert, AlertInfo};
 use crate::flowid::jhash2;
 use crate::offload::planner::{AppGraph, OpDesc, OpKind};
 use crate::offload::predicate::{FlagClause, Predicate};
-use crate::source::{self, PacketSource};
-use crate::tuple::{tcp, StreamTuple, TupleExt, ST_FLOWID_SEED};
+use crate::part::FlowPart;
+use crate::source::PacketSource;
+use crate::tuple::{tcp, ST_FLOWID_SEED};
 
 /// What counts as a first contact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FirstContact {
-    /// A responder address not contacted before (the paper).
-    Host,
-    /// A responder address and port not contacted before (also catches
+    /// A responder address not contacted before (the paper; misses
     /// vertical scans of one host).
+    Host,
+    /// A responder address and port not contacted before (the default:
+    /// also catches vertical scans of one host).
     Service,
 }
 
@@ -78,7 +85,7 @@ impl Default for PortscanConfig {
             alpha: 0.01,
             beta: 0.99,
             response_timeout: Duration::from_secs(3),
-            first_contact: FirstContact::Host,
+            first_contact: FirstContact::Service,
             host_idle: Duration::from_secs(600),
             engine: EngineOpts::default(),
         }
@@ -130,18 +137,40 @@ struct AttemptKey {
     port: u16,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Syn,
-    SynAck,
-    RstAck,
-}
-
+/// What a connection part says about one attempt.
 #[derive(Debug, Clone, Copy)]
 struct Ev {
     key: AttemptKey,
-    kind: Kind,
-    ts: u64,
+    /// Time of the initiator's first SYN in the part, if it sent one.
+    syn: Option<u64>,
+    /// The responder answered SYN-ACK.
+    synack: bool,
+    /// Last packet of the part.
+    last: u64,
+}
+
+/// The attempt a part belongs to: the endpoint that sent a SYN initiated
+/// it; without a SYN, the receiver of the SYN-ACK or RST-ACK did.
+fn attempt(p: &FlowPart) -> Ev {
+    let d = &p.dir;
+    let init = if d[0].syn > 0 || d[1].syn > 0 {
+        p.client()
+    } else if d[0].synack > 0 || d[0].rst > 0 {
+        1
+    } else {
+        0
+    };
+    let resp = 1 - init;
+    Ev {
+        key: AttemptKey {
+            initiator: p.key.addr(init),
+            responder: p.key.addr(resp),
+            port: p.key.port[resp],
+        },
+        syn: (d[init].syn > 0).then_some(d[init].first_ns),
+        synack: d[resp].synack > 0,
+        last: p.last_ns(),
+    }
 }
 
 /// Outcome of one connection attempt.
@@ -266,9 +295,14 @@ pub fn graph(cfg: &PortscanConfig) -> AppGraph {
                 "SYN, SYN-ACK, RST-ACK",
             ),
             OpDesc::new(
+                "part",
+                OpKind::Part,
+                "Map: tuple → connection part (SYN / SYN-ACK / RST counts per direction)",
+            ),
+            OpDesc::new(
                 "attempt",
                 OpKind::Stateless,
-                "Map: tuple → connection attempt event (not a tuple: XDP emits tuples only)",
+                "Map: part → connection attempt event",
             ),
             OpDesc::new(
                 "attempts",
@@ -295,38 +329,6 @@ pub fn graph(cfg: &PortscanConfig) -> AppGraph {
             ),
             OpDesc::new("alerts", OpKind::Sink, "scanner alerts"),
         ],
-    }
-}
-
-/// A handshake tuple as an event of its connection attempt: a SYN opens
-/// ⟨src, dst, dport⟩; an answer (SYN-ACK, RST-ACK) comes back ⟨dst, src, sport⟩.
-fn attempt(t: StreamTuple) -> Ev {
-    let (s, d) = (Addr::src(&t), Addr::dst(&t));
-    let answer = t.tcp_has(tcp::SYN | tcp::ACK) || t.tcp_has(tcp::RST | tcp::ACK);
-    let key = if answer {
-        AttemptKey {
-            initiator: d,
-            responder: s,
-            port: t.sport,
-        }
-    } else {
-        AttemptKey {
-            initiator: s,
-            responder: d,
-            port: t.dport,
-        }
-    };
-    let kind = if t.tcp_has(tcp::SYN | tcp::ACK) {
-        Kind::SynAck
-    } else if t.tcp_flags & tcp::RST != 0 {
-        Kind::RstAck
-    } else {
-        Kind::Syn
-    };
-    Ev {
-        key,
-        kind,
-        ts: t.ts_ns,
     }
 }
 
@@ -439,6 +441,7 @@ pub fn build<S: PacketSource>(
     let e = &cfg.engine;
     let applied = src.applied();
     applied.check_app("portscan")?;
+    super::check_epoch(&src, &[cfg.response_timeout], &[])?;
     let g = e.graph("portscan")?;
     let p = src.parallelism();
     let gap = cfg.response_timeout;
@@ -448,58 +451,49 @@ pub fn build<S: PacketSource>(
             sh.ship(alert);
         }
     };
-    let pipe = g.source(source::operator(src, e.batch))?;
-    let pipe = if applied.has("handshake") {
-        pipe
-    } else {
-        let f = handshake_filter().compile();
-        pipe.add(
-            Filter::new("handshake", move |t: &StreamTuple| f.matches(t))
-                .with_parallelism(p)
-                .with_output_batch(e.batch),
-        )?
-    };
-    Ok(pipe
-        .add(
-            Map::new("attempt", attempt)
-                .with_parallelism(p)
-                .with_output_batch(e.batch),
-        )?
-        .add(
-            KeyedWindow::new(
-                "attempts",
-                |e: &Ev| e.key,
-                WindowSpec::session(gap, gap * 20),
-                agg(
-                    AttemptAcc::default,
-                    |a: &mut AttemptAcc, e: &Ev| match e.kind {
-                        Kind::Syn => {
-                            a.syn.get_or_insert(e.ts);
-                        }
-                        Kind::SynAck => a.synack = true,
-                        Kind::RstAck => {}
-                    },
-                    |k: &AttemptKey, a: AttemptAcc, _: &WindowInfo| Outcome {
-                        key: *k,
-                        first_syn: a.syn.unwrap_or(0),
-                        success: a.synack,
-                        valid: a.syn.is_some(),
-                    },
-                ),
-            )
-            .with_parallelism(e.workers)
-            .with_output_batch(e.batch),
-        )?
-        .add(
-            Filter::new("initiated", |o: &Outcome| o.valid)
+    Ok(
+        part_stream(&g, src, Some(("handshake", handshake_filter())), e.batch)?
+            .add(
+                Map::new("attempt", |p: FlowPart| attempt(&p))
+                    .with_parallelism(p)
+                    .with_output_batch(e.batch),
+            )?
+            .add(
+                KeyedWindow::new(
+                    "attempts",
+                    |e: &Ev| e.key,
+                    WindowSpec::session(gap, gap * 20),
+                    agg(
+                        AttemptAcc::default,
+                        |a: &mut AttemptAcc, e: &Ev| {
+                            if let Some(t) = e.syn {
+                                a.syn = Some(a.syn.map_or(t, |s| s.min(t)));
+                            }
+                            a.synack |= e.synack;
+                        },
+                        |k: &AttemptKey, a: AttemptAcc, _: &WindowInfo| Outcome {
+                            key: *k,
+                            first_syn: a.syn.unwrap_or(0),
+                            success: a.synack,
+                            valid: a.syn.is_some(),
+                        },
+                    ),
+                )
+                .with_span(|e: &Ev| e.last)
                 .with_parallelism(e.workers)
                 .with_output_batch(e.batch),
-        )?
-        .add(
-            FlatMap::new("trw", walk)
-                .with_key_by(|o: &Outcome| o.key.initiator)
-                .with_parallelism(e.workers)
-                .with_output_batch(e.batch),
-        )?
-        .sink(Sink::new("alerts", out))?)
+            )?
+            .add(
+                Filter::new("initiated", |o: &Outcome| o.valid)
+                    .with_parallelism(e.workers)
+                    .with_output_batch(e.batch),
+            )?
+            .add(
+                FlatMap::new("trw", walk)
+                    .with_key_by(|o: &Outcome| o.key.initiator)
+                    .with_parallelism(e.workers)
+                    .with_output_batch(e.batch),
+            )?
+            .sink(Sink::new("alerts", out))?,
+    )
 }

@@ -1,27 +1,33 @@
-//! SYN-flood detection: incomplete TCP handshakes per destination per
-//! window (default 10 s).
+//! SYN-flood detection: TCP handshakes that never complete, per
+//! destination per window (default 10 s).
 //!
-//! Graph: Source → Filter (TCP SYN or ACK) → Map (handshake key: the SYN
-//! key ⟨src, dst, dport⟩; a SYN-ACK's ⟨dst, src, sport⟩ — so a SYN, its
-//! SYN-ACK and the client's ACKs share a key) → Keyed Window (tumbling, per
-//! handshake key: SYNs, SYN-ACKs, client ACKs; incomplete = SYNs not
-//! followed by a client ACK) → Filter (incomplete > 0) → Keyed Window
-//! (tumbling, same alignment, per destination: sum) → Filter (≥ threshold)
-//! → Sink.
+//! Graph: Source → Filter (TCP) → Map (tuple → connection part,
+//! [`crate::part`]) → Keyed Window (tumbling, per connection: both
+//! directions' SYN, SYN-ACK, ACK, RST counts) → Filter (incomplete) →
+//! Keyed Window (tumbling, same alignment, per destination: sum) → Filter
+//! (≥ threshold) → Sink.
+//!
+//! A handshake is *incomplete* when the initiator's SYN got neither its
+//! ACK nor a RST from either side: the server holds it half-open. A SYN
+//! the server refused (RST, a closed port) or the client aborted (RST
+//! after the SYN-ACK — what `nmap -sS` does) costs the server no backlog
+//! and is not counted, so a port scan is not a SYN flood. With the tap's
+//! aggregation the per-connection counts come from XDP.
 
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Addr, EngineOpts};
+use super::{part_stream, Addr, EngineOpts};
 use crate::engine::{agg, Filter, KeyedWindow, Map, Pipeline, Sink, WindowInfo, WindowSpec};
 use crate::export::json::{epoch_secs, iso8601, Alert, AlertInfo};
 use crate::flowid::jhash2;
 use crate::flowid::KeyMode;
 use crate::offload::planner::{AppGraph, OpDesc, OpKind};
-use crate::offload::predicate::{FlagClause, Predicate};
-use crate::source::{self, PacketSource};
-use crate::tuple::{tcp, StreamTuple, TupleExt, ST_FLOWID_SEED};
+use crate::offload::predicate::Predicate;
+use crate::part::{ConnKey, FlowPart};
+use crate::source::PacketSource;
+use crate::tuple::ST_FLOWID_SEED;
 
 /// Settings.
 #[derive(Debug, Clone, Serialize)]
@@ -44,28 +50,6 @@ impl Default for SynfloodConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct HsKey {
-    client: Addr,
-    server: Addr,
-    port: u16,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct HsEv {
-    key: HsKey,
-    syn: u8,
-    synack: u8,
-    ack: u8,
-}
-
-#[derive(Debug, Default, Clone, Copy)]
-struct HsAcc {
-    syn: u64,
-    synack: u64,
-    ack: u64,
-}
-
 #[derive(Debug, Clone, Copy)]
 struct PerKey {
     server: Addr,
@@ -73,16 +57,20 @@ struct PerKey {
     incomplete: u64,
     syn: u64,
     synack: u64,
+    refused: u64,
+    aborted: u64,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct DstAcc {
     incomplete: u64,
     syn: u64,
     synack: u64,
+    refused: u64,
+    aborted: u64,
     sources: u64,
-    port: u16,
-    port_max: u64,
+    /// Incomplete handshakes per destination port.
+    ports: std::collections::BTreeMap<u16, u64>,
 }
 
 /// Details of a SYN-flood alert.
@@ -98,8 +86,12 @@ pub struct FloodDetails {
     pub syn: u64,
     /// SYN-ACKs seen.
     pub synack: u64,
-    /// Distinct ⟨client, port⟩ keys with an incomplete handshake.
+    /// Connections with an incomplete handshake.
     pub half_open_keys: u64,
+    /// Handshakes the server refused with RST (not counted as incomplete).
+    pub refused: u64,
+    /// Handshakes the client aborted with RST (not counted as incomplete).
+    pub aborted: u64,
     /// Threshold that was crossed.
     pub threshold: u64,
 }
@@ -159,19 +151,33 @@ impl FloodAlert {
     }
 }
 
-/// The `tcp-handshake` Filter: TCP with SYN, or ACK without RST and SYN.
-pub fn handshake_filter() -> Predicate {
+/// The `tcp` Filter: TCP segments (every flag matters to a handshake).
+pub fn tcp_filter() -> Predicate {
     Predicate {
         protos: vec![crate::tuple::proto::TCP],
-        tcp_flags: vec![
-            FlagClause::all(tcp::SYN),
-            FlagClause {
-                mask: tcp::ACK | tcp::RST | tcp::SYN,
-                value: tcp::ACK,
-            },
-        ],
         ..Predicate::default()
     }
+}
+
+/// A connection's handshakes in one window; `None` when it saw no SYN.
+fn classify(p: &FlowPart) -> Option<PerKey> {
+    let c = p.client();
+    let (cl, sv) = (&p.dir[c], &p.dir[1 - c]);
+    if cl.syn == 0 {
+        return None;
+    }
+    let refused = sv.rst > 0 && sv.synack == 0;
+    let aborted = !refused && cl.rst > 0 && cl.ack == 0;
+    let incomplete = cl.ack == 0 && cl.rst == 0 && sv.rst == 0;
+    Some(PerKey {
+        server: p.key.addr(1 - c),
+        port: p.key.port[1 - c],
+        incomplete: u64::from(incomplete),
+        syn: u64::from(cl.syn),
+        synack: u64::from(sv.synack),
+        refused: u64::from(refused),
+        aborted: u64::from(aborted),
+    })
 }
 
 /// The operator graph as the offload planner sees it (names as in [`build`]).
@@ -182,32 +188,33 @@ pub fn graph(cfg: &SynfloodConfig) -> AppGraph {
         ops: vec![
             OpDesc::new("source", OpKind::Source, "frames → tuples"),
             OpDesc::new(
-                "tcp-handshake",
+                "tcp",
                 OpKind::Filter {
-                    predicate: handshake_filter(),
+                    predicate: tcp_filter(),
                 },
-                "SYN, SYN-ACK, client ACK",
+                "TCP segments",
             ),
             OpDesc::new(
-                "hs-key",
-                OpKind::Stateless,
-                "Map: tuple → handshake event (not a tuple: XDP emits tuples only)",
+                "part",
+                OpKind::Part,
+                "Map: tuple → connection part (SYN / SYN-ACK / ACK / RST counts per direction)",
             ),
             OpDesc::new(
                 "handshakes",
                 OpKind::Keyed {
-                    key: "⟨client, server, port⟩ (tumbling window)".into(),
-                    partition: Some(KeyMode::SynPair),
+                    key: "the connection (tumbling window)".into(),
+                    partition: Some(KeyMode::Bidir),
                     note: None,
                     parallelism: w,
                 },
-                "SYN / SYN-ACK / ACK counts per handshake",
+                "handshake outcome per connection",
             ),
             OpDesc::new(
-                "incomplete",
+                "initiated",
                 OpKind::Stateless,
-                "Filter: incomplete handshakes",
+                "Filter: connections that sent a SYN",
             ),
+            OpDesc::new("handshake", OpKind::Stateless, "Map: the outcome"),
             OpDesc::new(
                 "per-destination",
                 OpKind::Keyed {
@@ -247,80 +254,49 @@ pub fn build<S: PacketSource>(
     let e = &cfg.engine;
     let applied = src.applied();
     applied.check_app("synflood")?;
+    super::check_epoch(&src, &[], &[cfg.window])?;
     let g = e.graph("synflood")?;
-    let p = src.parallelism();
     let threshold = cfg.threshold;
     let spec = WindowSpec::time_tumbling(cfg.window);
-    let pipe = g.source(source::operator(src, e.batch))?;
-    let pipe = if applied.has("tcp-handshake") {
-        pipe
-    } else {
-        let f = handshake_filter().compile();
-        pipe.add(
-            Filter::new("tcp-handshake", move |t: &StreamTuple| f.matches(t))
-                .with_parallelism(p)
-                .with_output_batch(e.batch),
-        )?
-    };
-    Ok(pipe
-        .add(
-            Map::new("hs-key", |t: StreamTuple| {
-                let (s, d) = (Addr::src(&t), Addr::dst(&t));
-                let synack = t.tcp_has(tcp::SYN | tcp::ACK);
-                let key = if synack {
-                    HsKey {
-                        client: d,
-                        server: s,
-                        port: t.sport,
-                    }
-                } else {
-                    HsKey {
-                        client: s,
-                        server: d,
-                        port: t.dport,
-                    }
-                };
-                let syn = t.tcp_flags & tcp::SYN != 0 && !synack;
-                HsEv {
-                    key,
-                    syn: u8::from(syn),
-                    synack: u8::from(synack),
-                    ack: u8::from(!syn && !synack),
-                }
-            })
-            .with_parallelism(p)
-            .with_output_batch(e.batch),
-        )?
-        // Steered by the SYN-pair FlowID: every handshake key on one replica.
-        .assume_partitioned(applied.partition == Some(KeyMode::SynPair))
+    Ok(part_stream(&g, src, Some(("tcp", tcp_filter())), e.batch)?
+        // Steered by the direction-independent FlowID: every connection on one replica.
+        .assume_partitioned(applied.partition == Some(KeyMode::Bidir))
         .add(
             KeyedWindow::new(
                 "handshakes",
-                |e: &HsEv| e.key,
+                |p: &FlowPart| p.key,
                 spec,
                 agg(
-                    HsAcc::default,
-                    |a: &mut HsAcc, e: &HsEv| {
-                        a.syn += u64::from(e.syn);
-                        a.synack += u64::from(e.synack);
-                        a.ack += u64::from(e.ack);
+                    || None::<FlowPart>,
+                    |a: &mut Option<FlowPart>, p: &FlowPart| match a {
+                        Some(a) => a.merge(p),
+                        None => *a = Some(*p),
                     },
-                    |k: &HsKey, a: HsAcc, _: &WindowInfo| PerKey {
-                        server: k.server,
-                        port: k.port,
-                        incomplete: a.syn - a.syn.min(a.ack),
-                        syn: a.syn,
-                        synack: a.synack,
-                    },
+                    |_: &ConnKey, a: Option<FlowPart>, _: &WindowInfo| a.and_then(|p| classify(&p)),
                 ),
             )
             .with_parallelism(e.workers)
             .with_output_batch(e.batch),
         )?
         .add(
-            Filter::new("incomplete", |k: &PerKey| k.incomplete > 0)
+            Filter::new("initiated", |k: &Option<PerKey>| k.is_some())
                 .with_parallelism(e.workers)
                 .with_output_batch(e.batch),
+        )?
+        .add(
+            Map::new("handshake", |k: Option<PerKey>| {
+                k.unwrap_or(PerKey {
+                    server: Addr::default(),
+                    port: 0,
+                    incomplete: 0,
+                    syn: 0,
+                    synack: 0,
+                    refused: 0,
+                    aborted: 0,
+                })
+            })
+            .with_parallelism(e.workers)
+            .with_output_batch(e.batch),
         )?
         .add(
             KeyedWindow::new(
@@ -333,22 +309,27 @@ pub fn build<S: PacketSource>(
                         a.incomplete += k.incomplete;
                         a.syn += k.syn;
                         a.synack += k.synack;
-                        a.sources += 1;
-                        if k.incomplete > a.port_max
-                            || (k.incomplete == a.port_max && k.port < a.port)
-                        {
-                            a.port_max = k.incomplete;
-                            a.port = k.port;
+                        a.refused += k.refused;
+                        a.aborted += k.aborted;
+                        a.sources += u64::from(k.incomplete > 0);
+                        if k.incomplete > 0 {
+                            *a.ports.entry(k.port).or_default() += k.incomplete;
                         }
                     },
                     move |dst: &Addr, a: DstAcc, w: &WindowInfo| {
+                        // The port with most incomplete handshakes (the lowest on a tie).
+                        let port = a
+                            .ports
+                            .iter()
+                            .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
+                            .map_or(0, |(p, _)| *p);
                         (
                             a.incomplete,
                             FloodAlert {
                                 window_start_ns: w.start,
                                 window_end_ns: w.end,
                                 dst: *dst,
-                                port: a.port,
+                                port,
                                 details: FloodDetails {
                                     window_start: iso8601(w.start),
                                     window_end: iso8601(w.end),
@@ -356,6 +337,8 @@ pub fn build<S: PacketSource>(
                                     syn: a.syn,
                                     synack: a.synack,
                                     half_open_keys: a.sources,
+                                    refused: a.refused,
+                                    aborted: a.aborted,
                                     threshold,
                                 },
                             },

@@ -41,6 +41,8 @@ type ThreadBody = Box<dyn FnOnce() -> Result<()> + Send>;
 #[derive(Default)]
 struct Plan {
     threads: Vec<(String, ThreadBody)>,
+    /// Every queue, by the operator it feeds.
+    queues: Vec<(String, Arc<super::queue::EdgeMeta>)>,
 }
 
 impl Plan {
@@ -232,6 +234,7 @@ impl<T: Clone + Send + 'static> Pipe<T> {
                         continue;
                     }
                     let (tx, rx) = edge(cap, Arc::clone(&sleeping));
+                    plan.queues.push((tname.clone(), Arc::clone(&rx.meta)));
                     tx_u.push(tx);
                     rxs.push(rx);
                 }
@@ -359,7 +362,39 @@ impl std::fmt::Debug for Pipeline {
     }
 }
 
+/// Live depth of every operator's input queues (readable while the
+/// pipeline runs, e.g. by a metrics endpoint).
+#[derive(Clone, Debug)]
+pub struct QueueGauges {
+    ops: Vec<String>,
+    queues: Vec<(String, Arc<super::queue::EdgeMeta>)>,
+}
+
+impl QueueGauges {
+    /// Per operator (sources and chained operators have no input queue:
+    /// 0): records waiting, as its replicas last saw them.
+    pub fn depths(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = self.ops.iter().map(|o| (o.clone(), 0)).collect();
+        for (op, m) in &self.queues {
+            let d = m.depth.load(Ordering::Relaxed);
+            match out.iter_mut().find(|(o, _)| o == op) {
+                Some((_, v)) => *v += d,
+                None => out.push((op.clone(), d)),
+            }
+        }
+        out
+    }
+}
+
 impl Pipeline {
+    /// The queues' live depths.
+    pub fn queue_gauges(&self) -> QueueGauges {
+        QueueGauges {
+            ops: self.operators(),
+            queues: self.plan.queues.clone(),
+        }
+    }
+
     /// Operator names, in pipe order.
     pub fn operators(&self) -> Vec<String> {
         self.ops.iter().map(|o| o.name.clone()).collect()

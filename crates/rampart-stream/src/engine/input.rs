@@ -84,7 +84,9 @@ pub(crate) fn run<T: Send>(
                 // records in its queue (backpressure) until the others catch up.
                 continue;
             }
-            let k = rx.ring.slots().min(READ_MAX);
+            let waiting = rx.ring.slots();
+            rx.meta.depth.store(waiting as u64, Ordering::Relaxed);
+            let k = waiting.min(READ_MAX);
             if k > 0 {
                 if let Ok(chunk) = rx.ring.read_chunk(k) {
                     if ordered {

@@ -90,7 +90,7 @@ mod window;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use emit::Route;
-pub use graph::{GraphConfig, OpStat, Pipe, PipeGraph, Pipeline, RunStats};
+pub use graph::{GraphConfig, OpStat, Pipe, PipeGraph, Pipeline, QueueGauges, RunStats};
 pub use ops::{Filter, FlatMap, Map, Nothing, Operator, Shipper, Sink, Source, SourceCtx};
 pub use window::{agg, FnAgg, KeyedWindow, ParallelWindow, WindowAgg, WindowInfo, WindowSpec};
 

@@ -25,6 +25,8 @@ pub(crate) struct EdgeMeta {
     pub consumer: OnceLock<Thread>,
     /// Set by the consumer while it is parked (shared by all its inputs).
     pub sleeping: Arc<AtomicBool>,
+    /// Records in the ring when the consumer last looked (a gauge for metrics).
+    pub depth: AtomicU64,
 }
 
 impl EdgeMeta {
@@ -58,6 +60,7 @@ pub(crate) fn edge<T>(capacity: usize, sleeping: Arc<AtomicBool>) -> (Tx<T>, Rx<
         eos: AtomicBool::new(false),
         consumer: OnceLock::new(),
         sleeping,
+        depth: AtomicU64::new(0),
     });
     (
         Tx {

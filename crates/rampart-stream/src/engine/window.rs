@@ -247,8 +247,12 @@ pub struct KeyedWindow<T, K, KF, W> {
     kf: KF,
     spec: WindowSpec,
     agg: W,
+    span: Option<SpanFn<T>>,
     _p: PhantomData<fn(&T) -> K>,
 }
+
+/// The time of a record's last event (see [`KeyedWindow::with_span`]).
+type SpanFn<T> = Arc<dyn Fn(&T) -> u64 + Send + Sync>;
 
 impl<T, K, KF, W> KeyedWindow<T, K, KF, W>
 where
@@ -269,6 +273,7 @@ where
             kf,
             spec,
             agg,
+            span: None,
             _p: PhantomData,
         }
     }
@@ -282,6 +287,15 @@ where
     #[must_use]
     pub fn with_output_batch(mut self, n: usize) -> Self {
         self.s.batch = n;
+        self
+    }
+    /// Session windows: records that stand for several events from their
+    /// timestamp to `last(record)` (a pre-aggregated part): the session
+    /// stays open until `gap` after the latest of them, as it would had
+    /// the events come one by one. Other window kinds ignore it.
+    #[must_use]
+    pub fn with_span(mut self, last: impl Fn(&T) -> u64 + Send + Sync + 'static) -> Self {
+        self.span = Some(Arc::new(last));
         self
     }
 }
@@ -343,6 +357,7 @@ where
                 agg: self.agg.clone(),
                 gap: gap_ns,
                 max: max_ns,
+                span: self.span.clone(),
                 map: FxHashMap::default(),
                 timers: BTreeMap::new(),
                 wm: 0,
@@ -954,6 +969,7 @@ struct SessionWin<T, K, KF, W: WindowAgg<T, K>> {
     agg: W,
     gap: u64,
     max: u64,
+    span: Option<SpanFn<T>>,
     map: FxHashMap<K, Session<W::Acc>>,
     /// Lazy timers: when popped, the session is checked and re-armed if it moved on.
     timers: BTreeMap<u64, Vec<K>>,
@@ -1031,6 +1047,7 @@ where
         self.n += 1;
         let k = (self.kf)(&r.val);
         let t = r.ts;
+        let end = self.span.as_ref().map_or(t, |f| f(&r.val).max(t));
         if t < self.wm {
             // Older than the watermark: its session may have been closed.
             self.late += 1;
@@ -1049,7 +1066,7 @@ where
             Some(s) => {
                 self.agg.add(&mut s.acc, &r.val);
                 s.count += 1;
-                s.last = s.last.max(t);
+                s.last = s.last.max(end);
             }
             None => {
                 let mut acc = self.agg.init();
@@ -1057,7 +1074,7 @@ where
                 let s = Session {
                     id: next_id,
                     first: t,
-                    last: t,
+                    last: end,
                     count: 1,
                     acc,
                 };

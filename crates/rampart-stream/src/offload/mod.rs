@@ -19,6 +19,6 @@ pub mod predicate;
 pub mod prog;
 
 pub use config::{Action, OffloadConfig, Timestamps};
-pub use planner::{plan, AppGraph, OpDesc, OpKind, Plan, PlanError, Target};
+pub use planner::{plan, plan_tap, AppGraph, OpDesc, OpKind, Plan, PlanError, Target};
 pub use predicate::{FlagClause, PortRange, Predicate};
-pub use prog::{Counters, Entry, OffloadProgram};
+pub use prog::{Counters, Entry, OffloadProgram, TapCounters, TapMaps, TapSizes};

@@ -51,6 +51,10 @@ pub enum OpKind {
     /// A stateless operator that XDP cannot run (changes the record type,
     /// or arbitrary code).
     Stateless,
+    /// Map: tuple → connection part. Alone it is stateless; the tap can
+    /// run it in XDP as a keyed aggregation (per-connection counters per
+    /// epoch), which the next keyed operator merges.
+    Part,
     /// A keyed (stateful) operator: records are routed by key to it.
     Keyed {
         /// What the key is.
@@ -561,6 +565,129 @@ fn key_by(k: &Keyed<'_>, key_mode: Option<KeyMode>, sources: u32) -> (bool, Stri
     )
 }
 
+/// The tap on a server's interface (host XDP): the kernel's own limits;
+/// records leave by a ring buffer or per-CPU maps, never by taking the frame.
+pub const TAP: Profile = Profile {
+    target: Target::HostXdp,
+    program: "xdp_stream_tap",
+    delivery: "tuples: one BPF ring buffer shared by the CPUs; aggregation: per-CPU hash maps per epoch (even/odd), read and emptied by userspace after each epoch, overflow to the ring buffer; every frame passed on (tail call to the next stage, else XDP_PASS)",
+    timestamps: "bpf_ktime_get_ns + the realtime offset",
+    ..HOST_XDP
+};
+
+/// Plan `graph` for the tap (one source replica): with `aggregate`, the
+/// app's `part` operator runs in XDP as per-connection counters. On the
+/// nfp profile the tap's program is checked and refused with every
+/// reason (no per-CPU maps, no ring buffer, entries over 64 bytes, ...).
+///
+/// # Errors
+/// [`PlanError`]: the target cannot run the tap, or the graph has no
+/// `part` operator to aggregate.
+pub fn plan_tap(
+    graph: &AppGraph,
+    target: Target,
+    aggregate: bool,
+    object: &Path,
+) -> Result<Plan, PlanError> {
+    let profile = match target {
+        Target::HostXdp => TAP.clone(),
+        Target::Nfp => Profile {
+            program: "xdp_stream_tap",
+            ..NFP.clone()
+        },
+    };
+    if graph.ops.first().map(|o| &o.kind) != Some(&OpKind::Source) {
+        return Err(PlanError::Invalid(format!(
+            "app {}: the graph does not start with a source, nothing to offload",
+            graph.app
+        )));
+    }
+    let report = objcheck::inspect(object, profile.program)?;
+    let reasons = profile.violations(&report);
+    if !reasons.is_empty() {
+        return Err(PlanError::Target { target, reasons });
+    }
+    if aggregate && !graph.ops.iter().any(|o| o.kind == OpKind::Part) {
+        return Err(PlanError::Invalid(format!(
+            "app {}: no connection-part operator to aggregate in XDP: use --offload tuples",
+            graph.app
+        )));
+    }
+    let mut placement = Vec::new();
+    let mut offloaded = Vec::new();
+    let mut filter: Option<Predicate> = None;
+    let mut key_mode = None;
+    let mut i = 0;
+    for op in &graph.ops {
+        let note = match &op.kind {
+            OpKind::Source => "parse the frame into the 56-byte tuple; the frame is passed on untouched".to_string(),
+            OpKind::Filter { predicate } if filter.is_none() => {
+                if let Err(why) = predicate.fits(ST_OFF_CLAUSES, ST_OFF_RANGES) {
+                    placement.push(Placement {
+                        name: op.name.clone(),
+                        tier: "userspace",
+                        note: format!("{predicate}: stays in userspace ({why})"),
+                    });
+                    i += 1;
+                    break;
+                }
+                filter = Some(predicate.clone());
+                format!("filter: {predicate}; rejected frames are not analysed (still passed)")
+            }
+            OpKind::FlowId { mode } if key_mode.is_none() => {
+                key_mode = Some(*mode);
+                format!("FlowID = jhash of the {mode} key")
+            }
+            OpKind::Part if aggregate => {
+                "keyed aggregation: per-connection counters (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) in per-CPU hash maps per 1 s epoch; userspace harvests each finished epoch and the next keyed operator merges the parts".to_string()
+            }
+            _ => break,
+        };
+        placement.push(Placement {
+            name: op.name.clone(),
+            tier: "xdp",
+            note,
+        });
+        offloaded.push(op.name.clone());
+        i += 1;
+    }
+    for op in &graph.ops[i..] {
+        let note = match &op.kind {
+            OpKind::Keyed { key, .. } => format!("keyed by {key}"),
+            OpKind::Part => "Map: tuple → one-packet connection part".into(),
+            _ => op.what.clone(),
+        };
+        placement.push(Placement {
+            name: op.name.clone(),
+            tier: "userspace",
+            note,
+        });
+    }
+    let config = OffloadConfig {
+        key_mode,
+        filter,
+        on_filtered: Action::Pass,
+        on_malformed: Action::Pass,
+        timestamps: Timestamps::Software,
+        replicas: 1,
+    };
+    Ok(Plan {
+        app: graph.app.clone(),
+        target,
+        sources: 1,
+        placement,
+        offloaded,
+        key_mode,
+        key_by_free: true,
+        key_by_note:
+            "one source replica (one ring buffer): records go to the keyed operator as they come"
+                .into(),
+        config,
+        profile,
+        object: report,
+    })
+}
+
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -633,26 +760,46 @@ mod tests {
     }
 
     #[test]
-    fn flowmeter_offloads_source_and_flowid_and_gets_key_by_free() {
+    fn flowmeter_offloads_its_source_and_spreads_by_the_bidirectional_flowid() {
         let p = plan(&fm(1), Target::HostXdp, 1, obj()).unwrap();
-        assert_eq!(p.offloaded, ["source", "flowid"]);
-        assert_eq!(p.key_mode, Some(KeyMode::FiveTuple));
-        assert!(p.key_by_free);
+        assert_eq!(p.offloaded, ["source"]);
+        assert_eq!(p.key_mode, None);
+        assert!(p.key_by_free, "one replica, one worker");
         assert_eq!(p.config.filter, None);
         assert_eq!(p.config.timestamps, Timestamps::RxMeta);
         let tiers: Vec<&str> = p.placement.iter().map(|x| x.tier).collect();
-        assert_eq!(tiers, ["xdp", "xdp", "userspace", "userspace"]);
-
+        assert_eq!(tiers, ["xdp", "userspace", "userspace", "userspace"]);
+        // Two replicas: a FlowID spreads the load, but ICMP requests and
+        // replies would part, so the key-by stays.
         let p = plan(&fm(2), Target::HostXdp, 2, obj()).unwrap();
-        assert!(p.key_by_free, "{}", p.key_by_note);
-        assert_eq!(p.config.replicas, 2);
-        let p = plan(&fm(1), Target::HostXdp, 2, obj()).unwrap();
+        assert_eq!(p.key_mode, Some(KeyMode::Bidir));
         assert!(!p.key_by_free);
-        assert!(
-            p.key_by_note.contains("1 workers for 2 source replicas"),
-            "{}",
-            p.key_by_note
-        );
+        assert!(p.key_by_note.contains("ICMP"), "{}", p.key_by_note);
+    }
+
+    #[test]
+    fn the_tap_aggregates_each_apps_parts_in_xdp_on_the_host_only() {
+        let g = synflood::graph(&synflood::SynfloodConfig::default());
+        let p = plan_tap(&g, Target::HostXdp, true, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "tcp", "part"]);
+        assert_eq!(p.object.program, "xdp_stream_tap");
+        assert_eq!(p.config.filter, Some(synflood::tcp_filter()));
+        assert!(p.to_string().contains("xdp       part"), "{p}");
+        assert!(p.to_string().contains("per-CPU hash maps"), "{p}");
+        let p = plan_tap(&g, Target::HostXdp, false, obj()).unwrap();
+        assert_eq!(p.offloaded, ["source", "tcp"]);
+        assert_eq!(p.placement[2].tier, "userspace");
+        for g in [fm(1), portscan::graph(&portscan::PortscanConfig::default())] {
+            let p = plan_tap(&g, Target::HostXdp, true, obj()).unwrap();
+            assert!(p.offloaded.contains(&"part".to_string()), "{p}");
+        }
+        // The nfp cannot run the tap: per-CPU maps, a ring buffer, 112-byte values.
+        let e = plan_tap(&g, Target::Nfp, true, obj())
+            .unwrap_err()
+            .to_string();
+        for why in ["percpu_hash", "ringbuf", "112-byte values"] {
+            assert!(e.contains(why), "{why}: {e}");
+        }
     }
 
     #[test]
@@ -674,16 +821,16 @@ mod tests {
     }
 
     #[test]
-    fn synflood_steers_by_the_syn_pair_key_of_its_window() {
+    fn synflood_steers_by_the_bidirectional_key_of_its_window() {
         let g = synflood::graph(&synflood::SynfloodConfig {
             engine: engine(2),
             ..Default::default()
         });
         let p = plan(&g, Target::HostXdp, 2, obj()).unwrap();
-        assert_eq!(p.offloaded, ["source", "tcp-handshake"]);
-        assert_eq!(p.key_mode, Some(KeyMode::SynPair));
+        assert_eq!(p.offloaded, ["source", "tcp"]);
+        assert_eq!(p.key_mode, Some(KeyMode::Bidir));
         assert!(p.key_by_free, "{}", p.key_by_note);
-        assert!(p.to_string().contains("xdp       tcp-handshake"));
+        assert!(p.to_string().contains("xdp       tcp"));
     }
 
     #[test]

@@ -32,6 +32,42 @@ pub enum Entry {
     /// `xdp_stream_rxmeta`: device-bound to one interface, asks the driver
     /// for RX timestamps (Linux ≥ 6.3).
     HostRxMeta,
+    /// `xdp_stream_tap`: the tap for a server's own interface (tuples to a
+    /// ring buffer or per-connection counters; every frame passed on).
+    Tap,
+}
+
+/// Sizes of the tap's maps, set when it is loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TapSizes {
+    /// Ring buffer bytes (a power of two, at least a page).
+    pub ring_bytes: u32,
+    /// Connections per epoch map.
+    pub agg_entries: u32,
+}
+
+impl Default for TapSizes {
+    fn default() -> Self {
+        Self {
+            ring_bytes: 8 << 20,
+            agg_entries: 262_144,
+        }
+    }
+}
+
+/// The tap's own maps (file descriptors).
+#[derive(Debug)]
+pub struct TapMaps {
+    /// `stream_tap_cfg`.
+    pub cfg: OwnedFd,
+    /// `stream_tap_ring`.
+    pub ring: OwnedFd,
+    /// `stream_tap_agg_0` / `_1` (even / odd epochs).
+    pub agg: [OwnedFd; 2],
+    /// `stream_tap_stats`.
+    pub stats: OwnedFd,
+    /// `stream_tap_next` (slot 0: the next stage).
+    pub next: OwnedFd,
 }
 
 /// `enum stream_off_counter`, summed over CPUs.
@@ -84,6 +120,31 @@ impl Counters {
     }
 }
 
+/// `enum stream_tap_counter`, summed over CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TapCounters {
+    /// Frames the tap saw (all passed on).
+    pub frames: u64,
+    /// Not IPv4/IPv6.
+    pub not_ip: u64,
+    /// Truncated IP frames.
+    pub truncated: u64,
+    /// Impossible header fields.
+    pub bad_header: u64,
+    /// Too many VLAN tags / extension headers.
+    pub too_deep: u64,
+    /// Rejected by the offloaded filter.
+    pub filtered: u64,
+    /// Tuples written to the ring buffer.
+    pub tuples: u64,
+    /// Tuples lost because the ring buffer was full.
+    pub ring_full: u64,
+    /// Frames added to per-connection counters.
+    pub aggregated: u64,
+    /// Frames sent as tuples because the aggregation map was full.
+    pub agg_full: u64,
+}
+
 /// A loaded `xdp_stream` (not attached: see [`rampart_dataplane::xdp::XdpLink`]).
 #[derive(Debug)]
 pub struct OffloadProgram {
@@ -95,6 +156,7 @@ pub struct OffloadProgram {
     prefixes: OwnedFd,
     xsks: OwnedFd,
     stats: OwnedFd,
+    tap: Option<TapMaps>,
 }
 
 fn dup(fd: BorrowedFd<'_>, what: &str) -> rampart_dataplane::Result<OwnedFd> {
@@ -132,6 +194,20 @@ impl OffloadProgram {
     /// summary) — e.g. a driver without RX metadata support refuses a
     /// device-bound program.
     pub fn load(entry: Entry, netns: Option<&str>, iface: Option<&str>) -> Result<Self> {
+        Self::load_sized(entry, netns, iface, TapSizes::default())
+    }
+
+    /// [`Self::load`] with the tap's map sizes.
+    ///
+    /// # Errors
+    /// As [`Self::load`]; a ring size that is not a power of two of at
+    /// least a page is refused by the kernel.
+    pub fn load_sized(
+        entry: Entry,
+        netns: Option<&str>,
+        iface: Option<&str>,
+        sizes: TapSizes,
+    ) -> Result<Self> {
         rampart_dataplane::features::require_root("the stream offload")?;
         let iface = iface.map(str::to_string);
         if entry == Entry::HostRxMeta && iface.is_none() {
@@ -167,8 +243,35 @@ impl OffloadProgram {
             // The nfp entry point only loads offloaded to an nfp (the kernel
             // refuses its queue-select store elsewhere): never here.
             open.progs.xdp_stream_nfp.set_autoload(false);
+            if entry != Entry::Tap {
+                open.progs.xdp_stream_tap.set_autoload(false);
+            }
+            // Unused maps cost nothing: the hashes are not preallocated and
+            // a one-page ring is the smallest there is.
+            let page = 4096;
+            let (ring, agg) = if entry == Entry::Tap {
+                (sizes.ring_bytes, sizes.agg_entries.max(1))
+            } else {
+                (page, 1)
+            };
+            open.maps
+                .stream_tap_ring
+                .set_max_entries(ring)
+                .bpf_context(|| format!("sizing the tap ring buffer to {ring} bytes"))?;
+            open.maps
+                .stream_tap_agg_0
+                .set_max_entries(agg)
+                .bpf_context(|| "sizing the tap aggregation map".into())?;
+            open.maps
+                .stream_tap_agg_1
+                .set_max_entries(agg)
+                .bpf_context(|| "sizing the tap aggregation map".into())?;
             match entry {
                 Entry::Host => open.progs.xdp_stream_rxmeta.set_autoload(false),
+                Entry::Tap => {
+                    open.progs.xdp_stream.set_autoload(false);
+                    open.progs.xdp_stream_rxmeta.set_autoload(false);
+                }
                 Entry::HostRxMeta => {
                     open.progs.xdp_stream.set_autoload(false);
                     open.progs.xdp_stream_rxmeta.set_ifindex(ifindex);
@@ -183,19 +286,39 @@ impl OffloadProgram {
             let prog = match entry {
                 Entry::Host => dup(skel.progs.xdp_stream.as_fd(), "program")?,
                 Entry::HostRxMeta => dup(skel.progs.xdp_stream_rxmeta.as_fd(), "program")?,
+                Entry::Tap => dup(skel.progs.xdp_stream_tap.as_fd(), "program")?,
             };
             let m = &skel.maps;
-            Ok([
-                prog,
-                dup(m.stream_off_cfg.as_fd(), "config map")?,
-                dup(m.stream_off_protos.as_fd(), "protocol map")?,
-                dup(m.stream_off_ports.as_fd(), "port map")?,
-                dup(m.stream_off_prefixes.as_fd(), "prefix map")?,
-                dup(m.stream_off_xsks.as_fd(), "XSKMAP")?,
-                dup(m.stream_off_stats.as_fd(), "counter map")?,
-            ])
+            let tap = [
+                dup(m.stream_tap_cfg.as_fd(), "tap config map")?,
+                dup(m.stream_tap_ring.as_fd(), "tap ring buffer")?,
+                dup(m.stream_tap_agg_0.as_fd(), "tap aggregation map")?,
+                dup(m.stream_tap_agg_1.as_fd(), "tap aggregation map")?,
+                dup(m.stream_tap_stats.as_fd(), "tap counter map")?,
+                dup(m.stream_tap_next.as_fd(), "tap next-stage map")?,
+            ];
+            Ok((
+                [
+                    prog,
+                    dup(m.stream_off_cfg.as_fd(), "config map")?,
+                    dup(m.stream_off_protos.as_fd(), "protocol map")?,
+                    dup(m.stream_off_ports.as_fd(), "port map")?,
+                    dup(m.stream_off_prefixes.as_fd(), "prefix map")?,
+                    dup(m.stream_off_xsks.as_fd(), "XSKMAP")?,
+                    dup(m.stream_off_stats.as_fd(), "counter map")?,
+                ],
+                tap,
+            ))
         })?;
-        let [prog, cfg, protos, ports, prefixes, xsks, stats] = fds;
+        let ([prog, cfg, protos, ports, prefixes, xsks, stats], [tcfg, ring, a0, a1, tstats, next]) =
+            fds;
+        let tap = (entry == Entry::Tap).then(|| TapMaps {
+            cfg: tcfg,
+            ring,
+            agg: [a0, a1],
+            stats: tstats,
+            next,
+        });
         Ok(Self {
             entry,
             prog,
@@ -205,6 +328,62 @@ impl OffloadProgram {
             prefixes,
             xsks,
             stats,
+            tap,
+        })
+    }
+
+    /// The tap's maps (loaded as [`Entry::Tap`]).
+    pub fn tap_maps(&self) -> Option<&TapMaps> {
+        self.tap.as_ref()
+    }
+
+    /// Set the tap's mode and epoch (`stream_tap_cfg[0]`).
+    ///
+    /// # Errors
+    /// Not loaded as the tap, or the kernel's error.
+    pub fn configure_tap(&self, aggregate: bool, epoch_ns: u64) -> Result<()> {
+        let t = self
+            .tap
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("not loaded as the tap".into()))?;
+        let v = rampart_bpf::abi::stream::StreamTapCfg {
+            mode: if aggregate {
+                rampart_bpf::abi::stream::ST_TAP_AGGREGATE
+            } else {
+                rampart_bpf::abi::stream::ST_TAP_TUPLES
+            },
+            epoch_ns,
+            ..Default::default()
+        };
+        update_raw(t.cfg.as_raw_fd(), &0u32.to_ne_bytes(), bytes_of(&v), 0)?;
+        Ok(())
+    }
+
+    /// The tap's counters (`enum stream_tap_counter`), summed over CPUs.
+    ///
+    /// # Errors
+    /// Not loaded as the tap, or the kernel's error.
+    pub fn tap_counters(&self) -> Result<TapCounters> {
+        let t = self
+            .tap
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("not loaded as the tap".into()))?;
+        let mut v = [0u64; rampart_bpf::abi::stream::ST_TAP_CNT_MAX];
+        for (k, o) in v.iter_mut().enumerate() {
+            *o = rampart_dataplane::maps::lookup_percpu_u64_sum(t.stats.as_raw_fd(), k as u32)?;
+        }
+        use rampart_bpf::abi::stream as abi;
+        Ok(TapCounters {
+            frames: v[abi::ST_TAP_FRAMES],
+            not_ip: v[abi::ST_TAP_NOT_IP],
+            truncated: v[abi::ST_TAP_TRUNCATED],
+            bad_header: v[abi::ST_TAP_BAD_HEADER],
+            too_deep: v[abi::ST_TAP_TOO_DEEP],
+            filtered: v[abi::ST_TAP_FILTERED],
+            tuples: v[abi::ST_TAP_TUPLES_OUT],
+            ring_full: v[abi::ST_TAP_RING_FULL],
+            aggregated: v[abi::ST_TAP_AGGREGATED],
+            agg_full: v[abi::ST_TAP_AGG_FULL],
         })
     }
 

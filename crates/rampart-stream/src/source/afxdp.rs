@@ -45,6 +45,10 @@ pub struct AfXdpConfig {
     pub frames: u32,
     /// RX ring entries.
     pub ring: u32,
+    /// Take the frames of an interface that carries addresses (a server's:
+    /// the host stops receiving everything on the bound queues). Without
+    /// it, such an interface is refused: AF_XDP is for capture ports.
+    pub consume: bool,
 }
 
 impl Default for AfXdpConfig {
@@ -57,6 +61,7 @@ impl Default for AfXdpConfig {
             packets: None,
             frames: 4096,
             ring: 2048,
+            consume: false,
         }
     }
 }
@@ -113,6 +118,7 @@ impl AfXdpSource {
             )));
         }
         rampart_dataplane::features::require_root("the AF_XDP source")?;
+        check_capture_port(&cfg)?;
         let ns = cfg.netns.clone();
         let skel = XdpStreamRxSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
@@ -237,6 +243,76 @@ impl AfXdpSource {
     pub fn detach(&self) -> Result<()> {
         Ok(self.inner.link.detach()?)
     }
+}
+
+/// The addresses of an interface, IPv6 link-local ones aside (every
+/// interface that is up has one; a capture port has nothing else).
+///
+/// # Errors
+/// No such namespace, or `getifaddrs` failing.
+pub fn addresses(netns: Option<&str>, iface: &str) -> Result<Vec<std::net::IpAddr>> {
+    let iface = iface.to_string();
+    Ok(netns::run_in(netns, move || {
+        let mut out = Vec::new();
+        let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+        // SAFETY: getifaddrs fills `head` with a list freed below.
+        if unsafe { libc::getifaddrs(&mut head) } != 0 {
+            return Err(rampart_dataplane::Error::Io {
+                context: "listing interface addresses".into(),
+                err: io::Error::last_os_error(),
+            });
+        }
+        let mut p = head;
+        while !p.is_null() {
+            // SAFETY: a node of the list getifaddrs returned.
+            let ifa = unsafe { &*p };
+            // SAFETY: ifa_name is a NUL-terminated string.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy();
+            if name == iface && !ifa.ifa_addr.is_null() {
+                // SAFETY: a sockaddr; its family says which.
+                let fam = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+                if fam == libc::AF_INET {
+                    // SAFETY: AF_INET: a sockaddr_in.
+                    let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in>() };
+                    out.push(std::net::IpAddr::from(a.sin_addr.s_addr.to_ne_bytes()));
+                } else if fam == libc::AF_INET6 {
+                    // SAFETY: AF_INET6: a sockaddr_in6.
+                    let a = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in6>() };
+                    let ip = std::net::Ipv6Addr::from(a.sin6_addr.s6_addr);
+                    if ip.segments()[0] & 0xffc0 != 0xfe80 {
+                        out.push(std::net::IpAddr::V6(ip));
+                    }
+                }
+            }
+            p = ifa.ifa_next;
+        }
+        // SAFETY: the list getifaddrs returned, freed once.
+        unsafe { libc::freeifaddrs(head) };
+        Ok(out)
+    })?)
+}
+
+/// Refuse to take the frames of a server's interface unless told to.
+///
+/// # Errors
+/// [`Error::Invalid`]: the interface carries an address and `consume` is off.
+pub fn check_capture_port(cfg: &AfXdpConfig) -> Result<()> {
+    if cfg.consume {
+        return Ok(());
+    }
+    let addrs = addresses(cfg.netns.as_deref(), &cfg.iface)?;
+    if let Some(a) = addrs.first() {
+        let at = cfg
+            .netns
+            .as_deref()
+            .map(|n| format!("{n}/"))
+            .unwrap_or_default();
+        return Err(Error::Invalid(format!(
+            "--source afxdp:{at}{i}: AF_XDP takes every frame of the bound queues away from the host, and {i} carries {a} (a server's interface): use --source xdp:{at}{i} to analyse without taking frames, or add --consume on a dedicated capture port",
+            i = cfg.iface
+        )));
+    }
+    Ok(())
 }
 
 fn now_ns() -> u64 {

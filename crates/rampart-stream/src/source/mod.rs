@@ -17,6 +17,7 @@
 pub mod afxdp;
 pub mod pcap;
 pub mod synthetic;
+pub mod tap;
 pub mod xdp_tuple;
 pub mod xsk;
 
@@ -25,6 +26,7 @@ use std::sync::Arc;
 
 use crate::engine::SourceCtx;
 use crate::parse::ParseStatus;
+use crate::part::FlowPart;
 use crate::tuple::StreamTuple;
 
 /// What a source saw, shared by its replicas (readable while it runs).
@@ -143,6 +145,46 @@ pub trait PacketSource: Clone + Send + 'static {
     /// # Errors
     /// A message saying what failed (the graph reports it with the replica).
     fn run(&mut self, ctx: &mut SourceCtx<'_, StreamTuple>) -> std::result::Result<(), String>;
+    /// Does the source deliver connection parts (an XDP aggregation)
+    /// rather than tuples? Then the app runs [`Self::run_parts`].
+    fn delivers_parts(&self) -> bool {
+        false
+    }
+    /// With parts: the epoch they are summed over (a part's packets all
+    /// lie in one epoch `[e·epoch, (e+1)·epoch)` of event time).
+    fn part_epoch(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// Replica `ctx.replica()`: emit connection parts in non-decreasing
+    /// order of their first packet until the input ends or
+    /// `ctx.is_cancelled()`.
+    ///
+    /// # Errors
+    /// A source that delivers tuples says so.
+    fn run_parts(&mut self, _ctx: &mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> {
+        Err(format!(
+            "{} delivers tuples, not connection parts",
+            self.name()
+        ))
+    }
+}
+
+/// The engine operator for a [`PacketSource`] that delivers connection parts.
+pub fn part_operator<S: PacketSource>(
+    src: S,
+    batch: usize,
+) -> crate::engine::Source<
+    FlowPart,
+    impl FnMut(&mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> + Clone + Send + 'static,
+> {
+    let name = src.name();
+    let p = src.parallelism();
+    let mut s = src;
+    crate::engine::Source::new(&name, move |ctx: &mut SourceCtx<'_, FlowPart>| {
+        s.run_parts(ctx)
+    })
+    .with_parallelism(p)
+    .with_output_batch(batch)
 }
 
 /// The engine operator for a [`PacketSource`].
@@ -276,6 +318,8 @@ pub enum AnySource {
     AfXdp(afxdp::AfXdpSource),
     /// Tuple records from the XDP offload over AF_XDP.
     XdpTuple(xdp_tuple::XdpTupleSource),
+    /// The tap on a server's interface: tuples or connection parts.
+    Tap(tap::TapSource),
 }
 
 impl std::fmt::Debug for AnySource {
@@ -291,6 +335,7 @@ impl PacketSource for AnySource {
             Self::Synthetic(s) => s.name(),
             Self::AfXdp(s) => s.name(),
             Self::XdpTuple(s) => s.name(),
+            Self::Tap(s) => s.name(),
         }
     }
     fn parallelism(&self) -> usize {
@@ -299,6 +344,7 @@ impl PacketSource for AnySource {
             Self::Synthetic(s) => s.parallelism(),
             Self::AfXdp(s) => s.parallelism(),
             Self::XdpTuple(s) => s.parallelism(),
+            Self::Tap(s) => s.parallelism(),
         }
     }
     fn stats(&self) -> Arc<SourceStats> {
@@ -307,11 +353,13 @@ impl PacketSource for AnySource {
             Self::Synthetic(s) => s.stats(),
             Self::AfXdp(s) => s.stats(),
             Self::XdpTuple(s) => s.stats(),
+            Self::Tap(s) => s.stats(),
         }
     }
     fn applied(&self) -> Applied {
         match self {
             Self::XdpTuple(s) => s.applied(),
+            Self::Tap(s) => s.applied(),
             _ => Applied::default(),
         }
     }
@@ -321,6 +369,25 @@ impl PacketSource for AnySource {
             Self::Synthetic(s) => s.run(ctx),
             Self::AfXdp(s) => s.run(ctx),
             Self::XdpTuple(s) => s.run(ctx),
+            Self::Tap(s) => s.run(ctx),
+        }
+    }
+    fn delivers_parts(&self) -> bool {
+        matches!(self, Self::Tap(s) if s.delivers_parts())
+    }
+    fn part_epoch(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::Tap(s) => s.part_epoch(),
+            _ => None,
+        }
+    }
+    fn run_parts(&mut self, ctx: &mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> {
+        match self {
+            Self::Tap(s) => s.run_parts(ctx),
+            o => Err(format!(
+                "{} delivers tuples, not connection parts",
+                o.name()
+            )),
         }
     }
 }

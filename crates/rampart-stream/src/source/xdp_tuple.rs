@@ -117,6 +117,7 @@ impl XdpTupleSource {
         }
         let (q, r) = (cfg.rx.queues, cfg.offload.replicas);
         cfg.offload.validate(q)?;
+        super::afxdp::check_capture_port(&cfg.rx)?;
         let ns = cfg.rx.netns.clone();
         let (prog, timestamps) = match cfg.offload.timestamps {
             Timestamps::RxMeta => {

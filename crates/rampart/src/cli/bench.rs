@@ -38,6 +38,10 @@ pub enum BenchCmd {
     /// generator with the XDP offload on and off, and the raw AF_XDP
     /// receive ceiling, in a lab of its own.
     Stream(StreamArgs),
+    /// Flow monitoring on a server: the tap (tuples, XDP aggregation), raw
+    /// AF_XDP and softflowd on the same traffic into the lab's host, with
+    /// the host CPU each costs and nginx's requests/s beside it.
+    StreamHost(StreamHostArgs),
     /// Three tenants, equal shares, flooded; fairness on vs off; accounting coverage.
     TenantFairness(FairnessArgs),
     /// The tenant services' evaluation: accounting overhead, offload gain (data, plots, summary.json).
@@ -61,6 +65,37 @@ pub struct DetectArgs {
     /// Directory for results.jsonl, runs.jsonl, summary.json and each run's files (created).
     #[arg(long)]
     pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct StreamHostArgs {
+    /// One JSON object per run, one per feed (medians), then a summary with the bar.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write runs.csv, feeds.csv, summary.json and PNG plots here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seconds of generator traffic per ingest phase.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Seconds of wrk against nginx per service phase.
+    #[arg(long, default_value_t = 5.0)]
+    pub wrk_seconds: f64,
+    /// wrk connections.
+    #[arg(long, default_value_t = 32)]
+    pub wrk_conns: u32,
+    /// Repetitions (every feed once per repetition, the baseline first).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Distinct flows (generator source addresses).
+    #[arg(long, default_value_t = 65536)]
+    pub flows: u32,
+    /// Offered packets per second (the same for every feed).
+    #[arg(long, default_value_t = 300_000.0)]
+    pub pps: f64,
+    /// 64-byte packets: udp, or ack (TCP).
+    #[arg(long, default_value = "udp", value_parser = ["udp", "ack"])]
+    pub proto: String,
 }
 
 #[derive(Debug, Args)]
@@ -358,6 +393,24 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
                 json: a.json,
             };
             Ok(rampart_bench::stream::engine::run_and_print(&spec)?)
+        }
+        BenchCmd::StreamHost(a) => {
+            let spec = rampart_bench::stream::host::HostSpec {
+                seconds: a.seconds,
+                wrk_seconds: a.wrk_seconds,
+                wrk_conns: a.wrk_conns,
+                repeat: a.repeat,
+                flows: a.flows,
+                pps: a.pps,
+                proto: if a.proto == "ack" {
+                    rampart_lab::packet::Proto::Ack
+                } else {
+                    rampart_lab::packet::Proto::Udp
+                },
+                json: a.json,
+                out: a.out,
+            };
+            Ok(rampart_bench::stream::host::run(&spec, cancel)?)
         }
         BenchCmd::Stream(a) => {
             use rampart_bench::stream::offload::App as BenchApp;

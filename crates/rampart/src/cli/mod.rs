@@ -6,5 +6,6 @@ pub mod ddosd;
 pub mod demo;
 pub mod lab;
 pub mod stream;
+pub mod stream_metrics;
 pub mod tenant;
 pub mod util;

@@ -11,15 +11,16 @@ use rampart_stream::apps::{flowmeter, portscan, synflood, EngineOpts};
 use rampart_stream::engine::{Pipeline, RunStats};
 use rampart_stream::export::ipfix::Exporter;
 use rampart_stream::offload::{self, AppGraph, Target};
+use rampart_stream::source::tap;
 use rampart_stream::source::xdp_tuple::{XdpTupleConfig, XdpTupleSource};
 use rampart_stream::source::{self, AnySource, PacketSource, SourceReport};
 
-use super::util::{print_json, si};
+use super::util::{out_block, out_line, print_json, si};
 
 #[derive(Debug, Subcommand)]
 pub enum StreamCmd {
     /// Run an analytics app on a packet source until the source ends (or Ctrl-C).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Which of an app's operators run in XDP on a target; checks the
     /// target's limits against the built program.
     Plan(PlanArgs),
@@ -73,7 +74,14 @@ pub struct PlanArgs {
     /// Offload target.
     #[arg(long, value_enum, default_value = "host-xdp")]
     pub target: TargetArg,
-    /// Source replicas (AF_XDP sockets per RX queue on host-xdp; RX queues on nfp).
+    /// How records reach userspace: the tap (ring buffer / per-CPU maps,
+    /// frames passed on) or AF_XDP (the frame becomes the record).
+    #[arg(long, value_enum, default_value = "tap")]
+    pub via: Via,
+    /// tuples, or (the tap) per-connection counters kept in XDP.
+    #[arg(long, value_enum, default_value = "aggregate")]
+    pub offload: PlanOffload,
+    /// --via afxdp: source replicas (AF_XDP sockets per RX queue on host-xdp; RX queues on nfp).
     #[arg(long, default_value_t = 1)]
     pub sources: u32,
     /// Replicas of the keyed operators.
@@ -82,6 +90,22 @@ pub struct PlanArgs {
     /// One JSON object.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Via {
+    /// xdp_stream_tap: analyse and pass every frame on.
+    Tap,
+    /// xdp_stream: the frame becomes the record, sent over AF_XDP.
+    Afxdp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PlanOffload {
+    /// Parse and filter in XDP; a tuple per frame.
+    Tuples,
+    /// The tap also keeps per-connection counters in XDP.
+    Aggregate,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -102,33 +126,56 @@ pub enum Contact {
     Service,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OffloadArg {
+    /// Userspace parses every frame (pcap, synthetic, afxdp).
+    Off,
+    /// XDP parses and filters; tuples reach userspace (xdp: ring buffer;
+    /// afxdp: the frame becomes the record).
+    Tuples,
+    /// `tuples` (kept for scripts).
+    On,
+    /// XDP also keeps per-connection counters, harvested every second (xdp: only).
+    Aggregate,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The app.
     #[arg(value_enum)]
     pub app: App,
-    /// pcap:FILE[,replicas=N][,pace=SPEED] | synthetic:flows=N,tuples=M[,replicas=R] |
-    /// afxdp:[NETNS/]IFACE[,queues=Q][,seconds=S][,packets=P]
+    /// xdp:[NETNS/]IFACE[,seconds=S][,packets=P] (the tap: a server's own
+    /// interface; every frame still reaches the host) |
+    /// afxdp:[NETNS/]IFACE[,queues=Q][,seconds=S][,packets=P] (TAKES every frame
+    /// of the bound queues: for dedicated capture ports; needs --consume on an
+    /// interface with addresses) | pcap:FILE[,replicas=N][,pace=SPEED] |
+    /// synthetic:flows=N,tuples=M[,replicas=R]
     #[arg(long)]
     pub source: String,
     /// JSON lines on stdout (EVE/Zeek field names), then one stats object.
     #[arg(long)]
     pub json: bool,
-    /// Run the app's leading operators (source, FlowID, filter) in XDP and
-    /// receive finished tuples (needs --source afxdp:...).
-    #[arg(long, value_enum, default_value = "off")]
-    pub offload: OnOff,
-    /// With --offload on: source replicas, i.e. AF_XDP sockets per RX queue
-    /// (default: the number of queues).
+    /// What runs in XDP. Default: aggregate on an xdp: source, off otherwise.
+    #[arg(long, value_enum)]
+    pub offload: Option<OffloadArg>,
+    /// afxdp: take the frames of an interface that carries addresses (the
+    /// host stops receiving them: ARP, the services' traffic, everything).
+    #[arg(long)]
+    pub consume: bool,
+    /// afxdp with --offload tuples: source replicas, i.e. AF_XDP sockets per
+    /// RX queue (default: the number of queues).
     #[arg(long)]
     pub sources: Option<u32>,
-    /// With --offload on: record timestamps from the driver's RX metadata
-    /// when it has them (a device-bound program), or software time only.
-    #[arg(long, value_enum, default_value = "rx-meta")]
-    pub timestamps: TsArg,
-    /// flowmeter: also export IPFIX to this UDP collector (HOST:PORT).
+    /// afxdp with --offload tuples: record timestamps from the driver's RX
+    /// metadata when it has them, or software time only [default: rx-meta].
+    #[arg(long, value_enum)]
+    pub timestamps: Option<TsArg>,
+    /// flowmeter: also export IPFIX over UDP to HOST[:PORT] (port 4739 by default).
     #[arg(long)]
-    pub ipfix: Option<SocketAddr>,
+    pub ipfix: Option<String>,
+    /// Serve Prometheus metrics on ADDR:PORT (/metrics) while running.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
     /// Replicas of the keyed operators.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
@@ -138,39 +185,116 @@ pub struct RunArgs {
     /// Do not fuse operators into one thread.
     #[arg(long)]
     pub no_chaining: bool,
-    /// flowmeter: idle timeout, seconds.
-    #[arg(long, default_value_t = 15.0)]
-    pub idle_timeout: f64,
-    /// flowmeter: active timeout, seconds.
-    #[arg(long, default_value_t = 1800.0)]
-    pub active_timeout: f64,
-    /// portscan: θ0 = Pr[success | benign].
-    #[arg(long, default_value_t = 0.8)]
-    pub theta0: f64,
-    /// portscan: θ1 = Pr[success | scanner].
-    #[arg(long, default_value_t = 0.2)]
-    pub theta1: f64,
-    /// portscan: α, the false-positive bound.
-    #[arg(long, default_value_t = 0.01)]
-    pub alpha: f64,
-    /// portscan: β, the detection probability.
-    #[arg(long, default_value_t = 0.99)]
-    pub beta: f64,
-    /// portscan: seconds without an answer after which an attempt failed.
-    #[arg(long, default_value_t = 3.0)]
-    pub response_timeout: f64,
-    /// portscan: seconds (event time) after which an idle host's walk is forgotten.
-    #[arg(long, default_value_t = 600.0)]
-    pub host_idle: f64,
-    /// portscan: what counts as a first contact.
-    #[arg(long, value_enum, default_value = "host")]
-    pub first_contact: Contact,
-    /// synflood: window, seconds.
-    #[arg(long, default_value_t = 10.0)]
-    pub window: f64,
-    /// synflood: incomplete handshakes per destination per window that alert.
-    #[arg(long, default_value_t = 200)]
-    pub threshold: u64,
+    /// flowmeter: idle timeout, seconds [default: 15].
+    #[arg(long)]
+    pub idle_timeout: Option<f64>,
+    /// flowmeter: active timeout, seconds [default: 1800].
+    #[arg(long)]
+    pub active_timeout: Option<f64>,
+    /// portscan: θ0 = Pr[success | benign] [default: 0.8].
+    #[arg(long)]
+    pub theta0: Option<f64>,
+    /// portscan: θ1 = Pr[success | scanner] [default: 0.2].
+    #[arg(long)]
+    pub theta1: Option<f64>,
+    /// portscan: α, the false-positive bound [default: 0.01].
+    #[arg(long)]
+    pub alpha: Option<f64>,
+    /// portscan: β, the detection probability [default: 0.99].
+    #[arg(long)]
+    pub beta: Option<f64>,
+    /// portscan: seconds without an answer after which an attempt failed [default: 3].
+    #[arg(long)]
+    pub response_timeout: Option<f64>,
+    /// portscan: seconds (event time) after which an idle host's walk is forgotten [default: 600].
+    #[arg(long)]
+    pub host_idle: Option<f64>,
+    /// portscan: what counts as a first contact [default: service].
+    #[arg(long, value_enum)]
+    pub first_contact: Option<Contact>,
+    /// synflood: window, seconds [default: 10].
+    #[arg(long)]
+    pub window: Option<f64>,
+    /// synflood: incomplete handshakes per destination per window that alert [default: 200].
+    #[arg(long)]
+    pub threshold: Option<u64>,
+}
+
+impl RunArgs {
+    /// Every option given that `app` does not take: one error naming them.
+    fn check_app_options(&self) -> Result<()> {
+        let given = |name: &'static str, on: bool| on.then_some(name);
+        let (fm, ps, sf) = match self.app {
+            App::Flowmeter => (true, false, false),
+            App::Portscan => (false, true, false),
+            App::Synflood => (false, false, true),
+        };
+        let wrong: Vec<&str> = [
+            given("--idle-timeout", !fm && self.idle_timeout.is_some()),
+            given("--active-timeout", !fm && self.active_timeout.is_some()),
+            given("--ipfix", !fm && self.ipfix.is_some()),
+            given("--theta0", !ps && self.theta0.is_some()),
+            given("--theta1", !ps && self.theta1.is_some()),
+            given("--alpha", !ps && self.alpha.is_some()),
+            given("--beta", !ps && self.beta.is_some()),
+            given("--response-timeout", !ps && self.response_timeout.is_some()),
+            given("--host-idle", !ps && self.host_idle.is_some()),
+            given("--first-contact", !ps && self.first_contact.is_some()),
+            given("--window", !sf && self.window.is_some()),
+            given("--threshold", !sf && self.threshold.is_some()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !wrong.is_empty() {
+            super::util::usage_bail!(
+                "{} {} not apply to {}: see `rampart stream run --help` for which app takes what",
+                wrong.join(", "),
+                if wrong.len() == 1 { "does" } else { "do" },
+                self.app.name()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl App {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Flowmeter => "flowmeter",
+            Self::Portscan => "portscan",
+            Self::Synflood => "synflood",
+        }
+    }
+}
+
+/// `HOST[:PORT]` of an IPFIX collector (4739, the IANA port, by default).
+fn ipfix_addr(s: &str) -> Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let with_port = if s.parse::<std::net::IpAddr>().is_ok() {
+        // A bare address (an IPv6 one has colons of its own).
+        if s.contains(':') {
+            format!("[{s}]:4739")
+        } else {
+            format!("{s}:4739")
+        }
+    } else if s
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        s.to_string()
+    } else {
+        format!("{s}:4739")
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("--ipfix {s}: not HOST[:PORT]"))?
+        .next()
+        .with_context(|| format!("--ipfix {s}: the name has no address"))
+}
+
+fn opt_secs(name: &str, v: Option<f64>, default: Duration) -> Result<Duration> {
+    v.map_or(Ok(default), |v| secs(name, v))
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration> {
@@ -213,8 +337,6 @@ fn run_pipeline(p: Pipeline, cancel: &AtomicBool) -> Result<RunStats> {
     .context("stream engine")
 }
 
-use super::util::out_line;
-
 /// The app settings of a run (built before the source: the offload plan needs the graph).
 struct AppCfgs {
     flowmeter: Option<flowmeter::FlowmeterConfig>,
@@ -235,23 +357,30 @@ fn app_cfgs(a: &RunArgs) -> Result<AppCfgs> {
     };
     match a.app {
         App::Flowmeter => {
+            let d = flowmeter::FlowmeterConfig::default();
             c.flowmeter = Some(flowmeter::FlowmeterConfig {
-                idle: secs("idle-timeout", a.idle_timeout)?,
-                active: secs("active-timeout", a.active_timeout)?,
+                idle: opt_secs("idle-timeout", a.idle_timeout, d.idle)?,
+                active: opt_secs("active-timeout", a.active_timeout, d.active)?,
                 engine,
             });
         }
         App::Portscan => {
+            let d = portscan::PortscanConfig::default();
             let p = portscan::PortscanConfig {
-                theta0: a.theta0,
-                theta1: a.theta1,
-                alpha: a.alpha,
-                beta: a.beta,
-                response_timeout: secs("response-timeout", a.response_timeout)?,
-                host_idle: secs("host-idle", a.host_idle)?,
+                theta0: a.theta0.unwrap_or(d.theta0),
+                theta1: a.theta1.unwrap_or(d.theta1),
+                alpha: a.alpha.unwrap_or(d.alpha),
+                beta: a.beta.unwrap_or(d.beta),
+                response_timeout: opt_secs(
+                    "response-timeout",
+                    a.response_timeout,
+                    d.response_timeout,
+                )?,
+                host_idle: opt_secs("host-idle", a.host_idle, d.host_idle)?,
                 first_contact: match a.first_contact {
-                    Contact::Host => portscan::FirstContact::Host,
-                    Contact::Service => portscan::FirstContact::Service,
+                    None => d.first_contact,
+                    Some(Contact::Host) => portscan::FirstContact::Host,
+                    Some(Contact::Service) => portscan::FirstContact::Service,
                 },
                 engine,
             };
@@ -259,9 +388,10 @@ fn app_cfgs(a: &RunArgs) -> Result<AppCfgs> {
             c.portscan = Some(p);
         }
         App::Synflood => {
+            let d = synflood::SynfloodConfig::default();
             c.synflood = Some(synflood::SynfloodConfig {
-                window: secs("window", a.window)?,
-                threshold: a.threshold,
+                window: opt_secs("window", a.window, d.window)?,
+                threshold: a.threshold.unwrap_or(d.threshold),
                 engine,
             });
         }
@@ -284,15 +414,17 @@ fn object() -> &'static std::path::Path {
     std::path::Path::new(rampart_bpf::XDP_STREAM_OBJ)
 }
 
-/// `--offload on`: plan for host XDP, open the tuple source.
+/// `afxdp --offload tuples`: plan for host XDP, open the AF_XDP record source.
 fn offload_source(
     spec: &str,
+    consume: bool,
     sources: Option<u32>,
     ts: TsArg,
     graph: &AppGraph,
     quiet: bool,
 ) -> Result<AnySource> {
-    let rx = source::parse_afxdp(spec)?;
+    let mut rx = source::parse_afxdp(spec)?;
+    rx.consume = consume;
     let sources = sources.unwrap_or(rx.queues);
     let plan = offload::plan(graph, Target::HostXdp, sources, object())?;
     if !quiet {
@@ -301,6 +433,32 @@ fn offload_source(
     let mut cfg = XdpTupleConfig::from_plan(&plan, &rx)?;
     cfg.offload.timestamps = ts.into();
     Ok(AnySource::XdpTuple(XdpTupleSource::open(cfg)?))
+}
+
+/// `xdp:`: plan the tap for host XDP and open it.
+fn tap_source(spec: &str, aggregate: bool, graph: &AppGraph, quiet: bool) -> Result<AnySource> {
+    let mut cfg = tap::parse_spec(spec)?;
+    let plan = offload::plan_tap(graph, Target::HostXdp, aggregate, object())?;
+    if !quiet {
+        eprintln!("{plan}");
+    }
+    cfg.mode = if aggregate {
+        tap::TapMode::Aggregate
+    } else {
+        tap::TapMode::Tuples
+    };
+    cfg.offload = plan.config.clone();
+    cfg.applied = rampart_stream::source::Applied {
+        app: Some(plan.app.clone()),
+        ops: plan
+            .offloaded
+            .iter()
+            .filter(|o| *o != "source")
+            .cloned()
+            .collect(),
+        partition: None,
+    };
+    Ok(AnySource::Tap(tap::TapSource::open(cfg)?))
 }
 
 fn plan_cmd(a: &PlanArgs) -> Result<()> {
@@ -322,7 +480,27 @@ fn plan_cmd(a: &PlanArgs) -> Result<()> {
             ..Default::default()
         }),
     };
-    let p = offload::plan(&g, a.target.into(), a.sources, object())?;
+    let p = match a.via {
+        Via::Tap => {
+            if a.sources != 1 {
+                super::util::usage_bail!("--sources is for --via afxdp: the tap has one source replica (one ring buffer)");
+            }
+            offload::plan_tap(
+                &g,
+                a.target.into(),
+                a.offload == PlanOffload::Aggregate,
+                object(),
+            )?
+        }
+        Via::Afxdp => {
+            if a.offload == PlanOffload::Aggregate {
+                super::util::usage_bail!(
+                    "--offload aggregate needs --via tap: AF_XDP delivers a record per frame"
+                );
+            }
+            offload::plan(&g, a.target.into(), a.sources, object())?
+        }
+    };
     if a.json {
         print_json(&p)
     } else {
@@ -333,29 +511,90 @@ fn plan_cmd(a: &PlanArgs) -> Result<()> {
 
 pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
     let a = match cmd {
-        StreamCmd::Run(a) => a,
+        StreamCmd::Run(a) => *a,
         StreamCmd::Plan(p) => return plan_cmd(&p),
     };
+    a.check_app_options()?;
     let cfgs = app_cfgs(&a)?;
-    let src = match a.offload {
-        OnOff::Off => {
-            if a.sources.is_some() {
-                super::util::usage_bail!("--sources is for --offload on (without it, one source replica per AF_XDP queue: queues=Q)");
-            }
-            source::parse_spec(&a.source)?
+    let kind = a.source.split_once(':').map_or(a.source.as_str(), |x| x.0);
+    let offload = a.offload.unwrap_or(if kind == "xdp" {
+        OffloadArg::Aggregate
+    } else {
+        OffloadArg::Off
+    });
+    if kind == "afxdp" {
+        let mut rx = source::parse_afxdp(&a.source)?;
+        rx.consume = a.consume;
+        // Before the app is built: the refusal is the first thing said.
+        source::afxdp::check_capture_port(&rx)?;
+    } else if a.consume {
+        super::util::usage_bail!(
+            "--consume is for --source afxdp: (the other sources take no frames)"
+        );
+    }
+    let afxdp_offload = kind == "afxdp" && matches!(offload, OffloadArg::On | OffloadArg::Tuples);
+    if !afxdp_offload && (a.sources.is_some() || a.timestamps.is_some()) {
+        super::util::usage_bail!("--sources and --timestamps are for --source afxdp: with --offload tuples (otherwise one source replica per AF_XDP queue: queues=Q)");
+    }
+    let src = match (kind, offload) {
+        ("xdp", OffloadArg::Off) => {
+            super::util::usage_bail!(
+            "--source xdp: always runs the parse in XDP: use --offload tuples or aggregate (the default)"
+        )
         }
-        OnOff::On => {
+        ("xdp", o) => {
             let g = cfgs.graph().context("app graph")?;
-            offload_source(&a.source, a.sources, a.timestamps, &g, a.json)?
+            tap_source(&a.source, o == OffloadArg::Aggregate, &g, a.json)?
         }
+        (_, OffloadArg::Aggregate) => {
+            super::util::usage_bail!(
+            "--offload aggregate keeps counters in XDP for the tap: use --source xdp:[NETNS/]IFACE"
+        )
+        }
+        ("afxdp", OffloadArg::On | OffloadArg::Tuples) => {
+            let g = cfgs.graph().context("app graph")?;
+            offload_source(
+                &a.source,
+                a.consume,
+                a.sources,
+                a.timestamps.unwrap_or(TsArg::RxMeta),
+                &g,
+                a.json,
+            )?
+        }
+        (_, OffloadArg::On | OffloadArg::Tuples) => {
+            super::util::usage_bail!(
+                "--offload {}: needs a live source (--source xdp:IFACE or afxdp:IFACE)",
+                if offload == OffloadArg::On {
+                    "on"
+                } else {
+                    "tuples"
+                }
+            )
+        }
+        ("afxdp", OffloadArg::Off) => {
+            let mut rx = source::parse_afxdp(&a.source)?;
+            rx.consume = a.consume;
+            AnySource::AfXdp(source::afxdp::AfXdpSource::open(rx)?)
+        }
+        (_, OffloadArg::Off) => source::parse_spec(&a.source)?,
+    };
+    let listen = a.listen;
+    let src_for_metrics = src.clone();
+    let metrics = move |p: &Pipeline| -> Result<Option<super::stream_metrics::Server>> {
+        listen
+            .map(|addr| {
+                super::stream_metrics::serve(addr, src_for_metrics.clone(), Some(p.queue_gauges()))
+            })
+            .transpose()
     };
     let stats = src.stats();
     let json = a.json;
     match a.app {
         App::Flowmeter => {
             let cfg = cfgs.flowmeter.context("flowmeter settings")?;
-            let ipfix = match a.ipfix {
-                Some(c) => Some(Arc::new(Mutex::new(Exporter::connect(c, 1)?))),
+            let ipfix = match &a.ipfix {
+                Some(c) => Some(Arc::new(Mutex::new(Exporter::connect(ipfix_addr(c)?, 1)?))),
                 None => None,
             };
             let err: Arc<Mutex<Option<String>>> = Arc::default();
@@ -372,6 +611,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                     }
                     return;
                 };
+                super::stream_metrics::OUTPUTS.fetch_add(1, Ordering::Relaxed);
                 if let Ok(mut s) = s2.lock() {
                     s.add(&r);
                 }
@@ -380,16 +620,19 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                 } else {
                     let ev = r.event();
                     out_line(&format!(
-                        "{:<9} {}:{} -> {}:{}  {} pkts {} B  {} .. {}  ({})",
+                        "{:<9} {}:{} -> {}:{}  {}/{} pkts {}/{} B  {} .. {}  {:?} ({})",
                         ev.proto,
                         ev.src_ip,
                         ev.src_port,
                         ev.dest_ip,
                         ev.dest_port,
                         r.packets,
+                        r.rev_packets,
                         r.bytes,
+                        r.rev_bytes,
                         ev.flow.start,
                         ev.flow.end,
+                        ev.flow.state,
                         ev.flow.reason
                     ));
                 }
@@ -401,6 +644,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                     }
                 }
             })?;
+            let _m = metrics(&p)?;
             let st = run_pipeline(p, cancel)?;
             if let Some(e) = err.lock().ok().and_then(|e| e.clone()) {
                 bail!("IPFIX export: {e}");
@@ -415,7 +659,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                 let m = ipfix
                     .as_ref()
                     .and_then(|x| x.lock().ok().map(|x| x.messages));
-                print_json(&Stats {
+                out_line(&serde_json::to_string(&Stats {
                     event_type: "stats",
                     app: "flowmeter",
                     source: stats.snapshot(),
@@ -424,11 +668,11 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                         flows: sum,
                         ipfix_messages: m,
                     },
-                })?;
+                })?);
             } else {
                 let s = stats.snapshot();
-                println!(
-                    "{} flows, {} packets, {} bytes from {} frames ({} without a tuple) in {:.2} s ({}tuples/s)",
+                let mut b = format!(
+                    "{} flows, {} packets, {} bytes from {} frames ({} without a tuple) in {:.2} s ({}tuples/s)\n",
                     sum.flows,
                     sum.packets,
                     sum.bytes,
@@ -438,11 +682,12 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                     si(st.source_tuples as f64 / st.seconds)
                 );
                 for (p, c) in &sum.protocols {
-                    println!(
-                        "  {p:<9} {} flows, {} packets, {} bytes",
+                    b.push_str(&format!(
+                        "  {p:<9} {} flows, {} packets, {} bytes\n",
                         c.flows, c.packets, c.bytes
-                    );
+                    ));
                 }
+                out_block(&b);
             }
         }
         App::Portscan => {
@@ -451,6 +696,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
             let n2 = Arc::clone(&n);
             let p = portscan::build(src, &cfg, move |x: Option<portscan::ScanAlert>| {
                 if let Some(x) = x {
+                    super::stream_metrics::OUTPUTS.fetch_add(1, Ordering::Relaxed);
                     *n2.lock().unwrap_or_else(|e| e.into_inner()) += 1;
                     let ev = x.event();
                     if json {
@@ -460,6 +706,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                     }
                 }
             })?;
+            let _m = metrics(&p)?;
             let st = run_pipeline(p, cancel)?;
             let alerts = *n.lock().unwrap_or_else(|e| e.into_inner());
             report(json, "portscan", &stats.snapshot(), st, alerts)?;
@@ -470,6 +717,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
             let n2 = Arc::clone(&n);
             let p = synflood::build(src, &cfg, move |x: Option<synflood::FloodAlert>| {
                 if let Some(x) = x {
+                    super::stream_metrics::OUTPUTS.fetch_add(1, Ordering::Relaxed);
                     *n2.lock().unwrap_or_else(|e| e.into_inner()) += 1;
                     let ev = x.event();
                     if json {
@@ -479,6 +727,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                     }
                 }
             })?;
+            let _m = metrics(&p)?;
             let st = run_pipeline(p, cancel)?;
             let alerts = *n.lock().unwrap_or_else(|e| e.into_inner());
             report(json, "synflood", &stats.snapshot(), st, alerts)?;
@@ -499,20 +748,21 @@ fn report(
         struct A {
             alerts: u64,
         }
-        return print_json(&Stats {
+        out_line(&serde_json::to_string(&Stats {
             event_type: "stats",
             app,
             source: *s,
             engine: st,
             app_stats: A { alerts },
-        });
+        })?);
+        return Ok(());
     }
-    println!(
-        "{alerts} alert(s); {} frames, {} tuples in {:.2} s ({}tuples/s)",
+    out_block(&format!(
+        "{alerts} alert(s); {} frames, {} tuples in {:.2} s ({}tuples/s)\n",
         s.frames,
         s.tuples,
         st.seconds,
         si(st.source_tuples as f64 / st.seconds)
-    );
+    ));
     Ok(())
 }

@@ -25,6 +25,21 @@ pub fn out_line(s: &str) {
     }
 }
 
+/// Write a block of text (lines with their newlines) to stdout, like
+/// [`out_line`]: nothing once the reader has gone.
+pub fn out_block(s: &str) {
+    use std::io::Write as _;
+    if stdout_closed() {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = write!(o, "{s}").and_then(|()| o.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 /// Has stdout's reader gone away?
 pub fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)

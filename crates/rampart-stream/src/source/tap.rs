@@ -1,0 +1,537 @@
+//! The tap: rampart stream on a server's own interface. `xdp_stream_tap`
+//! (`bpf/stream/tap.h`) parses every frame, runs the app's offloaded
+//! Filter, and either writes the tuple into a BPF ring buffer
+//! ([`TapMode::Tuples`]) or adds it to its connection's counters in a
+//! per-CPU hash map of the current epoch ([`TapMode::Aggregate`]); then it
+//! passes the frame on. The host stack sees every frame: ARP, ND, the
+//! services' traffic — a monitor never takes a server's packets (the
+//! AF_XDP sources do, and are for dedicated capture ports).
+//!
+//! Aggregation: the program keys its counters by connection and epoch
+//! (event time / `epoch`, default 1 s) and writes epoch `e` into map
+//! `e & 1`. Once `e` is over (plus a grace for a CPU still inside the
+//! program), this source reads and empties that map in batches, merges
+//! the CPUs' copies and the ring buffer's overflow tuples of `e` (a full
+//! map sends tuples there), and emits one [`FlowPart`] per connection in
+//! order of first packet, with the watermark at the epoch's end. One
+//! replica (one ring buffer, shared by the CPUs).
+
+use std::cell::RefCell;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rampart_dataplane::xdp::{XdpLink, XdpMode};
+use rustc_hash::FxHashMap;
+
+use super::{Applied, PacketSource, SourceStats};
+use crate::engine::SourceCtx;
+use crate::error::{Error, Result};
+use crate::offload::{Entry, OffloadConfig, OffloadProgram, TapCounters, TapSizes};
+use crate::part::{ConnKey, FlowPart};
+use crate::tuple::StreamTuple;
+use rampart_bpf::abi::stream::{StreamAggKey, StreamAggVal};
+
+/// What the tap hands to userspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TapMode {
+    /// One tuple per accepted frame, through the ring buffer.
+    Tuples,
+    /// Per-connection counters per epoch, harvested from per-CPU maps.
+    Aggregate,
+}
+
+/// Settings of a [`TapSource`].
+#[derive(Debug, Clone)]
+pub struct TapConfig {
+    /// Network namespace of the interface (`None`: the current one).
+    pub netns: Option<String>,
+    /// Interface.
+    pub iface: String,
+    /// Stop after this many seconds.
+    pub seconds: Option<f64>,
+    /// Stop after this many packets were analysed.
+    pub packets: Option<u64>,
+    /// Tuples or aggregation.
+    pub mode: TapMode,
+    /// Aggregation epoch.
+    pub epoch: Duration,
+    /// Map sizes.
+    pub sizes: TapSizes,
+    /// The offloaded Filter (and FlowID, if any); replicas must be 1.
+    pub offload: OffloadConfig,
+    /// The app operators the tap runs (from the plan).
+    pub applied: Applied,
+}
+
+impl Default for TapConfig {
+    fn default() -> Self {
+        Self {
+            netns: None,
+            iface: String::new(),
+            seconds: None,
+            packets: None,
+            mode: TapMode::Tuples,
+            epoch: DEFAULT_EPOCH,
+            sizes: TapSizes::default(),
+            offload: OffloadConfig {
+                key_mode: None,
+                ..OffloadConfig::default()
+            },
+            applied: Applied::default(),
+        }
+    }
+}
+
+/// Aggregation epoch: short enough for a flow record or alert within a
+/// second or two of its window; it must not exceed any session gap of the
+/// app, and it divides every tumbling window (both checked by the apps).
+pub const DEFAULT_EPOCH: Duration = Duration::from_secs(1);
+
+/// How long after an epoch's end its map is read: a CPU that took its
+/// timestamp just before the boundary is still inside the program for
+/// microseconds; this leaves it three orders of magnitude more.
+const GRACE: Duration = Duration::from_millis(20);
+
+/// Parse `xdp:[NETNS/]IFACE[,seconds=S][,packets=P]`.
+///
+/// # Errors
+/// [`Error::Invalid`] saying what is wrong and what is accepted.
+pub fn parse_spec(spec: &str) -> Result<TapConfig> {
+    let rest = spec.strip_prefix("xdp:").ok_or_else(|| {
+        Error::Invalid(format!(
+            "--source {spec}: the tap is --source xdp:[NETNS/]IFACE"
+        ))
+    })?;
+    let mut parts = rest.split(',').filter(|s| !s.is_empty());
+    let head = parts.next().unwrap_or("");
+    let (ns, iface) = match head.split_once('/') {
+        Some((n, i)) => (Some(n.to_string()), i.to_string()),
+        None => (None, head.to_string()),
+    };
+    if iface.is_empty() {
+        return Err(Error::Invalid(format!(
+            "--source {spec}: no interface: use --source xdp:[NETNS/]IFACE"
+        )));
+    }
+    let mut c = TapConfig {
+        netns: ns,
+        iface,
+        ..TapConfig::default()
+    };
+    for p in parts {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        let x = v
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| Error::Invalid(format!("--source {spec}: {k}={v:?} is not a number")))?;
+        match k {
+            "seconds" => c.seconds = Some(x),
+            "packets" => c.packets = Some(x as u64),
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "--source {spec}: unknown option {k:?} (xdp takes seconds=S, packets=P)"
+                )))
+            }
+        }
+    }
+    Ok(c)
+}
+
+struct Inner {
+    cfg: TapConfig,
+    // Detach before closing the program.
+    link: XdpLink,
+    prog: OffloadProgram,
+    stats: Arc<SourceStats>,
+    analysed: AtomicU64,
+    late: AtomicU64,
+    bad_records: AtomicU64,
+    /// The epoch the program was attached in (the first to harvest).
+    start_epoch: u64,
+}
+
+/// The tap on one interface. Dropping the last clone detaches it.
+#[derive(Clone)]
+pub struct TapSource {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for TapSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TapSource")
+            .field("cfg", &self.inner.cfg)
+            .finish()
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+impl TapSource {
+    /// Load `xdp_stream_tap`, configure it, attach it (a bpf_link, native
+    /// XDP).
+    ///
+    /// # Errors
+    /// Invalid settings, not root, no such namespace/interface, another
+    /// XDP program already attached there.
+    pub fn open(cfg: TapConfig) -> Result<Self> {
+        if cfg.iface.is_empty() {
+            return Err(Error::Invalid(
+                "the tap needs an interface: --source xdp:[NETNS/]IFACE".into(),
+            ));
+        }
+        if cfg.offload.replicas != 1 {
+            return Err(Error::Invalid(
+                "the tap has one source replica (one ring buffer): use --sources 1".into(),
+            ));
+        }
+        let epoch_ns = u64::try_from(cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
+        if epoch_ns < 1_000_000 {
+            return Err(Error::Invalid(format!(
+                "tap epoch {:?}: use at least 1 ms",
+                cfg.epoch
+            )));
+        }
+        cfg.offload.validate(1)?;
+        let ns = cfg.netns.clone();
+        let prog = OffloadProgram::load_sized(Entry::Tap, None, None, cfg.sizes)?;
+        prog.configure(&cfg.offload)?;
+        prog.configure_tap(cfg.mode == TapMode::Aggregate, epoch_ns)?;
+        let start_epoch = now_ns() / epoch_ns;
+        let link = XdpLink::attach(prog.prog_fd(), ns.as_deref(), &cfg.iface, XdpMode::Native)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                cfg,
+                link,
+                prog,
+                stats: Arc::default(),
+                analysed: AtomicU64::new(0),
+                late: AtomicU64::new(0),
+                bad_records: AtomicU64::new(0),
+                start_epoch,
+            }),
+        })
+    }
+
+    /// The program's counters.
+    ///
+    /// # Errors
+    /// Reading the map.
+    pub fn counters(&self) -> Result<TapCounters> {
+        self.inner.prog.tap_counters()
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> TapMode {
+        self.inner.cfg.mode
+    }
+
+    /// Packets handed to the engine (tuples, or packets inside parts).
+    pub fn analysed(&self) -> u64 {
+        self.inner.analysed.load(Ordering::Relaxed)
+    }
+
+    /// Parts or tuples that arrived after their epoch was emitted (their
+    /// time was clamped forward; expected never).
+    pub fn late(&self) -> u64 {
+        self.inner.late.load(Ordering::Relaxed)
+    }
+
+    /// The program fd (for BPF_PROG_RUN in tests).
+    pub fn prog_fd(&self) -> i32 {
+        self.inner.prog.prog_fd()
+    }
+
+    /// Detach now (the host keeps every frame; the tap stops seeing them).
+    ///
+    /// # Errors
+    /// The kernel's error.
+    pub fn detach(&self) -> Result<()> {
+        Ok(self.inner.link.detach()?)
+    }
+
+    fn refresh(&self) {
+        let s = &self.inner.stats;
+        if let Ok(c) = self.inner.prog.tap_counters() {
+            s.frames.store(c.frames, Ordering::Relaxed);
+            for (i, v) in [c.not_ip, c.truncated, c.bad_header, c.too_deep]
+                .into_iter()
+                .enumerate()
+            {
+                s.no_tuple[i].store(v, Ordering::Relaxed);
+            }
+            s.filtered.store(c.filtered, Ordering::Relaxed);
+            s.dropped.store(c.ring_full, Ordering::Relaxed);
+        }
+        s.tuples.store(
+            self.inner.analysed.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn stop_at(&self) -> (Option<Instant>, u64) {
+        let c = &self.inner.cfg;
+        (
+            c.seconds
+                .map(|s| Instant::now() + Duration::from_secs_f64(s)),
+            c.packets.unwrap_or(u64::MAX),
+        )
+    }
+
+    /// A handle on the tap's ring buffer. It must outlive the
+    /// [`libbpf_rs::RingBuffer`] built on it: its file is what the ring
+    /// buffer's epoll instance waits on.
+    fn ring_handle(&self) -> std::result::Result<libbpf_rs::MapHandle, String> {
+        let maps = self.inner.prog.tap_maps().ok_or("not loaded as the tap")?;
+        let id = rampart_dataplane::maps::map_info(maps.ring.as_raw_fd())
+            .ok_or("no info on the tap ring buffer")?
+            .id;
+        libbpf_rs::MapHandle::from_map_id(id)
+            .map_err(|e| format!("opening the tap ring buffer: {e}"))
+    }
+
+    /// A ring buffer over `h` whose callback appends tuples to `buf`.
+    fn ring(
+        &self,
+        h: &libbpf_rs::MapHandle,
+        buf: Rc<RefCell<Vec<StreamTuple>>>,
+    ) -> std::result::Result<libbpf_rs::RingBuffer<'static>, String> {
+        let inner = Arc::clone(&self.inner);
+        let mut b = libbpf_rs::RingBufferBuilder::new();
+        b.add(h, move |d: &[u8]| {
+            if d.len() != std::mem::size_of::<StreamTuple>() {
+                inner.bad_records.fetch_add(1, Ordering::Relaxed);
+                return 0;
+            }
+            let t: StreamTuple = bytemuck::pod_read_unaligned(d);
+            buf.borrow_mut().push(t);
+            0
+        })
+        .map_err(|e| format!("tap ring buffer: {e}"))?;
+        b.build().map_err(|e| format!("tap ring buffer: {e}"))
+    }
+
+    /// Read and empty the map of `epoch`'s parity: parts by connection
+    /// (the CPUs' copies merged).
+    fn harvest(&self, epoch: u64, into: &mut FxHashMap<ConnKey, FlowPart>) -> Result<()> {
+        let maps = self
+            .inner
+            .prog
+            .tap_maps()
+            .ok_or_else(|| Error::Invalid("not loaded as the tap".into()))?;
+        let fd = maps.agg[(epoch & 1) as usize].as_raw_fd();
+        let ks = std::mem::size_of::<StreamAggKey>();
+        let vs = std::mem::size_of::<StreamAggVal>();
+        let cpus = rampart_dataplane::maps::possible_cpus();
+        rampart_dataplane::maps::walk_batch(fd, ks, vs * cpus, 4096, true, |k, v| {
+            let key: StreamAggKey = bytemuck::pod_read_unaligned(k);
+            let mut part: Option<FlowPart> = None;
+            for c in 0..cpus {
+                let val: StreamAggVal = bytemuck::pod_read_unaligned(&v[c * vs..(c + 1) * vs]);
+                if val.dir[0].packets + val.dir[1].packets == 0 {
+                    continue;
+                }
+                let p = FlowPart::from_abi(&key, &val);
+                match &mut part {
+                    Some(a) => a.merge(&p),
+                    None => part = Some(p),
+                }
+            }
+            if let Some(p) = part {
+                match into.get_mut(&p.key) {
+                    Some(a) => a.merge(&p),
+                    None => {
+                        into.insert(p.key, p);
+                    }
+                }
+            }
+        })?;
+        Ok(())
+    }
+}
+
+impl PacketSource for TapSource {
+    fn name(&self) -> String {
+        "xdp-tap".into()
+    }
+    fn parallelism(&self) -> usize {
+        1
+    }
+    fn stats(&self) -> Arc<SourceStats> {
+        Arc::clone(&self.inner.stats)
+    }
+    fn applied(&self) -> Applied {
+        self.inner.cfg.applied.clone()
+    }
+    fn delivers_parts(&self) -> bool {
+        self.inner.cfg.mode == TapMode::Aggregate
+    }
+    fn part_epoch(&self) -> Option<Duration> {
+        self.delivers_parts().then_some(self.inner.cfg.epoch)
+    }
+
+    fn run(&mut self, ctx: &mut SourceCtx<'_, StreamTuple>) -> std::result::Result<(), String> {
+        if self.delivers_parts() {
+            return Err("the tap aggregates: the app must read parts (run_parts)".into());
+        }
+        let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::with_capacity(4096)));
+        let h = self.ring_handle()?;
+        let rb = self.ring(&h, Rc::clone(&buf))?;
+        let (deadline, limit) = self.stop_at();
+        let mut last = 0u64;
+        let mut last_refresh = Instant::now();
+        let mut batch = Vec::new();
+        let mut finishing = false;
+        loop {
+            let stop = ctx.is_cancelled()
+                || deadline.is_some_and(|d| Instant::now() >= d)
+                || self.inner.analysed.load(Ordering::Relaxed) >= limit;
+            if stop && !finishing {
+                // Stop the program, then take what it already wrote.
+                let _ = self.inner.link.detach();
+                finishing = true;
+            }
+            let n = if finishing {
+                rb.consume_raw()
+            } else {
+                rb.poll_raw(Duration::from_millis(20))
+            };
+            if n < 0 {
+                return Err(format!(
+                    "reading the tap ring buffer: {}",
+                    std::io::Error::from_raw_os_error(-n)
+                ));
+            }
+            std::mem::swap(&mut *buf.borrow_mut(), &mut batch);
+            let got = batch.len() as u64;
+            for mut t in batch.drain(..) {
+                // Non-decreasing (the engine's contract): two CPUs reserve
+                // ring space in an order that their clocks may not share.
+                if t.ts_ns < last {
+                    self.inner.late.fetch_add(1, Ordering::Relaxed);
+                }
+                last = last.max(t.ts_ns);
+                t.ts_ns = last;
+                ctx.emit(last, t);
+            }
+            self.inner.analysed.fetch_add(got, Ordering::Relaxed);
+            if got == 0 {
+                if finishing {
+                    break;
+                }
+                ctx.progress(now_ns().saturating_sub(50_000_000).max(last));
+            }
+            if last_refresh.elapsed() >= Duration::from_millis(50) {
+                self.refresh();
+                last_refresh = Instant::now();
+            }
+        }
+        self.refresh();
+        Ok(())
+    }
+
+    fn run_parts(&mut self, ctx: &mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> {
+        if !self.delivers_parts() {
+            return Err("the tap sends tuples: the app must read tuples (run)".into());
+        }
+        let epoch_ns = u64::try_from(self.inner.cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
+        let grace = GRACE.as_nanos() as u64;
+        let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::new()));
+        let h = self.ring_handle()?;
+        let rb = self.ring(&h, Rc::clone(&buf))?;
+        let (deadline, limit) = self.stop_at();
+        // The maps were new when the program was attached.
+        let mut next = self.inner.start_epoch;
+        // Overflow tuples (a full map) by epoch, merged at harvest.
+        let mut overflow: FxHashMap<u64, FxHashMap<ConnKey, FlowPart>> = FxHashMap::default();
+        let mut parts: FxHashMap<ConnKey, FlowPart> = FxHashMap::default();
+        let mut out: Vec<FlowPart> = Vec::new();
+        let mut last = 0u64;
+        let mut finishing = false;
+        loop {
+            let stop = ctx.is_cancelled()
+                || deadline.is_some_and(|d| Instant::now() >= d)
+                || self.inner.analysed.load(Ordering::Relaxed) >= limit;
+            if stop && !finishing {
+                let _ = self.inner.link.detach();
+                finishing = true;
+            }
+            let n = if finishing {
+                rb.consume_raw()
+            } else {
+                rb.poll_raw(Duration::from_millis(10))
+            };
+            if n < 0 {
+                return Err(format!(
+                    "reading the tap ring buffer: {}",
+                    std::io::Error::from_raw_os_error(-n)
+                ));
+            }
+            for t in buf.borrow_mut().drain(..) {
+                let p = FlowPart::from_tuple(&t);
+                let e = t.ts_ns / epoch_ns;
+                let m = overflow.entry(e.max(next)).or_default();
+                if e < next {
+                    self.inner.late.fetch_add(1, Ordering::Relaxed);
+                }
+                match m.get_mut(&p.key) {
+                    Some(a) => a.merge(&p),
+                    None => {
+                        m.insert(p.key, p);
+                    }
+                }
+            }
+            // Every finished epoch (all of them once the program is detached).
+            let now = now_ns();
+            let upto = if finishing {
+                now / epoch_ns + 1
+            } else {
+                now.saturating_sub(grace) / epoch_ns
+            };
+            while next < upto {
+                parts.clear();
+                self.harvest(next, &mut parts).map_err(|e| e.to_string())?;
+                if let Some(o) = overflow.remove(&next) {
+                    for (k, p) in o {
+                        match parts.get_mut(&k) {
+                            Some(a) => a.merge(&p),
+                            None => {
+                                parts.insert(k, p);
+                            }
+                        }
+                    }
+                }
+                out.extend(parts.drain().map(|(_, p)| p));
+                out.sort_unstable_by_key(|p| (p.first_ns(), p.key));
+                let mut pk = 0u64;
+                for p in out.drain(..) {
+                    let ts = p.first_ns().max(last);
+                    if ts > p.first_ns() {
+                        self.inner.late.fetch_add(1, Ordering::Relaxed);
+                    }
+                    last = ts;
+                    pk += p.packets();
+                    ctx.emit(ts, p);
+                }
+                self.inner.analysed.fetch_add(pk, Ordering::Relaxed);
+                next += 1;
+                ctx.progress((next * epoch_ns).max(last));
+                self.refresh();
+            }
+            if finishing {
+                break;
+            }
+        }
+        self.refresh();
+        Ok(())
+    }
+}

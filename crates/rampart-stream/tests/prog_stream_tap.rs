@@ -1,0 +1,323 @@
+//! `xdp_stream_tap` (the stream tap) under BPF_PROG_RUN: every frame of the
+//! parser corpus, its truncations and malformed variants comes back
+//! XDP_PASS and byte-identical; accepted frames put the userspace tuple in
+//! the ring buffer (tuples mode) or in their connection's per-CPU counters
+//! (aggregation mode, the userspace [`FlowPart`] of the same frames, run on
+//! both CPUs at once); a full ring buffer loses tuples, never frames; a
+//! program in the next-stage slot gets every frame after the tap.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+
+use rampart_bpf::abi::stream::{StreamAggKey, StreamAggVal};
+use rampart_dataplane::testrun;
+use rampart_stream::offload::{Entry, OffloadConfig, OffloadProgram, Predicate, TapSizes};
+use rampart_stream::parse::parse_frame;
+use rampart_stream::part::{ConnKey, FlowPart};
+use rampart_stream::tuple::{proto, StreamTuple};
+
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+
+fn load(ring_bytes: u32, aggregate: bool, filter: Option<Predicate>) -> OffloadProgram {
+    rampart_lab::testing::require_kernel();
+    let p = OffloadProgram::load_sized(
+        Entry::Tap,
+        None,
+        None,
+        TapSizes {
+            ring_bytes,
+            agg_entries: 4096,
+        },
+    )
+    .expect("load xdp_stream_tap (verifier)");
+    p.configure(&OffloadConfig {
+        key_mode: None,
+        filter,
+        ..OffloadConfig::default()
+    })
+    .unwrap();
+    p.configure_tap(aggregate, 1_000_000_000).unwrap();
+    p
+}
+
+/// Every tuple now in the ring buffer (consumed).
+fn drain_ring(p: &OffloadProgram) -> Vec<StreamTuple> {
+    let fd = p.tap_maps().unwrap().ring.as_raw_fd();
+    let id = rampart_dataplane::maps::map_info(fd).unwrap().id;
+    let h = libbpf_rs::MapHandle::from_map_id(id).unwrap();
+    let out = Rc::new(RefCell::new(Vec::new()));
+    let o2 = Rc::clone(&out);
+    let mut b = libbpf_rs::RingBufferBuilder::new();
+    b.add(&h, move |d: &[u8]| {
+        assert_eq!(d.len(), 56);
+        o2.borrow_mut().push(bytemuck::pod_read_unaligned(d));
+        0
+    })
+    .unwrap();
+    let rb = b.build().unwrap();
+    rb.consume().unwrap();
+    drop(rb);
+    Rc::try_unwrap(out).unwrap().into_inner()
+}
+
+/// Read and empty both epoch maps: per connection, one part per CPU that
+/// holds packets of it.
+fn harvest(p: &OffloadProgram) -> HashMap<ConnKey, Vec<FlowPart>> {
+    let ks = std::mem::size_of::<StreamAggKey>();
+    let vs = std::mem::size_of::<StreamAggVal>();
+    let cpus = rampart_dataplane::maps::possible_cpus();
+    let mut out: HashMap<ConnKey, Vec<FlowPart>> = HashMap::new();
+    for m in &p.tap_maps().unwrap().agg {
+        rampart_dataplane::maps::walk_batch(m.as_raw_fd(), ks, vs * cpus, 64, true, |k, v| {
+            let key: StreamAggKey = bytemuck::pod_read_unaligned(k);
+            for c in 0..cpus {
+                let val: StreamAggVal = bytemuck::pod_read_unaligned(&v[c * vs..(c + 1) * vs]);
+                let part = FlowPart::from_abi(&key, &val);
+                if part.packets() > 0 {
+                    out.entry(part.key).or_default().push(part);
+                }
+            }
+        })
+        .unwrap();
+    }
+    out
+}
+
+/// The test kit's parse corpus (every parse path, every status).
+fn corpus() -> Vec<(String, Vec<u8>)> {
+    rampart_testkit::corpus::base()
+        .into_iter()
+        .map(|c| (c.name, c.frame))
+        .collect()
+}
+
+/// A part without its times (the program stamps its own clock).
+fn untimed(mut p: FlowPart) -> FlowPart {
+    for d in &mut p.dir {
+        d.first_ns = 0;
+        d.last_ns = 0;
+    }
+    p
+}
+
+/// The corpus, its truncations, and every frame with one byte flipped.
+fn frames() -> Vec<(String, Vec<u8>)> {
+    let mut v = Vec::new();
+    for (n, f) in corpus() {
+        for cut in [14, 20, 34, 40, 54] {
+            if cut < f.len() {
+                v.push((format!("{n}[..{cut}]"), f[..cut].to_vec()));
+            }
+        }
+        let mut bad = f.clone();
+        if bad.len() > 14 {
+            bad[14] ^= 0x0f;
+            v.push((format!("{n} bad IHL/version"), bad));
+        }
+        v.push((n, f));
+    }
+    v
+}
+
+#[test]
+fn every_frame_passes_unchanged_and_accepted_ones_become_the_userspace_tuple() {
+    let p = load(1 << 20, false, None);
+    let mut want = Vec::new();
+    for (n, f) in frames() {
+        let out = testrun::run_packet(p.prog_fd(), &f, 0).expect("BPF_PROG_RUN");
+        assert_eq!(out.retval, XDP_PASS, "{n}: the tap passes every frame");
+        assert_eq!(out.data, f, "{n}: untouched");
+        if let Ok(t) = parse_frame(&f, 0) {
+            want.push(t);
+        }
+    }
+    let got = drain_ring(&p);
+    assert_eq!(got.len(), want.len(), "one tuple per IP frame");
+    for (g, w) in got.iter().zip(&want) {
+        assert!(
+            g.ts_ns > 1_600_000_000_000_000_000,
+            "epoch time: {}",
+            g.ts_ns
+        );
+        assert!(
+            rampart_stream::tuple::same(&StreamTuple { ts_ns: 0, ..*g }, w),
+            "{g:?} vs {w:?}"
+        );
+    }
+    let c = p.tap_counters().unwrap();
+    assert_eq!(c.tuples, want.len() as u64);
+    assert_eq!(c.frames, frames().len() as u64);
+    assert_eq!(
+        c.frames,
+        c.tuples + c.not_ip + c.truncated + c.bad_header + c.too_deep,
+        "{c:?}"
+    );
+}
+
+#[test]
+fn filtered_frames_pass_but_are_not_analysed() {
+    let udp_only = Predicate {
+        protos: vec![proto::UDP],
+        ..Predicate::default()
+    };
+    let p = load(1 << 20, false, Some(udp_only));
+    for (n, f) in corpus() {
+        let out = testrun::run_packet(p.prog_fd(), &f, 0).unwrap();
+        assert_eq!(out.retval, XDP_PASS, "{n}");
+    }
+    let got = drain_ring(&p);
+    assert!(!got.is_empty());
+    assert!(got.iter().all(|t| t.proto == proto::UDP));
+    assert!(p.tap_counters().unwrap().filtered > 0);
+}
+
+#[test]
+fn a_full_ring_buffer_loses_tuples_not_frames() {
+    // One page: 4096 / (56 + 8 header) = 64 records at most.
+    let p = load(4096, false, None);
+    let f = corpus().remove(0).1;
+    for _ in 0..200 {
+        let out = testrun::run_packet(p.prog_fd(), &f, 0).unwrap();
+        assert_eq!(out.retval, XDP_PASS);
+        assert_eq!(out.data, f);
+    }
+    let c = p.tap_counters().unwrap();
+    assert_eq!(c.frames, 200);
+    assert!(c.ring_full > 0, "{c:?}");
+    assert_eq!(c.tuples + c.ring_full, 200, "{c:?}");
+    assert_eq!(drain_ring(&p).len() as u64, c.tuples);
+}
+
+#[test]
+fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
+    let p = load(1 << 20, true, None);
+    let corpus: Vec<Vec<u8>> = corpus().into_iter().map(|x| x.1).collect();
+    let cpus = rampart_dataplane::maps::possible_cpus().min(2);
+    // Each CPU runs every frame `rounds` times, both at once.
+    let rounds = 50;
+    std::thread::scope(|s| {
+        for cpu in 0..cpus {
+            let (p, corpus) = (&p, &corpus);
+            s.spawn(move || {
+                rampart_lab::testing::pin_this_thread(cpu);
+                for _ in 0..rounds {
+                    for f in corpus {
+                        let out = testrun::run_packet(p.prog_fd(), f, 0).unwrap();
+                        assert_eq!(out.retval, XDP_PASS);
+                    }
+                }
+            });
+        }
+    });
+    // The same frames through the userspace parts.
+    let mut want: HashMap<ConnKey, FlowPart> = HashMap::new();
+    for _ in 0..rounds * cpus {
+        for f in &corpus {
+            if let Ok(t) = parse_frame(f, 0) {
+                let part = FlowPart::from_tuple(&t);
+                want.entry(part.key)
+                    .and_modify(|a| a.merge(&part))
+                    .or_insert(part);
+            }
+        }
+    }
+    let got = harvest(&p);
+    assert_eq!(got.len(), want.len(), "one entry per connection");
+    for (k, parts) in &got {
+        assert!(parts.len() <= cpus, "one copy per CPU");
+        let mut sum = parts[0];
+        parts[1..].iter().for_each(|x| sum.merge(x));
+        assert_eq!(untimed(sum), untimed(want[k]), "{k:?}");
+        assert!(sum.first_ns() > 1_600_000_000_000_000_000);
+    }
+    if cpus == 2 {
+        assert!(
+            got.values().all(|v| v.len() == 2),
+            "both CPUs counted every connection in their own copy"
+        );
+    }
+    let c = p.tap_counters().unwrap();
+    assert_eq!(c.tuples, 0, "nothing overflowed: {c:?}");
+    assert_eq!(
+        c.aggregated,
+        want.values().map(FlowPart::packets).sum::<u64>()
+    );
+}
+
+#[test]
+fn a_full_aggregation_map_sends_tuples_instead() {
+    rampart_lab::testing::require_kernel();
+    let p = OffloadProgram::load_sized(
+        Entry::Tap,
+        None,
+        None,
+        TapSizes {
+            ring_bytes: 1 << 20,
+            agg_entries: 2,
+        },
+    )
+    .unwrap();
+    p.configure(&OffloadConfig {
+        key_mode: None,
+        ..OffloadConfig::default()
+    })
+    .unwrap();
+    p.configure_tap(true, 1_000_000_000).unwrap();
+    let ips: Vec<Vec<u8>> = corpus()
+        .into_iter()
+        .map(|x| x.1)
+        .filter(|f| parse_frame(f, 0).is_ok())
+        .collect();
+    for f in &ips {
+        assert_eq!(
+            testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval,
+            XDP_PASS
+        );
+    }
+    let c = p.tap_counters().unwrap();
+    assert!(c.agg_full > 0, "{c:?}");
+    assert_eq!(c.aggregated + c.agg_full, ips.len() as u64, "{c:?}");
+    assert_eq!(
+        drain_ring(&p).len() as u64,
+        c.agg_full,
+        "the overflow is in the ring"
+    );
+}
+
+#[test]
+fn the_next_stage_runs_after_the_tap() {
+    let p = load(1 << 20, false, None);
+    let f = corpus().remove(0).1;
+    assert_eq!(
+        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+        XDP_PASS
+    );
+    // A stage that drops everything, in slot 0 of stream_tap_next.
+    use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    use std::os::fd::AsFd;
+    let skel = rampart_bpf::xdp_drop::XdpDropSkelBuilder::default()
+        .open(rampart_dataplane::skel::object_storage())
+        .unwrap()
+        .load()
+        .unwrap();
+    let next = skel.progs.xdp_drop.as_fd().as_raw_fd() as u32;
+    let slot = p.tap_maps().unwrap().next.as_raw_fd();
+    rampart_dataplane::maps::update_raw(slot, &0u32.to_ne_bytes(), &next.to_ne_bytes(), 0).unwrap();
+    assert_eq!(
+        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+        XDP_DROP
+    );
+    assert_eq!(
+        drain_ring(&p).len(),
+        2,
+        "the tap ran before the next stage both times"
+    );
+    rampart_dataplane::maps::delete_raw(slot, &0u32.to_ne_bytes()).unwrap();
+    assert_eq!(
+        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+        XDP_PASS
+    );
+}
