@@ -198,6 +198,9 @@ fn the_host_keeps_every_frame_and_the_flows_match_a_capture() {
             "tcpdump",
             "-n",
             "-U",
+            // Every packet to userspace as it comes: a buffered block still
+            // in the kernel at SIGINT is lost to the capture.
+            "--immediate-mode",
             "-Q",
             "in",
         ])
