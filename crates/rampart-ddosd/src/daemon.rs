@@ -489,6 +489,7 @@ impl Daemon {
             drop_encap: cfg.filter.drop_encap,
             max_vlans: cfg.filter.max_vlans,
             max_v6_ext: cfg.filter.max_v6_ext,
+            ..FilterConfig::default()
         };
         let mode = d.mode;
 

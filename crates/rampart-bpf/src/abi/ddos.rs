@@ -8,7 +8,8 @@ include!(concat!(env!("OUT_DIR"), "/abi_ddos.rs"));
 pub use crate::xdp_features::types::{
     ddos_cookie_key as CookieKey, ddos_feat_addr6 as FeatAddr6, ddos_feat_config as FeatConfig,
     ddos_feat_ctl as FeatCtl, ddos_feat_stats as FeatStats, ddos_feat_val as FeatVal,
-    ddos_protect_val as ProtectVal, ddos_victim_key as VictimKey,
+    ddos_protect_val as ProtectVal, ddos_victim_hll as VictimHll, ddos_victim_key as VictimKey,
+    ddos_victim_val as VictimVal,
 };
 pub use crate::xdp_filter::types::{
     ddos_addr6 as Addr6, ddos_bl4_bucket as Bl4Bucket, ddos_bl4_table as Bl4Table,
@@ -21,6 +22,8 @@ pod!(
     CookieKey,
     ProtectVal,
     VictimKey,
+    VictimHll,
+    VictimVal,
     FeatAddr6,
     FeatConfig,
     FeatCtl,
@@ -58,10 +61,14 @@ const _: () = assert!(
 const _: () = assert!(std::mem::offset_of!(FilterStats, drop) == 16);
 const _: () = assert!(size_of::<FilterConfig>() == 16);
 const _: () = assert!(size_of::<FeatAddr6>() == 32);
-const _: () = assert!(size_of::<FeatConfig>() == 20);
-const _: () = assert!(size_of::<FeatVal>() == 64);
+// seed and caps, parse limits, victim caps and sampling, amplification ports.
+const _: () = assert!(size_of::<FeatConfig>() == 16 + 4 + 12 + 2 * DDOS_UDP_CLASSES);
+const _: () = assert!(size_of::<FeatVal>() == 80);
 const _: () = assert!(size_of::<FeatCtl>() == 16);
-const _: () = assert!(size_of::<FeatStats>() == 8 * (2 + DDOS_FEAT_SKIP_MAX));
+const _: () = assert!(size_of::<FeatStats>() == 8 * (2 + DDOS_FEAT_SKIP_MAX + 4));
+const _: () =
+    assert!(size_of::<VictimVal>() == 16 + 4 * (11 + DDOS_PROT_EVENT_MAX) + 12 * DDOS_UDP_CLASSES);
+const _: () = assert!(size_of::<VictimHll>() == 2 * DDOS_HLL_REGISTERS);
 const _: () = assert!(size_of::<VictimKey>() == 16);
 const _: () = assert!(size_of::<ProtectVal>() == 8 + 8 * 8);
 const _: () = assert!(size_of::<CookieKey>() == 16);
