@@ -122,12 +122,12 @@ static __always_inline __u64 synack_pseudo_sum(void *l3, int v6, __u32 tcp_len)
 }
 
 /*
- * Walk the options (`len` bytes of `buf`). A global function: the
- * verifier checks it once, on its own, instead of once per path into it
- * (a loop of option kinds multiplies paths). Unused, it is not loaded.
- * Returns 0 when well formed, 1 otherwise.
+ * Walk the options (`len32` bytes of `buf`). Not inlined: verified once
+ * per call site rather than once per path through the caller; static, so
+ * that every object including this header (tenant programs, the tenant
+ * wrapper) may have its own copy. Returns 0 when well formed, 1 otherwise.
  */
-__attribute__((noinline)) int syn_parse_opts(struct syn_optbuf *buf, __u32 len32, struct syn_opts *o)
+static __attribute__((noinline)) int syn_parse_opts(struct syn_optbuf *buf, __u32 len32, struct syn_opts *o)
 {
 	/* 64-bit offsets: no zero-extension copies that lose the bounds
 	 * the comparisons establish (the verifier then prunes the loop). */

@@ -347,9 +347,9 @@ impl Features {
         let stats_now: Vec<FeatStats> = maps::percpu_values(stats.raw())?;
         let mut full_seen = [[0u64; 2]; 2];
         for c in &stats_now {
-            for s in 0..2 {
-                full_seen[0][s] += c.pairs_full[s];
-                full_seen[1][s] += c.victims_full[s];
+            for (s, (p, v)) in c.pairs_full.iter().zip(&c.victims_full).enumerate() {
+                full_seen[0][s] += p;
+                full_seen[1][s] += v;
             }
         }
         Ok(Self {
