@@ -464,4 +464,24 @@ enum ddos_tc_stat { /* rust: usize */
 	DDOS_TC_STAT_MAX = 4,
 };
 
+/* ---- handshake completions (tp_completions.bpf.c) ---- */
+
+/* Pairs the completion map holds (LRU: the oldest go when it is full). */
+#define DDOS_COMPL_MAX 65536
+
+/* Key of ddos_compl: the client (src) and the server (dst), network order, IPv4 in [0]. */
+struct ddos_compl_key {
+	/* 4 or 6. */
+	__u32 family;
+	__u32 src[4];
+	__u32 dst[4];
+};
+
+/* Load-time configuration of tp_completions (rodata). */
+struct ddos_compl_config {
+	/* Inode number of the protected interface's network namespace. */
+	__u32 netns_ino;
+	__u32 _pad;
+};
+
 #endif /* RAMPART_DDOS_ABI_H */

@@ -119,6 +119,8 @@ pub struct Features {
     /// Cumulative per-slot "table full" counts at the last snapshot.
     full_seen: [[u64; 2]; 2],
     last_victims: Vec<VictimRecord>,
+    /// Handshake completions per (client, server), drained each interval.
+    completions: Option<PinnedMap>,
 }
 
 /// The victim arrays of one family.
@@ -339,6 +341,7 @@ impl Features {
                 reason: "feature arrays of inconsistent sizes".into(),
             });
         }
+        let completions = PinnedMap::open(&dir.join(crate::filter::pins::COMPLETIONS), 8).ok();
         let mut pins = vec![ctl_m, k4, v4, k6, a6, v6];
         let victims = [
             VictimTable::open(&dir, "4", ncpu, &mut pins)?,
@@ -359,6 +362,7 @@ impl Features {
             victims,
             full_seen,
             last_victims: Vec::new(),
+            completions,
             ctl,
             keys4,
             vals4,
@@ -483,7 +487,25 @@ impl Features {
         maps::grace_period();
         let swap_wait = t0.elapsed();
         let t1 = Instant::now();
-        self.drain(old, &mut each);
+        // Completions of the interval, merged into their pairs; a pair the
+        // table does not hold becomes a record with only completions.
+        let mut compl = self.drain_completions()?;
+        self.drain(
+            old,
+            &mut |r: &FeatureRecord| match compl.remove(&(r.src, r.dst)) {
+                Some(n) => each(&FeatureRecord {
+                    completions: r.completions.saturating_add(n),
+                    ..*r
+                }),
+                None => each(r),
+            },
+        );
+        for ((src, dst), n) in compl {
+            each(&FeatureRecord {
+                completions: n,
+                ..FeatureRecord::new(src, dst)
+            });
+        }
         let mut victims = std::mem::take(&mut self.last_victims);
         victims.clear();
         for t in &self.victims {
@@ -491,6 +513,32 @@ impl Features {
         }
         self.last_victims = victims;
         Ok((interval, swap_wait, t1.elapsed()))
+    }
+
+    /// Read and empty the completions map (lookup-and-delete batches).
+    fn drain_completions(&self) -> Result<rustc_hash::FxHashMap<(IpAddr, IpAddr), u32>> {
+        use rampart_bpf::abi::ddos::ComplKey;
+        let mut out = rustc_hash::FxHashMap::default();
+        let Some(m) = &self.completions else {
+            return Ok(out);
+        };
+        rampart_dataplane::maps::walk_batch(
+            m.raw(),
+            std::mem::size_of::<ComplKey>(),
+            8,
+            1024,
+            true,
+            |k, v| {
+                let k: ComplKey = bytemuck::pod_read_unaligned(k);
+                let n: u64 = bytemuck::pod_read_unaligned(v);
+                let fam = if k.family == 6 { 6 } else { 4 };
+                if let (Some(src), Some(dst)) = (words_addr(fam, &k.src), words_addr(fam, &k.dst)) {
+                    let e: &mut u32 = out.entry((src, dst)).or_default();
+                    *e = e.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+                }
+            },
+        )?;
+        Ok(out)
     }
 
     /// Read, hand out and clear slot `slot`. Only sound for the idle slot

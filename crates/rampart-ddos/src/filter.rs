@@ -14,6 +14,7 @@
 //! ddos_fstats     per-CPU drop/pass counters        ddos_next      the program array
 //! ddos_fctl ddos_fkeys4/6 ddos_fvals4/6 ddos_faddr6 ddos_featst   feature extraction (pairs)
 //! ddos_vkeys4/6 ddos_vvals4/6 ddos_vhll4/6          feature extraction (victims)
+//! ddos_compl compl_link                             handshake completions (tp_btf)
 //! ddos_protect ddos_ckey [prog_tc_cookie tc_link ddos_tcst]   protection (crate::protect)
 //! ```
 //!
@@ -40,6 +41,7 @@ use rampart_bpf::abi::ddos::{
     DDOS_DROP_REASON_LABELS, DDOS_DROP_REASON_MAX, DDOS_META_USED, DDOS_PASS_REASON_LABELS,
     DDOS_PASS_REASON_MAX,
 };
+use rampart_bpf::tp_completions::TpCompletionsSkelBuilder;
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
 use rampart_dataplane::error::BpfContext;
@@ -69,6 +71,10 @@ pub mod pins {
     pub const PROG_FILTER: &str = "prog_filter";
     /// The feature program.
     pub const PROG_FEATURES: &str = "prog_features";
+    /// Handshake completions per pair (drained each interval).
+    pub const COMPLETIONS: &str = "ddos_compl";
+    /// The completions program's tp_btf link.
+    pub const COMPLETIONS_LINK: &str = "compl_link";
 }
 
 /// Most entries of the exact IPv4 table rampart accepts at attach (2^24).
@@ -687,6 +693,19 @@ pub(crate) fn lock_file(name: &str, what: &str) -> Result<Lock> {
     Ok(Lock { _f: f })
 }
 
+/// Inode number of a network namespace (`None`: this process's), as the
+/// kernel's `net->ns.inum`.
+fn netns_ino(ns: Option<&str>) -> Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match ns {
+        Some(n) => netns::path(n),
+        None => PathBuf::from("/proc/self/ns/net"),
+    };
+    let m = std::fs::metadata(&path)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    Ok(m.ino() as u32)
+}
+
 /// Fill `buf` from the kernel's random source (getrandom(2)).
 fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
     let mut done = 0;
@@ -752,7 +771,7 @@ impl Filter {
         let tmp_name = format!("{}-{}", std::process::id(), name);
         let tmp = pin::dir(&["ddos-staging", &tmp_name])?;
         let res = (|| -> Result<()> {
-            Self::load_into(&tmp, cfg)?;
+            Self::load_into(&tmp, cfg, netns_ino(scope.netns.as_deref())?)?;
             let f = Self::open_at(&tmp_name, &tmp)?;
             f.init_ctl(cfg);
             if let Some(mode) = mode {
@@ -773,7 +792,7 @@ impl Filter {
         Self::open_at(&name, &dir)
     }
 
-    fn load_into(dir: &Path, cfg: &FilterConfig) -> Result<()> {
+    fn load_into(dir: &Path, cfg: &FilterConfig, netns_ino: u32) -> Result<()> {
         let mut open = XdpFilterSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .bpf_context(|| "opening xdp_filter".into())?;
@@ -887,6 +906,33 @@ impl Filter {
                     libbpf_rs::MapFlags::ANY,
                 )
                 .bpf_context(|| "setting the SYN-cookie key".into())?;
+            // Handshake completions in the interface's namespace (tp_btf).
+            let mut copen = TpCompletionsSkelBuilder::default()
+                .open(rampart_dataplane::skel::object_storage())
+                .bpf_context(|| "opening tp_completions".into())?;
+            copen
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .ok_or_else(|| Error::Invalid("internal: tp_completions has no rodata".into()))?
+                .ddos_compl_cfg
+                .netns_ino = netns_ino;
+            let mut cskel = copen
+                .load()
+                .bpf_context(|| "loading tp_completions (verifier)".into())?;
+            let mut clink = cskel
+                .progs
+                .ddos_completions
+                .attach()
+                .bpf_context(|| "attaching tp_completions to inet_sock_set_state".into())?;
+            clink
+                .pin(dir.join(pins::COMPLETIONS_LINK))
+                .bpf_context(|| "pinning the completions link".into())?;
+            cskel
+                .maps
+                .ddos_compl
+                .pin(dir.join(pins::COMPLETIONS))
+                .bpf_context(|| "pinning ddos_compl".into())?;
             let ffd = fskel.progs.xdp_features.as_fd().as_raw_fd();
             skel.maps
                 .ddos_next

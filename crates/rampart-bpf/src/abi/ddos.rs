@@ -5,6 +5,9 @@ use std::mem::size_of;
 
 include!(concat!(env!("OUT_DIR"), "/abi_ddos.rs"));
 
+pub use crate::tp_completions::types::{
+    ddos_compl_config as ComplConfig, ddos_compl_key as ComplKey,
+};
 pub use crate::xdp_features::types::{
     ddos_cookie_key as CookieKey, ddos_feat_addr6 as FeatAddr6, ddos_feat_config as FeatConfig,
     ddos_feat_ctl as FeatCtl, ddos_feat_stats as FeatStats, ddos_feat_val as FeatVal,
@@ -19,6 +22,8 @@ pub use crate::xdp_filter::types::{
 };
 
 pod!(
+    ComplConfig,
+    ComplKey,
     CookieKey,
     ProtectVal,
     VictimKey,
@@ -72,6 +77,8 @@ const _: () = assert!(size_of::<VictimHll>() == 2 * DDOS_HLL_REGISTERS);
 const _: () = assert!(size_of::<VictimKey>() == 16);
 const _: () = assert!(size_of::<ProtectVal>() == 8 + 8 * 8);
 const _: () = assert!(size_of::<CookieKey>() == 16);
+const _: () = assert!(size_of::<ComplKey>() == 36);
+const _: () = assert!(size_of::<ComplConfig>() == 8);
 
 #[cfg(test)]
 mod tests {
