@@ -122,15 +122,20 @@ static __always_inline __u64 synack_pseudo_sum(void *l3, int v6, __u32 tcp_len)
 }
 
 /*
- * Walk the options (`len` bytes of `buf`). Not inlined: it is verified
- * once per call site instead of once per path through the caller.
- * Returns 0 when well formed, 1 otherwise.
+ * Walk the options (`len32` bytes of `buf`). Not inlined: verified once
+ * per call site rather than once per path through the caller; static, so
+ * that every object including this header (tenant programs, the tenant
+ * wrapper) may have its own copy. Returns 0 when well formed, 1 otherwise.
  */
-static __attribute__((noinline)) int syn_parse_opts(struct syn_optbuf *buf, __u32 len, struct syn_opts *o)
+static __attribute__((noinline)) int syn_parse_opts(struct syn_optbuf *buf, __u32 len32, struct syn_opts *o)
 {
-	__u32 off = 0;
+	/* 64-bit offsets: no zero-extension copies that lose the bounds
+	 * the comparisons establish (the verifier then prunes the loop). */
+	__u64 off = 0, len = len32;
 	int i;
 
+	if (!buf || !o || len > 40) /* options fit in 40 bytes */
+		return 1;
 	o->wscale = SYN_NO_WSCALE;
 	o->ts = 0;
 	o->sack = 0;
@@ -138,7 +143,7 @@ static __attribute__((noinline)) int syn_parse_opts(struct syn_optbuf *buf, __u3
 	o->tsval = 0;
 	o->tsecr = 0;
 	for (i = 0; i < SYN_OPTS_MAX; i++) {
-		__u8 kind, olen;
+		__u64 kind, olen;
 
 		if (off >= len)
 			return 0;

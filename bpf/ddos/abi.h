@@ -273,9 +273,82 @@ struct ddos_feat_val {
 	 * sketch_hash(dport) >> 25 (xdp_features.bpf.c). Distinct ports ≈
 	 * -128 ln(zero bits / 128). */
 	__u64 dport_sketch[2];
+	/* (Second cache line: only FINs and amplification UDP touch it.) */
+	/* TCP FIN. */
+	__u32 fin;
+	/* UDP packets (first fragments) from an amplification source port
+	 * (ddos_feat_config.amp_ports), and their bytes. */
+	__u32 udp_amp;
+	__u64 udp_amp_bytes;
 };
 
 #define DDOS_FEAT_SKETCH_BITS 128
+
+/*
+ * Victim records: per destination (IPv4 /32, IPv6 /64) with the mechanics
+ * of the pairs (two slots, CAS-taken u64 keys, per-CPU values by index),
+ * capacity vcap4/vcap6 per slot:
+ *
+ *   keys [slot][vcap]        IPv4: 1 << 32 | address (as on the wire);
+ *                            IPv6: the first 64 bits as on the wire (an
+ *                            all-zero /64 is not recorded); 0 = free.
+ *   vals [slot][cpu][vcap]   struct ddos_victim_val.
+ *   hll  [slot][vcap]        struct ddos_victim_hll, shared by the CPUs:
+ *                            a register only grows and is written only
+ *                            when it does (rarely), so CPUs race only on
+ *                            a lost increase, a small under-estimate.
+ */
+#define DDOS_HLL_REGISTERS 64 /* rust: usize */
+/* UDP source-port classes: ddos_feat_config.amp_ports[0..7], then any other port. */
+#define DDOS_UDP_CLASSES 8 /* rust: usize */
+#define DDOS_UDP_AMP_PORTS 7 /* rust: usize */
+
+/* What the protection stage did with a packet, counted per victim and interval. */
+enum ddos_prot_event { /* rust: usize */
+	DDOS_PROT_SYNACK_SENT = 0,
+	DDOS_PROT_COOKIE_ACK_VALID = 1,
+	DDOS_PROT_COOKIE_ACK_INVALID = 2,
+	DDOS_PROT_GUARD_DROPPED = 3,
+	DDOS_PROT_NO_LISTENER = 4,
+	DDOS_PROT_EVENT_MAX = 5,
+};
+
+/* Value of one victim record (per CPU; userspace sums). */
+struct ddos_victim_val {
+	__u64 packets;
+	__u64 bytes;
+	/* Packets by L4 protocol (later fragments by the IP protocol field). */
+	__u32 tcp;
+	__u32 udp;
+	__u32 icmp;
+	__u32 other;
+	/* IP fragments (first and later). */
+	__u32 frags;
+	/* TCP SYN without ACK, SYN with ACK, RST, FIN. */
+	__u32 syn;
+	__u32 synack;
+	__u32 rst;
+	__u32 fin;
+	/* TCP packets without SYN looked up in the socket table (1 in
+	 * sock_sample TCP packets), and those that matched no connection:
+	 * no socket, or only a listener without a valid cookie. */
+	__u32 tcp_sampled;
+	__u32 tcp_nosock;
+	/* enum ddos_prot_event. */
+	__u32 prot[DDOS_PROT_EVENT_MAX];
+	/* UDP (first fragments) by source-port class. */
+	__u32 udp_vec_pkts[DDOS_UDP_CLASSES];
+	__u64 udp_vec_bytes[DDOS_UDP_CLASSES];
+};
+
+/* HyperLogLog registers of one victim record: register hash >> 26, value
+ * 1 + leading zeros of hash << 6 (at most 27), hash = hll_hash(source). */
+struct ddos_victim_hll {
+	/* Over the source of every packet. */
+	__u8 src[DDOS_HLL_REGISTERS];
+	/* Over the source of every SYN (without ACK). */
+	__u8 syn_src[DDOS_HLL_REGISTERS];
+};
 
 /* Load-time configuration of xdp_features (rodata). */
 struct ddos_feat_config {
@@ -288,6 +361,14 @@ struct ddos_feat_config {
 	__u32 seed;
 	/* The filter's parse limits (the same frames must parse the same way). */
 	struct parse_limits limits;
+	/* Victims per slot (powers of two). */
+	__u32 vcap4;
+	__u32 vcap6;
+	/* 1 in sock_sample TCP packets to a victim is looked up (when it has
+	 * no SYN) for the out-of-state estimate; a power of two. */
+	__u32 sock_sample;
+	/* UDP source ports (host order) of the amplification classes 0..6. */
+	__u16 amp_ports[DDOS_UDP_CLASSES];
 };
 
 /* Feature stage control (map ddos_fctl, one element, mmapable). */
@@ -305,6 +386,10 @@ struct ddos_feat_stats {
 	/* Packets recorded into slot 0 / slot 1. */
 	__u64 recorded[2];
 	__u64 skipped[DDOS_FEAT_SKIP_MAX];
+	/* Per slot: packets of a new pair / a new victim that found its table
+	 * full (userspace takes the interval's share as a difference). */
+	__u64 pairs_full[2];
+	__u64 victims_full[2];
 };
 
 /* ---- protection per victim (SYN cookies, ACK guard) ---- */
@@ -377,6 +462,26 @@ enum ddos_tc_stat { /* rust: usize */
 	/* A socket other than a listener matched: the connection exists. */
 	DDOS_TC_IN_STATE = 3,
 	DDOS_TC_STAT_MAX = 4,
+};
+
+/* ---- handshake completions (tp_completions.bpf.c) ---- */
+
+/* Pairs the completion map holds (LRU: the oldest go when it is full). */
+#define DDOS_COMPL_MAX 65536
+
+/* Key of ddos_compl: the client (src) and the server (dst), network order, IPv4 in [0]. */
+struct ddos_compl_key {
+	/* 4 or 6. */
+	__u32 family;
+	__u32 src[4];
+	__u32 dst[4];
+};
+
+/* Load-time configuration of tp_completions (rodata). */
+struct ddos_compl_config {
+	/* Inode number of the protected interface's network namespace. */
+	__u32 netns_ino;
+	__u32 _pad;
 };
 
 #endif /* RAMPART_DDOS_ABI_H */

@@ -101,6 +101,32 @@ struct {
 	__type(value, struct ddos_feat_stats);
 } ddos_featst SEC(".maps");
 
+/* Victim records (ddos/abi.h); sizes set at load like the pairs'. */
+#define VICTIM_MAPS(f)                                                                    \
+	struct {                                                                          \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                                         \
+		__uint(max_entries, 1);                                                   \
+		__uint(map_flags, BPF_F_MMAPABLE);                                        \
+		__type(key, __u32);                                                       \
+		__type(value, __u64);                                                     \
+	} ddos_vkeys##f SEC(".maps");                                                     \
+	struct {                                                                          \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                                         \
+		__uint(max_entries, 1);                                                   \
+		__uint(map_flags, BPF_F_MMAPABLE);                                        \
+		__type(key, __u32);                                                       \
+		__type(value, struct ddos_victim_val);                                    \
+	} ddos_vvals##f SEC(".maps");                                                     \
+	struct {                                                                          \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                                         \
+		__uint(max_entries, 1);                                                   \
+		__uint(map_flags, BPF_F_MMAPABLE);                                        \
+		__type(key, __u32);                                                       \
+		__type(value, struct ddos_victim_hll);                                    \
+	} ddos_vhll##f SEC(".maps");
+VICTIM_MAPS(4)
+VICTIM_MAPS(6)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, DDOS_PROTECT_MAX);
@@ -165,6 +191,8 @@ static __always_inline __u32 mix32(__u32 h)
 
 DEFINE_FIND_OR_TAKE(ddos_feat_take4, ddos_fkeys4)
 DEFINE_FIND_OR_TAKE(ddos_feat_take6, ddos_fkeys6)
+DEFINE_FIND_OR_TAKE(ddos_vict_take4, ddos_vkeys4)
+DEFINE_FIND_OR_TAKE(ddos_vict_take6, ddos_vkeys6)
 
 /* Must stay equal to features::sketch_bit in Rust (unit-tested there). */
 static __always_inline __u32 sketch_hash(__u32 port)
@@ -177,7 +205,8 @@ static __always_inline __u32 sketch_hash(__u32 port)
 	return h;
 }
 
-static __always_inline void account(struct ddos_feat_val *v, const struct pkt_info *pi, __u64 len)
+static __always_inline void account(struct ddos_feat_val *v, const struct pkt_info *pi, __u64 len,
+				    __u32 udp_class)
 {
 	v->packets++;
 	v->bytes += len;
@@ -195,10 +224,16 @@ static __always_inline void account(struct ddos_feat_val *v, const struct pkt_in
 				v->synack++;
 			if (f & TCP_RST)
 				v->rst++;
+			if (f & TCP_FIN)
+				v->fin++;
 		}
 		break;
 	case IPPROTO_UDP:
 		v->udp++;
+		if (udp_class < DDOS_UDP_AMP_PORTS) {
+			v->udp_amp++;
+			v->udp_amp_bytes += len;
+		}
 		break;
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6:
@@ -232,6 +267,9 @@ static __always_inline __u64 pair6_key(const struct pkt_info *pi)
 	h ^= h >> 32;
 	return h ? h : 1;
 }
+
+/* A protection verdict with the event to count in the victim record. */
+#define PROT(verdict, ev) ((verdict) | ((ev) + 1) << 8)
 
 static __always_inline void cookie_in_of(struct cookie_in *c, const struct pkt_info *pi, __u32 isn)
 {
@@ -313,7 +351,7 @@ static __always_inline int answer_syn(struct xdp_md *ctx, const struct pkt_info 
 		return XDP_DROP;
 	}
 	__sync_fetch_and_add(&pv->synack_sent, 1);
-	return XDP_TX;
+	return PROT(XDP_TX, DDOS_PROT_SYNACK_SENT);
 }
 
 /* Is the ACK's cookie (ack_seq - 1, for the ISN seq - 1) one of ours? */
@@ -338,7 +376,8 @@ static __always_inline int ack_cookie_valid(struct xdp_md *ctx, const struct pkt
 
 /*
  * The protection stage for one TCP packet (not a fragment) to a victim
- * (top of this file). A global function: verified once, on its own.
+ * (top of this file): the verdict, with PROT() the event the victim
+ * record counts. A global function: verified once, on its own.
  */
 __attribute__((noinline)) int ddos_protect_tcp(struct xdp_md *ctx, const struct pkt_info *pi)
 {
@@ -362,9 +401,9 @@ __attribute__((noinline)) int ddos_protect_tcp(struct xdp_md *ctx, const struct 
 		state = sock_state(ctx, pi);
 		if (state < 0) {
 			__sync_fetch_and_add(&pv->no_listener, 1);
-			return XDP_DROP;
+			return PROT(XDP_DROP, DDOS_PROT_NO_LISTENER);
 		}
-		plain = pi->vlan_depth == 0 &&
+		plain = pi->vlan_depth == 0 && pi->l3_off == sizeof(struct ethhdr) &&
 			pi->l4_off == sizeof(struct ethhdr) +
 					      (pi->family == 6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
 		if (state != BPF_TCP_LISTEN || !plain) {
@@ -384,70 +423,271 @@ __attribute__((noinline)) int ddos_protect_tcp(struct xdp_md *ctx, const struct 
 	    !(f & TCP_RST)) {
 		if (ack_cookie_valid(ctx, pi)) {
 			__sync_fetch_and_add(&pv->cookie_ack_valid, 1);
-			return XDP_PASS;
+			return PROT(XDP_PASS, DDOS_PROT_COOKIE_ACK_VALID);
 		}
 		__sync_fetch_and_add(&pv->cookie_ack_invalid, 1);
-		return XDP_DROP;
+		return PROT(XDP_DROP, DDOS_PROT_COOKIE_ACK_INVALID);
 	}
 out_of_state:
 	if (pv->flags & DDOS_PROTECT_ACK_GUARD) {
 		__sync_fetch_and_add(&pv->guard_dropped, 1);
-		return XDP_DROP;
+		return PROT(XDP_DROP, DDOS_PROT_GUARD_DROPPED);
 	}
 	return XDP_PASS;
 }
 
-/* Record the packet in its pair's interval record (or count why not). */
-static __always_inline void record_pair(struct ddos_feat_stats *st, __u32 slot, const struct pkt_info *pi,
-					__u64 len)
+/* UDP source-port class of the packet (DDOS_UDP_AMP_PORTS for any other port or not UDP). */
+static __always_inline __u32 udp_class_of(const struct pkt_info *pi)
 {
-	__u32 cpu, cap, vidx;
-	struct ddos_feat_val *v;
-	int s;
+	__u16 sport = bpf_ntohs(pi->sport);
+	int i;
 
-	cpu = bpf_get_smp_processor_id();
-	if (pi->family == 4) {
-		__u64 key = ((__u64)pi->saddr[0] << 32) | pi->daddr[0];
+	if (pi->l4_proto != IPPROTO_UDP || pi->frag == FRAG_LATER)
+		return DDOS_UDP_CLASSES;
+#pragma unroll
+	for (i = 0; i < DDOS_UDP_AMP_PORTS; i++)
+		if (sport == ddos_feat_cfg.amp_ports[i])
+			return i;
+	return DDOS_UDP_AMP_PORTS;
+}
 
-		if (key == DDOS_FEAT_KEY_FREE) {
-			st->skipped[DDOS_FEAT_SKIP_MALFORMED]++;
-			return;
-		}
-		cap = ddos_feat_cfg.cap4;
-		s = ddos_feat_take4(key, mix32(pi->saddr[0] * 0x9e3779b1u ^ pi->daddr[0]), slot * cap, cap - 1);
-		if (s < 0) {
-			st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
-			return;
-		}
-		vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
-		v = bpf_map_lookup_elem(&ddos_fvals4, &vidx);
-	} else {
-		__u64 key = pair6_key(pi);
+/* Must stay equal to features::hll_hash in Rust (unit-tested there and through BPF_PROG_RUN). */
+static __always_inline __u32 hll_hash(const __u32 a[4])
+{
+	__u32 h = 0x9e3779b9u;
+	int i;
 
-		cap = ddos_feat_cfg.cap6;
-		s = ddos_feat_take6(key, (__u32)key, slot * cap, cap - 1);
-		if (s < 0) {
-			st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
-			return;
-		}
-		if (s & TAKE_FRESH) {
-			__u32 aidx = slot * cap + ((__u32)s & (TAKE_FRESH - 1));
-			struct ddos_feat_addr6 *a = bpf_map_lookup_elem(&ddos_faddr6, &aidx);
+#pragma unroll
+	for (i = 0; i < 4; i++)
+		h = mix32(h ^ a[i]);
+	return h;
+}
 
-			if (a) {
-				__builtin_memcpy(a->src, pi->saddr, 16);
-				__builtin_memcpy(a->dst, pi->daddr, 16);
+/* 1 + leading zeros of the 26 low bits of h (shifted up), at most 27. */
+static __always_inline __u8 hll_rank(__u32 h)
+{
+	__u32 x = h << 6;
+	__u8 n = 1;
+
+	if (!x)
+		return 27;
+	if (!(x & 0xffff0000u)) {
+		n += 16;
+		x <<= 16;
+	}
+	if (!(x & 0xff000000u)) {
+		n += 8;
+		x <<= 8;
+	}
+	if (!(x & 0xf0000000u)) {
+		n += 4;
+		x <<= 4;
+	}
+	if (!(x & 0xc0000000u)) {
+		n += 2;
+		x <<= 2;
+	}
+	if (!(x & 0x80000000u))
+		n += 1;
+	return n > 27 ? 27 : n;
+}
+
+static __always_inline void hll_update(__u8 *regs, __u32 h)
+{
+	__u32 idx = h >> 26;
+	__u8 r = hll_rank(h);
+
+	if (regs[idx & (DDOS_HLL_REGISTERS - 1)] < r)
+		regs[idx & (DDOS_HLL_REGISTERS - 1)] = r;
+}
+
+/* Is the packet out of state (no socket, or only a listener and no valid cookie ACK)? */
+static __always_inline int tcp_out_of_state(struct xdp_md *ctx, const struct pkt_info *pi)
+{
+	int state = sock_state(ctx, pi);
+
+	if (state < 0)
+		return 1;
+	if (state != BPF_TCP_LISTEN)
+		return 0;
+	return !((pi->tcp_flags & TCP_ACK) && !(pi->tcp_flags & TCP_RST) && ack_cookie_valid(ctx, pi));
+}
+
+/* Count the packet in its victim's value and registers. */
+static __always_inline void count_victim(struct xdp_md *ctx, struct ddos_victim_val *v, struct ddos_victim_hll *hl,
+					 const struct pkt_info *pi, __u64 len, __u32 udp_class)
+{
+	__u32 h;
+
+	v->packets++;
+	v->bytes += len;
+	if (pi->frag != FRAG_NONE)
+		v->frags++;
+	h = hll_hash(pi->saddr);
+	hll_update(hl->src, h);
+	switch (pi->l4_proto) {
+	case IPPROTO_TCP:
+		v->tcp++;
+		if (pi->frag != FRAG_LATER) {
+			__u8 f = pi->tcp_flags;
+
+			if ((f & (TCP_SYN | TCP_ACK)) == TCP_SYN) {
+				v->syn++;
+				hll_update(hl->syn_src, h);
+			} else if ((f & (TCP_SYN | TCP_ACK)) == (TCP_SYN | TCP_ACK)) {
+				v->synack++;
+			}
+			if (f & TCP_RST)
+				v->rst++;
+			if (f & TCP_FIN)
+				v->fin++;
+			if (!(f & TCP_SYN) && pi->frag == FRAG_NONE &&
+			    (v->tcp & (ddos_feat_cfg.sock_sample - 1)) == 0) {
+				v->tcp_sampled++;
+				if (tcp_out_of_state(ctx, pi))
+					v->tcp_nosock++;
 			}
 		}
-		vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
-		v = bpf_map_lookup_elem(&ddos_fvals6, &vidx);
+		break;
+	case IPPROTO_UDP:
+		v->udp++;
+		if (udp_class < DDOS_UDP_CLASSES) {
+			v->udp_vec_pkts[udp_class & (DDOS_UDP_CLASSES - 1)]++;
+			v->udp_vec_bytes[udp_class & (DDOS_UDP_CLASSES - 1)] += len;
+		}
+		break;
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		v->icmp++;
+		break;
+	default:
+		v->other++;
+		break;
 	}
-	if (!v) {
-		st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
-		return;
+}
+
+/* The victim key of the destination and its probe hash; 1 when it has none. */
+static __always_inline int victim_key(const struct pkt_info *pi, __u64 *key, __u32 *h)
+{
+	if (pi->family == 4) {
+		*key = (1ull << 32) | pi->daddr[0];
+		*h = mix32(pi->daddr[0]);
+		return 0;
 	}
-	account(v, pi, len);
-	st->recorded[slot]++;
+	*key = (__u64)pi->daddr[0] << 32 | pi->daddr[1];
+	*h = mix32(pi->daddr[0] ^ mix32(pi->daddr[1]));
+	return *key == 0;
+}
+
+/*
+ * Record the packet in its victim's interval record. Returns the index of
+ * this CPU's value in ddos_vvals4/6 (for the protection stage's events),
+ * VICTIM_FULL when the table had no room, VICTIM_NONE when not recorded.
+ * Global functions, one per family: each verified once, on its own, and
+ * each with its own maps (a lookup whose map depends on the family is not
+ * inlined by the verifier: an indirect call per packet).
+ */
+#define VICTIM_NONE -1
+#define VICTIM_FULL -2
+#define DEFINE_RECORD_VICTIM(f)                                                                        \
+	__attribute__((noinline)) int ddos_record_victim##f(struct xdp_md *ctx, const struct pkt_info *pi, \
+							    __u32 slot, __u64 len, __u32 udp_class)        \
+	{                                                                                              \
+		struct ddos_victim_val *v;                                                             \
+		struct ddos_victim_hll *hl;                                                            \
+		__u32 cpu = bpf_get_smp_processor_id(), cap = ddos_feat_cfg.vcap##f, idx, vidx, h;    \
+		__u64 key;                                                                             \
+		int s;                                                                                 \
+                                                                                                       \
+		if (!ctx || !pi || victim_key(pi, &key, &h))                                           \
+			return VICTIM_NONE;                                                            \
+		slot &= 1;                                                                             \
+		s = ddos_vict_take##f(key, h, slot * cap, cap - 1);                                    \
+		if (s < 0)                                                                             \
+			return VICTIM_FULL;                                                            \
+		s &= TAKE_FRESH - 1;                                                                   \
+		vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + s;                                    \
+		idx = slot * cap + s;                                                                  \
+		v = bpf_map_lookup_elem(&ddos_vvals##f, &vidx);                                        \
+		hl = bpf_map_lookup_elem(&ddos_vhll##f, &idx);                                         \
+		if (!v || !hl)                                                                         \
+			return VICTIM_FULL;                                                            \
+		count_victim(ctx, v, hl, pi, len, udp_class);                                          \
+		return vidx & 0x7fffffff;                                                              \
+	}                                                                                              \
+                                                                                                       \
+	/* Count a protection event (enum ddos_prot_event) in value vidx. */                           \
+	__attribute__((noinline)) int ddos_victim_event##f(__u32 vidx, __u64 ev)                       \
+	{                                                                                              \
+		struct ddos_victim_val *v = bpf_map_lookup_elem(&ddos_vvals##f, &vidx);                \
+                                                                                                       \
+		if (!v || ev >= DDOS_PROT_EVENT_MAX)                                                   \
+			return 0;                                                                      \
+		v->prot[ev]++;                                                                         \
+		return 0;                                                                              \
+	}
+DEFINE_RECORD_VICTIM(4)
+DEFINE_RECORD_VICTIM(6)
+
+/*
+ * Record the packet in its pair's interval record: 0, or PAIR_FULL /
+ * PAIR_MALFORMED. One global function per family, as for the victims.
+ */
+#define PAIR_FULL -2
+#define PAIR_MALFORMED -3
+__attribute__((noinline)) int ddos_record_pair4(const struct pkt_info *pi, __u32 slot, __u64 len, __u32 udp_class)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), cap = ddos_feat_cfg.cap4, vidx;
+	struct ddos_feat_val *v;
+	__u64 key;
+	int s;
+
+	if (!pi)
+		return PAIR_MALFORMED;
+	slot &= 1;
+	key = ((__u64)pi->saddr[0] << 32) | pi->daddr[0];
+	if (key == DDOS_FEAT_KEY_FREE)
+		return PAIR_MALFORMED;
+	s = ddos_feat_take4(key, mix32(pi->saddr[0] * 0x9e3779b1u ^ pi->daddr[0]), slot * cap, cap - 1);
+	if (s < 0)
+		return PAIR_FULL;
+	vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
+	v = bpf_map_lookup_elem(&ddos_fvals4, &vidx);
+	if (!v)
+		return PAIR_FULL;
+	account(v, pi, len, udp_class);
+	return 0;
+}
+
+__attribute__((noinline)) int ddos_record_pair6(const struct pkt_info *pi, __u32 slot, __u64 len, __u32 udp_class)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), cap = ddos_feat_cfg.cap6, vidx;
+	struct ddos_feat_val *v;
+	__u64 key;
+	int s;
+
+	if (!pi)
+		return PAIR_MALFORMED;
+	slot &= 1;
+	key = pair6_key(pi);
+	s = ddos_feat_take6(key, (__u32)key, slot * cap, cap - 1);
+	if (s < 0)
+		return PAIR_FULL;
+	if (s & TAKE_FRESH) {
+		__u32 aidx = slot * cap + ((__u32)s & (TAKE_FRESH - 1));
+		struct ddos_feat_addr6 *a = bpf_map_lookup_elem(&ddos_faddr6, &aidx);
+
+		if (a) {
+			__builtin_memcpy(a->src, pi->saddr, 16);
+			__builtin_memcpy(a->dst, pi->daddr, 16);
+		}
+	}
+	vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
+	v = bpf_map_lookup_elem(&ddos_fvals6, &vidx);
+	if (!v)
+		return PAIR_FULL;
+	account(v, pi, len, udp_class);
+	return 0;
 }
 
 SEC("xdp")
@@ -456,11 +696,11 @@ int xdp_features(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u64 len = data_end - data;
-	__u32 zero = 0, slot;
+	__u32 zero = 0, slot, udp_class;
 	struct ddos_feat_stats *st;
 	struct ddos_feat_ctl *ctl;
 	struct pkt_info pi;
-	int status;
+	int status, vi, r;
 
 	st = bpf_map_lookup_elem(&ddos_featst, &zero);
 	ctl = bpf_map_lookup_elem(&ddos_fctl, &zero);
@@ -479,9 +719,37 @@ int xdp_features(struct xdp_md *ctx)
 	}
 
 	slot = ctl->slot & 1;
-	record_pair(st, slot, &pi, len);
-	if (ctl->n_protect && pi.l4_proto == IPPROTO_TCP && pi.frag == FRAG_NONE)
-		return ddos_protect_tcp(ctx, &pi);
+	udp_class = udp_class_of(&pi);
+	if (pi.family == 4) {
+		r = ddos_record_pair4(&pi, slot, len, udp_class);
+		vi = ddos_record_victim4(ctx, &pi, slot, len, udp_class);
+	} else {
+		r = ddos_record_pair6(&pi, slot, len, udp_class);
+		vi = ddos_record_victim6(ctx, &pi, slot, len, udp_class);
+	}
+	if (r == PAIR_MALFORMED) {
+		st->skipped[DDOS_FEAT_SKIP_MALFORMED]++;
+	} else if (r == PAIR_FULL) {
+		st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
+		st->pairs_full[slot]++;
+	} else {
+		st->recorded[slot]++;
+	}
+	if (vi == VICTIM_FULL)
+		st->victims_full[slot]++;
+	if (ctl->n_protect && pi.l4_proto == IPPROTO_TCP && pi.frag == FRAG_NONE) {
+		__u32 ev;
+
+		r = ddos_protect_tcp(ctx, &pi);
+		ev = (((__u32)r >> 8) - 1) & 7;
+		if (vi >= 0 && ev < DDOS_PROT_EVENT_MAX) {
+			if (pi.family == 4)
+				ddos_victim_event4(vi, ev);
+			else
+				ddos_victim_event6(vi, ev);
+		}
+		return r & 0xff;
+	}
 	return XDP_PASS;
 }
 

@@ -12,7 +12,9 @@
 //! ddos_counters   per-entry counters + expiry       ddos_meta      what each entry id is
 //! ddos_bl6 ddos_lpm4 ddos_lpm6      IPv6 exact, IPv4/IPv6 prefixes
 //! ddos_fstats     per-CPU drop/pass counters        ddos_next      the program array
-//! ddos_fctl ddos_feat_a ddos_feat_b ddos_featst     feature extraction
+//! ddos_fctl ddos_fkeys4/6 ddos_fvals4/6 ddos_faddr6 ddos_featst   feature extraction (pairs)
+//! ddos_vkeys4/6 ddos_vvals4/6 ddos_vhll4/6          feature extraction (victims)
+//! ddos_compl compl_link                             handshake completions (tp_btf)
 //! ddos_protect ddos_ckey [prog_tc_cookie tc_link ddos_tcst]   protection (crate::protect)
 //! ```
 //!
@@ -39,6 +41,7 @@ use rampart_bpf::abi::ddos::{
     DDOS_DROP_REASON_LABELS, DDOS_DROP_REASON_MAX, DDOS_META_USED, DDOS_PASS_REASON_LABELS,
     DDOS_PASS_REASON_MAX,
 };
+use rampart_bpf::tp_completions::TpCompletionsSkelBuilder;
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
 use rampart_dataplane::error::BpfContext;
@@ -68,6 +71,10 @@ pub mod pins {
     pub const PROG_FILTER: &str = "prog_filter";
     /// The feature program.
     pub const PROG_FEATURES: &str = "prog_features";
+    /// Handshake completions per pair (drained each interval).
+    pub const COMPLETIONS: &str = "ddos_compl";
+    /// The completions program's tp_btf link.
+    pub const COMPLETIONS_LINK: &str = "compl_link";
 }
 
 /// Most entries of the exact IPv4 table rampart accepts at attach (2^24).
@@ -198,6 +205,14 @@ pub struct FilterConfig {
     pub max_vlans: u32,
     /// IPv6 extension headers the parser walks (more: `too_deep`).
     pub max_v6_ext: u32,
+    /// Victims (IPv4 addresses, IPv6 /64s) one feature interval holds, per family.
+    pub victims_capacity: u32,
+    /// 1 in this many TCP packets to a victim is looked up in the socket
+    /// table for the out-of-state estimate (a power of two).
+    pub sock_sample: u32,
+    /// UDP source ports of the amplification classes, in the order of
+    /// `rampart_ddos_control::features::UDP_CLASSES`.
+    pub amp_ports: [u16; 7],
 }
 
 impl Default for FilterConfig {
@@ -212,6 +227,9 @@ impl Default for FilterConfig {
             drop_encap: false,
             max_vlans: FILTER_DEF_VLANS,
             max_v6_ext: PARSE_DEF_V6_EXT,
+            victims_capacity: 4096,
+            sock_sample: 16,
+            amp_ports: rampart_ddos_control::features::UDP_AMP_PORTS,
         }
     }
 }
@@ -258,7 +276,27 @@ impl FilterConfig {
                 self.features_capacity
             )));
         }
+        if self.features && (self.victims_capacity == 0 || self.victims_capacity > 1 << 20) {
+            return Err(Error::Invalid(format!(
+                "victims capacity {} out of range: use 1..=1048576",
+                self.victims_capacity
+            )));
+        }
+        if !self.sock_sample.is_power_of_two() || self.sock_sample > 1 << 16 {
+            return Err(Error::Invalid(format!(
+                "socket sample 1 in {} is not a power of two in 1..=65536",
+                self.sock_sample
+            )));
+        }
         Ok(())
+    }
+
+    /// Victim key slots per interval slot (the same for IPv4 and IPv6):
+    /// `victims_capacity` victims fill at most 5/8 of a table.
+    pub fn victim_cap(&self) -> u32 {
+        (u64::from(self.victims_capacity) * 8 / 5)
+            .next_power_of_two()
+            .max(64) as u32
     }
 
     fn cap_buckets(&self) -> u32 {
@@ -655,6 +693,19 @@ pub(crate) fn lock_file(name: &str, what: &str) -> Result<Lock> {
     Ok(Lock { _f: f })
 }
 
+/// Inode number of a network namespace (`None`: this process's), as the
+/// kernel's `net->ns.inum`.
+fn netns_ino(ns: Option<&str>) -> Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let path = match ns {
+        Some(n) => netns::path(n),
+        None => PathBuf::from("/proc/self/ns/net"),
+    };
+    let m = std::fs::metadata(&path)
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    Ok(m.ino() as u32)
+}
+
 /// Fill `buf` from the kernel's random source (getrandom(2)).
 fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
     let mut done = 0;
@@ -720,7 +771,7 @@ impl Filter {
         let tmp_name = format!("{}-{}", std::process::id(), name);
         let tmp = pin::dir(&["ddos-staging", &tmp_name])?;
         let res = (|| -> Result<()> {
-            Self::load_into(&tmp, cfg)?;
+            Self::load_into(&tmp, cfg, netns_ino(scope.netns.as_deref())?)?;
             let f = Self::open_at(&tmp_name, &tmp)?;
             f.init_ctl(cfg);
             if let Some(mode) = mode {
@@ -741,7 +792,7 @@ impl Filter {
         Self::open_at(&name, &dir)
     }
 
-    fn load_into(dir: &Path, cfg: &FilterConfig) -> Result<()> {
+    fn load_into(dir: &Path, cfg: &FilterConfig, netns_ino: u32) -> Result<()> {
         let mut open = XdpFilterSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .bpf_context(|| "opening xdp_filter".into())?;
@@ -808,6 +859,11 @@ impl Filter {
             fro.ddos_feat_cfg.limits.max_vlans = cfg.max_vlans as u8;
             fro.ddos_feat_cfg.limits.max_v6_ext = cfg.max_v6_ext as u8;
             fro.ddos_feat_cfg.limits.shims = 1;
+            let vcap = cfg.victim_cap();
+            fro.ddos_feat_cfg.vcap4 = vcap;
+            fro.ddos_feat_cfg.vcap6 = vcap;
+            fro.ddos_feat_cfg.sock_sample = cfg.sock_sample;
+            fro.ddos_feat_cfg.amp_ports[..cfg.amp_ports.len()].copy_from_slice(&cfg.amp_ports);
             let m = &mut fopen.maps;
             m.ddos_fkeys4
                 .set_max_entries(2 * cap4)
@@ -824,6 +880,17 @@ impl Filter {
             m.ddos_fvals6
                 .set_max_entries(2 * ncpu * cap6)
                 .map_err(bpf_err("sizing ddos_fvals6"))?;
+            for (map, n, size) in [
+                (&mut m.ddos_vkeys4, "ddos_vkeys4", 2 * vcap),
+                (&mut m.ddos_vvals4, "ddos_vvals4", 2 * ncpu * vcap),
+                (&mut m.ddos_vhll4, "ddos_vhll4", 2 * vcap),
+                (&mut m.ddos_vkeys6, "ddos_vkeys6", 2 * vcap),
+                (&mut m.ddos_vvals6, "ddos_vvals6", 2 * ncpu * vcap),
+                (&mut m.ddos_vhll6, "ddos_vhll6", 2 * vcap),
+            ] {
+                map.set_max_entries(size)
+                    .map_err(bpf_err(&format!("sizing {n}")))?;
+            }
             let mut fskel = fopen
                 .load()
                 .bpf_context(|| "loading xdp_features (verifier)".into())?;
@@ -839,6 +906,33 @@ impl Filter {
                     libbpf_rs::MapFlags::ANY,
                 )
                 .bpf_context(|| "setting the SYN-cookie key".into())?;
+            // Handshake completions in the interface's namespace (tp_btf).
+            let mut copen = TpCompletionsSkelBuilder::default()
+                .open(rampart_dataplane::skel::object_storage())
+                .bpf_context(|| "opening tp_completions".into())?;
+            copen
+                .maps
+                .rodata_data
+                .as_deref_mut()
+                .ok_or_else(|| Error::Invalid("internal: tp_completions has no rodata".into()))?
+                .ddos_compl_cfg
+                .netns_ino = netns_ino;
+            let mut cskel = copen
+                .load()
+                .bpf_context(|| "loading tp_completions (verifier)".into())?;
+            let mut clink = cskel
+                .progs
+                .ddos_completions
+                .attach()
+                .bpf_context(|| "attaching tp_completions to inet_sock_set_state".into())?;
+            clink
+                .pin(dir.join(pins::COMPLETIONS_LINK))
+                .bpf_context(|| "pinning the completions link".into())?;
+            cskel
+                .maps
+                .ddos_compl
+                .pin(dir.join(pins::COMPLETIONS))
+                .bpf_context(|| "pinning ddos_compl".into())?;
             let ffd = fskel.progs.xdp_features.as_fd().as_raw_fd();
             skel.maps
                 .ddos_next
@@ -862,6 +956,12 @@ impl Filter {
                 (&mut m.ddos_faddr6, "ddos_faddr6"),
                 (&mut m.ddos_fvals6, "ddos_fvals6"),
                 (&mut m.ddos_featst, "ddos_featst"),
+                (&mut m.ddos_vkeys4, "ddos_vkeys4"),
+                (&mut m.ddos_vvals4, "ddos_vvals4"),
+                (&mut m.ddos_vhll4, "ddos_vhll4"),
+                (&mut m.ddos_vkeys6, "ddos_vkeys6"),
+                (&mut m.ddos_vvals6, "ddos_vvals6"),
+                (&mut m.ddos_vhll6, "ddos_vhll6"),
                 (&mut m.ddos_protect, crate::protect::pins::PROTECT),
                 (&mut m.ddos_ckey, crate::protect::pins::COOKIE_KEY),
             ] {

@@ -192,3 +192,70 @@ fn syn_cookies_from_xdp_complete_real_connections_and_the_guard_drops_an_ack_flo
     drop(att);
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// Handshake completions from the kernel, merged into the pair records:
+/// curl's connections count, hping3's SYNs (the attacker's kernel answers
+/// each SYN-ACK with a RST) do not, and handshakes in another namespace
+/// are not this interface's.
+#[test]
+fn completions_count_real_handshakes_only() {
+    use rampart_ddos::features::Features;
+    let lab = TestLab::up("dpc", 0);
+    let (host, wan) = (lab.host_ns(), lab.wan_ns());
+    let scope = Scope::new(Some(&host), HOST_IF).unwrap();
+    let cfg = FilterConfig {
+        sample_shift: 0,
+        features_capacity: 1 << 12,
+        ..Default::default()
+    };
+    let att = Attached {
+        filter: Filter::attach(&scope, &cfg, XdpMode::Native).expect("attach"),
+    };
+    let work = std::env::temp_dir().join(format!("rampart-e2e-compl-{}", lab.prefix()));
+    let _nginx = Nginx::start(&host, HOST, None, &work, &wan).expect("nginx");
+    let mut feats = Features::open(att.filter.name()).unwrap();
+    feats.snapshot().unwrap();
+    let pair = |s: &rampart_ddos::Snapshot| {
+        s.records
+            .iter()
+            .find(|r| r.src.to_string() == "10.10.0.1" && r.dst.to_string() == HOST)
+            .copied()
+    };
+
+    for _ in 0..3 {
+        assert_eq!(curl(&wan), "rampart\n");
+    }
+    let s = feats.snapshot().unwrap();
+    let p = pair(&s).expect("the client's pair");
+    assert_eq!(p.completions, 3, "{p:?}");
+    assert!(p.syn >= 3);
+
+    let out = Command::new("ip")
+        .args([
+            "netns", "exec", &wan, "hping3", "-q", "-S", "-p", "80", "-c", "50",
+        ])
+        .args(["-i", "u1000", HOST])
+        .output()
+        .expect("hping3");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("50 packets transmitted"), "hping3: {text}");
+    // A handshake inside wan (on its lo) is another namespace's.
+    netns::run_in(Some(&wan), || {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _s = l.accept().unwrap();
+        Ok(())
+    })
+    .unwrap();
+    let s = feats.snapshot().unwrap();
+    let p = pair(&s).expect("the attacker's pair");
+    assert!(p.syn >= 50, "{p:?}");
+    assert_eq!(p.completions, 0, "hping3's SYNs complete nothing: {p:?}");
+    assert!(
+        !s.records.iter().any(|r| r.src.is_loopback()),
+        "a handshake of another namespace was counted"
+    );
+    drop(att);
+    let _ = std::fs::remove_dir_all(&work);
+}

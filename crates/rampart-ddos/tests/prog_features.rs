@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
 use common::*;
-use rampart_ddos::features::{FeatureRecord, Features};
+use rampart_ddos::features::{FeatureRecord, Features, VictimRecord};
 use rampart_testkit::frame::{tcp, Frame};
 use rampart_testkit::prog::{Counter, ProgCase, Runner, XDP_PASS};
 
@@ -176,4 +176,216 @@ fn full_interval_table_counts_the_overflow() {
     // The next interval has room again.
     run(&prog, &udp("192.0.2.99", "198.51.100.1", 53, 4), 1);
     assert_eq!(feats.snapshot().unwrap().records.len(), 1);
+}
+
+fn victim<'a>(snap: &'a rampart_ddos::Snapshot, dst: &str) -> &'a VictimRecord {
+    let key = VictimRecord::key_of(dst.parse().unwrap());
+    snap.victims
+        .iter()
+        .find(|v| v.victim == key)
+        .unwrap_or_else(|| panic!("no victim {dst}: {:?}", snap.victims))
+}
+
+/// Victim records: every counter class, UDP by source-port class (the
+/// shipped amplification ports, then any other), the pairs' amplification
+/// share and FINs; IPv6 destinations of one /64 are one victim.
+#[test]
+fn victim_records_count_every_class() {
+    let f = Installed::new("pv", &exact_cfg());
+    let prog = f.prog();
+    let mut feats = Features::open(f.filter.name()).unwrap();
+    let h = "198.51.100.1";
+    // UDP from each amplification port, then from an ordinary port.
+    let ports = [53u16, 123, 11211, 1900, 389, 19, 161, 40000];
+    for (i, &p) in ports.iter().enumerate() {
+        let fr = Frame::udp("192.0.2.1", h, p, 5000).zeros(100 + i).build();
+        run(&prog, &fr, (i + 1) as u32);
+    }
+    run(&prog, &tcp("192.0.2.2", h, 80, tcp::SYN), 3);
+    run(&prog, &tcp(h, "192.0.2.2", 80, tcp::SYN | tcp::ACK), 1); // to 192.0.2.2, not h
+    run(&prog, &tcp("192.0.2.2", h, 80, tcp::RST), 2);
+    run(&prog, &tcp("192.0.2.2", h, 80, tcp::FIN | tcp::ACK), 4);
+    run(&prog, &Frame::icmp_echo("192.0.2.3", h).zeros(8).build(), 5);
+    run(&prog, &Frame::ip("192.0.2.3", h, 47).zeros(20).build(), 6);
+    let later = Frame::udp("192.0.2.4", h, 53, 4000)
+        .zeros(16)
+        .fragment(3, false)
+        .build();
+    run(&prog, &later, 7);
+    // A /64: two addresses, one victim.
+    run(&prog, &udp("2001:db8::1", "2001:db8:5::1", 53, 10), 2);
+    run(&prog, &udp("2001:db8::1", "2001:db8:5::2", 53, 10), 3);
+
+    let snap = feats.snapshot().unwrap();
+    let v = victim(&snap, h);
+    assert_eq!(v.udp, 36 + 7, "36 first packets + 7 later fragments");
+    for (i, &p) in ports.iter().enumerate() {
+        let len = Frame::udp("192.0.2.1", h, p, 5000)
+            .zeros(100 + i)
+            .build()
+            .len() as u64;
+        assert_eq!(v.udp_vec_pkts[i], (i + 1) as u64, "class {i} (port {p})");
+        assert_eq!(v.udp_vec_bytes[i], (i + 1) as u64 * len, "class {i} bytes");
+    }
+    assert_eq!((v.tcp, v.syn, v.synack, v.rst, v.fin), (9, 3, 0, 2, 4));
+    assert_eq!((v.icmp, v.other, v.frags), (5, 6, 7));
+    assert_eq!(v.packets, 36 + 9 + 5 + 6 + 7);
+    assert_eq!(
+        v.packets,
+        snap.records
+            .iter()
+            .filter(|r| r.dst.to_string() == h)
+            .map(|r| r.packets)
+            .sum::<u64>()
+    );
+    // The pair from the amplification ports: 28 of its 36 UDP packets (later fragments have no port).
+    let pair = rec(&snap.records, "192.0.2.1", h);
+    assert_eq!(pair.udp_amp, 28);
+    assert_eq!(
+        pair.udp_amp_bytes,
+        (0..7)
+            .map(|i| (i as u64 + 1)
+                * Frame::udp("192.0.2.1", h, ports[i], 5000)
+                    .zeros(100 + i)
+                    .build()
+                    .len() as u64)
+            .sum::<u64>()
+    );
+    assert_eq!(rec(&snap.records, "192.0.2.2", h).fin, 4);
+    let back = victim(&snap, "192.0.2.2");
+    assert_eq!((back.synack, back.syn), (1, 0));
+    let v6 = victim(&snap, "2001:db8:5::");
+    assert_eq!(
+        (v6.packets, v6.udp_vec_pkts[7]),
+        (5, 5),
+        "source port 40000: other"
+    );
+    assert_eq!(snap.victims.len(), 3);
+    assert_eq!((snap.pairs_full, snap.victims_full), (0, 0));
+    // The next interval starts empty.
+    assert!(feats.snapshot().unwrap().victims.is_empty());
+}
+
+/// The distinct-source estimates: one source is one, 10,000 are about
+/// 10,000 — and the registers are exactly what the Rust hash fills (the C
+/// and Rust hashes agree).
+#[test]
+fn victim_distinct_sources_from_hyperloglog() {
+    use rampart_ddos::features::hll_hash;
+    use rampart_ddos_control::features::{hll_add, hll_estimate};
+    let f = Installed::new("pv", &exact_cfg());
+    let prog = f.prog();
+    let mut feats = Features::open(f.filter.name()).unwrap();
+    let (one, many) = ("198.51.100.1", "198.51.100.2");
+    run(&prog, &tcp("192.0.2.1", one, 80, tcp::SYN), 50);
+    let mut regs = [0u8; 64];
+    let mut syn_regs = [0u8; 64];
+    for i in 0..10_000u32 {
+        let src = std::net::Ipv4Addr::from(0xac10_0000 + i * 7);
+        let flags = if i % 2 == 0 { tcp::SYN } else { tcp::ACK };
+        run(&prog, &tcp(&src.to_string(), many, 80, flags), 1);
+        hll_add(&mut regs, hll_hash(src.into()));
+        if i % 2 == 0 {
+            hll_add(&mut syn_regs, hll_hash(src.into()));
+        }
+    }
+    let snap = feats.snapshot().unwrap();
+    let v1 = victim(&snap, one);
+    assert!((v1.src_distinct - 1.0).abs() < 0.05, "{}", v1.src_distinct);
+    assert!(
+        (v1.syn_src_distinct - 1.0).abs() < 0.05,
+        "{}",
+        v1.syn_src_distinct
+    );
+    let v = victim(&snap, many);
+    assert_eq!(
+        v.src_distinct,
+        hll_estimate(&regs),
+        "C and Rust hashes agree"
+    );
+    assert_eq!(v.syn_src_distinct, hll_estimate(&syn_regs));
+    // 64 registers: standard error 13%; 3 of them.
+    assert!(
+        (v.src_distinct / 10_000.0 - 1.0).abs() < 0.4,
+        "{}",
+        v.src_distinct
+    );
+    assert!(
+        (v.syn_src_distinct / 5_000.0 - 1.0).abs() < 0.4,
+        "{}",
+        v.syn_src_distinct
+    );
+}
+
+/// Out-of-state TCP, sampled: 1 in 16 TCP packets without SYN is looked
+/// up; in this namespace no socket exists, so every sampled one is out of
+/// state; a listener makes a sampled ACK to it out of state too (no valid
+/// cookie), a connection's ACK is in state.
+#[test]
+fn victim_out_of_state_tcp_is_sampled() {
+    rampart_lab::testing::pin_this_thread(0);
+    let f = Installed::new("pv", &exact_cfg());
+    let prog = f.prog();
+    let mut feats = Features::open(f.filter.name()).unwrap();
+    let h = "198.51.100.1";
+    run(&prog, &tcp("192.0.2.1", h, 80, tcp::ACK), 64);
+    let snap = feats.snapshot().unwrap();
+    let v = victim(&snap, h);
+    assert_eq!((v.tcp, v.tcp_sampled, v.tcp_nosock), (64, 4, 4));
+
+    // A real connection on lo: its ACKs are in state.
+    let st = std::process::Command::new("ip")
+        .args(["-n", &f.ns, "link", "set", "lo", "up"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let prog_raw = prog.as_raw_fd();
+    let (tcp_n, sampled, nosock) = rampart_dataplane::netns::run_in(Some(&f.ns), move || {
+        rampart_lab::testing::pin_this_thread(0);
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let cport = c.local_addr().unwrap().port();
+        let est = Frame::tcp("127.0.0.1", "127.0.0.1", cport, port)
+            .flags(tcp::ACK)
+            .ack(1)
+            .build();
+        rampart_testkit::prog::run_n(prog_raw, &est, 32);
+        Ok((32u64, 2u64, 0u64))
+    })
+    .unwrap();
+    let snap = feats.snapshot().unwrap();
+    let v = victim(&snap, "127.0.0.1");
+    assert_eq!(
+        (v.tcp, v.tcp_sampled, v.tcp_nosock),
+        (tcp_n, sampled, nosock)
+    );
+}
+
+#[test]
+fn full_victim_table_counts_the_overflow() {
+    let cfg = rampart_ddos::FilterConfig {
+        victims_capacity: 8,
+        ..exact_cfg()
+    };
+    assert_eq!(cfg.victim_cap(), 64);
+    let f = Installed::new("pv", &cfg);
+    let prog = f.prog();
+    let mut feats = Features::open(f.filter.name()).unwrap();
+    for i in 0..100 {
+        run(
+            &prog,
+            &udp("192.0.2.1", &format!("198.51.100.{i}"), 53, 4),
+            1,
+        );
+    }
+    let snap = feats.snapshot().unwrap();
+    assert_eq!(snap.victims.len(), 64, "every victim slot is used");
+    assert_eq!(snap.victims_full, 36);
+    assert_eq!(snap.records.len(), 100, "the pairs are all recorded");
+    assert_eq!(snap.pairs_full, 0);
+    // The next interval has room again, and its own (zero) overflow.
+    run(&prog, &udp("192.0.2.1", "198.51.100.200", 53, 4), 1);
+    let snap = feats.snapshot().unwrap();
+    assert_eq!((snap.victims.len(), snap.victims_full), (1, 0));
 }

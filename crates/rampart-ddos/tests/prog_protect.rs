@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use common::*;
 use rampart_dataplane::netns;
+use rampart_ddos::features::{Features, VictimRecord};
 use rampart_ddos::protect::{Protect, ProtectFlags, ProtectStats};
 use rampart_ddos::Scope;
 use rampart_testkit::frame::{self, tcp, Addr, Frame};
@@ -266,6 +267,21 @@ fn cookie_synack_bytes_and_cookie_acks() {
         let other = syn(CLIENT, "198.51.100.2", 40001, OPEN, 1, &linux_opts(1));
         assert_eq!(run1(&prog, &other), (XDP_PASS, other.clone()));
     });
+    // The interval's victim record counts the same events.
+    let snap = Features::open(f.filter.name()).unwrap().snapshot().unwrap();
+    let key = VictimRecord::key_of(SERVER.parse().unwrap());
+    let v = snap.victims.iter().find(|v| v.victim == key).unwrap();
+    assert_eq!(
+        (
+            v.synack_sent,
+            v.cookie_ack_valid,
+            v.cookie_ack_invalid,
+            v.no_listener,
+            v.guard_dropped
+        ),
+        (3, 2, 5, 1, 0),
+        "{v:?}"
+    );
     assert!(p.clear(SERVER.parse().unwrap()).unwrap());
     assert!(
         !p.tc_attached(),

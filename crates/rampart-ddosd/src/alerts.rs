@@ -79,7 +79,12 @@ pub fn attack_event(e: &AttackEvent, iface: &str) -> Alert {
         .iter()
         .map(|(ip, pps)| format!("{ip} {pps:.0} pps"))
         .collect();
-    let collateral: u64 = e.action.aggregated.iter().map(|g| u64::from(g.collateral)).sum();
+    let collateral: u64 = e
+        .action
+        .aggregated
+        .iter()
+        .map(|g| u64::from(g.collateral))
+        .sum();
     if !e.action.aggregated.is_empty() {
         r.collateral = Some(collateral);
     }

@@ -173,11 +173,7 @@ async fn status(State(st): State<ApiState>) -> Json<Status> {
         intervals: v.intervals,
         under_attack: v.under_attack,
         victims_under_attack: v.victims.iter().filter(|x| x.under_attack).count(),
-        victims_protected: v
-            .victims
-            .iter()
-            .filter(|x| !x.protection.is_off())
-            .count(),
+        victims_protected: v.victims.iter().filter(|x| !x.protection.is_off()).count(),
         policed: v.policed.len(),
         threshold: v.threshold,
         resumed: v.resumed,

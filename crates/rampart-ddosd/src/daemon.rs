@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_ddos::filter::{self, Filter, FilterConfig, Scope};
-use rampart_ddos::{FeatureRecord, Features, Prefix};
 use rampart_ddos::protect::{Protect, ProtectFlags};
+use rampart_ddos::{FeatureRecord, Features, Prefix};
 use rampart_ddos_control::v2::{self, Detection, Restore, SourceRate, Verdict};
 use rampart_ddos_control::{BlockDecision, Planner};
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
@@ -489,6 +489,7 @@ impl Daemon {
             drop_encap: cfg.filter.drop_encap,
             max_vlans: cfg.filter.max_vlans,
             max_v6_ext: cfg.filter.max_v6_ext,
+            ..FilterConfig::default()
         };
         let mode = d.mode;
 
@@ -637,7 +638,12 @@ impl Daemon {
         for p in held {
             let b = reasons.get(&p.to_string()).cloned().unwrap_or(Blocked {
                 prefix: p.to_string(),
-                detector: if known.contains(&p) { "detection" } else { "resumed" }.into(),
+                detector: if known.contains(&p) {
+                    "detection"
+                } else {
+                    "resumed"
+                }
+                .into(),
                 reason: "found in the pinned blacklist at start".into(),
                 since: rampart_service::alert::unix_now(),
                 pps_at_block: 0.0,
@@ -1082,7 +1088,8 @@ impl Daemon {
             self.set_protection(c);
         }
         for e in &v.events {
-            self.alerts.emit(alerts::attack_event(e, &self.cfg.daemon.iface));
+            self.alerts
+                .emit(alerts::attack_event(e, &self.cfg.daemon.iface));
         }
         Ok(!decisions.is_empty()
             || !unbans.is_empty()

@@ -59,7 +59,11 @@ fn read(v: &View, out: &mut Samples) {
                 g.value,
             ),
             "source_level_pps" => {
-                out.set("rampart_ddos_victim_source_level_pps", &[&g.victim], g.value);
+                out.set(
+                    "rampart_ddos_victim_source_level_pps",
+                    &[&g.victim],
+                    g.value,
+                );
             }
             "victims" => out.set("rampart_ddos_victims", &[], g.value),
             "attacks" => out.set("rampart_ddos_attacks", &[], g.value),

@@ -5,10 +5,14 @@ use std::mem::size_of;
 
 include!(concat!(env!("OUT_DIR"), "/abi_ddos.rs"));
 
+pub use crate::tp_completions::types::{
+    ddos_compl_config as ComplConfig, ddos_compl_key as ComplKey,
+};
 pub use crate::xdp_features::types::{
     ddos_cookie_key as CookieKey, ddos_feat_addr6 as FeatAddr6, ddos_feat_config as FeatConfig,
     ddos_feat_ctl as FeatCtl, ddos_feat_stats as FeatStats, ddos_feat_val as FeatVal,
-    ddos_protect_val as ProtectVal, ddos_victim_key as VictimKey,
+    ddos_protect_val as ProtectVal, ddos_victim_hll as VictimHll, ddos_victim_key as VictimKey,
+    ddos_victim_val as VictimVal,
 };
 pub use crate::xdp_filter::types::{
     ddos_addr6 as Addr6, ddos_bl4_bucket as Bl4Bucket, ddos_bl4_table as Bl4Table,
@@ -18,9 +22,13 @@ pub use crate::xdp_filter::types::{
 };
 
 pod!(
+    ComplConfig,
+    ComplKey,
     CookieKey,
     ProtectVal,
     VictimKey,
+    VictimHll,
+    VictimVal,
     FeatAddr6,
     FeatConfig,
     FeatCtl,
@@ -58,13 +66,19 @@ const _: () = assert!(
 const _: () = assert!(std::mem::offset_of!(FilterStats, drop) == 16);
 const _: () = assert!(size_of::<FilterConfig>() == 16);
 const _: () = assert!(size_of::<FeatAddr6>() == 32);
-const _: () = assert!(size_of::<FeatConfig>() == 20);
-const _: () = assert!(size_of::<FeatVal>() == 64);
+// seed and caps, parse limits, victim caps and sampling, amplification ports.
+const _: () = assert!(size_of::<FeatConfig>() == 16 + 4 + 12 + 2 * DDOS_UDP_CLASSES);
+const _: () = assert!(size_of::<FeatVal>() == 80);
 const _: () = assert!(size_of::<FeatCtl>() == 16);
-const _: () = assert!(size_of::<FeatStats>() == 8 * (2 + DDOS_FEAT_SKIP_MAX));
+const _: () = assert!(size_of::<FeatStats>() == 8 * (2 + DDOS_FEAT_SKIP_MAX + 4));
+const _: () =
+    assert!(size_of::<VictimVal>() == 16 + 4 * (11 + DDOS_PROT_EVENT_MAX) + 12 * DDOS_UDP_CLASSES);
+const _: () = assert!(size_of::<VictimHll>() == 2 * DDOS_HLL_REGISTERS);
 const _: () = assert!(size_of::<VictimKey>() == 16);
 const _: () = assert!(size_of::<ProtectVal>() == 8 + 8 * 8);
 const _: () = assert!(size_of::<CookieKey>() == 16);
+const _: () = assert!(size_of::<ComplKey>() == 36);
+const _: () = assert!(size_of::<ComplConfig>() == 8);
 
 #[cfg(test)]
 mod tests {

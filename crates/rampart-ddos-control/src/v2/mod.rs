@@ -329,11 +329,11 @@ impl Src {
             sketch: [0; 2],
         }
     }
-    fn add(&mut self, r: &FeatureRecord) {
+    fn add(&mut self, r: &FeatureRecord, comp: u64) {
         self.packets += r.packets;
         self.bytes += r.bytes;
         self.syn += u64::from(r.syn);
-        self.comp += u64::from(r.completions);
+        self.comp += comp;
         self.udp += u64::from(r.udp);
         self.udp_amp += u64::from(r.udp_amp);
         self.icmp += u64::from(r.icmp);
@@ -403,6 +403,8 @@ pub struct Detection {
     good: Memory,
     seen: Memory,
     gen_start: f64,
+    /// The data path counts completed handshakes (some record had one).
+    kernel_completions: bool,
     scans: HashMap<(IpAddr, Prefix), ScanAcc>,
 }
 
@@ -441,6 +443,7 @@ impl Detection {
             good: Memory::default(),
             seen: Memory::default(),
             gen_start: 0.0,
+            kernel_completions: false,
             scans: HashMap::default(),
         })
     }
@@ -537,13 +540,27 @@ impl Detection {
         let mut from_pairs: HashMap<Prefix, VictimRecord> = HashMap::default();
         let mut comp: HashMap<Prefix, u64> = HashMap::default();
         let white = !self.whitelist.is_empty();
+        // Completed handshakes: the kernel's count once the data path is
+        // seen to provide it; before that (a data path without it), the
+        // SYNs matched by the pair's other non-RST segments, an estimate
+        // that a flood mixing SYNs and ACKs from one source can fool.
+        if !self.kernel_completions && iv.pairs.iter().any(|r| r.completions > 0) {
+            self.kernel_completions = true;
+        }
+        let kernel = self.kernel_completions;
         let mut dsts6: HashMap<Prefix, HashMap<IpAddr, u64>> = HashMap::default();
         for r in iv.pairs {
             let key = VictimRecord::key_of(r.dst);
             if r.dst.is_ipv6() {
                 *dsts6.entry(key).or_default().entry(r.dst).or_default() += r.packets;
             }
-            *comp.entry(key).or_default() += u64::from(r.completions);
+            let rc = if kernel {
+                u64::from(r.completions)
+            } else {
+                let rest = r.tcp.saturating_sub(r.syn.saturating_add(r.rst));
+                u64::from(r.syn.min(rest))
+            };
+            *comp.entry(key).or_default() += rc;
             let vr = from_pairs
                 .entry(key)
                 .or_insert_with(|| VictimRecord::new(key));
@@ -558,7 +575,7 @@ impl Detection {
             vr.udp_vec_pkts[UDP_OTHER] += u64::from(r.udp.saturating_sub(r.udp_amp));
             vr.src_distinct += 1.0;
             vr.syn_src_distinct += f64::from(u8::from(r.syn > 0));
-            if r.completions > 0 {
+            if rc > 0 {
                 self.good.insert(r.src, self.cfg.known_good_max);
             }
             if white && self.whitelist.iter().any(|w| w.contains(&r.src)) {
@@ -568,7 +585,7 @@ impl Detection {
                 srcs.push((key, Src::new(r.src)));
                 srcs.len() - 1
             });
-            srcs[i].1.add(r);
+            srcs[i].1.add(r, rc);
         }
         let mut by_victim: HashMap<Prefix, Vec<usize>> = HashMap::default();
         for (i, (k, _)) in srcs.iter().enumerate() {

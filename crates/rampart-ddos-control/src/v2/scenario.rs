@@ -118,6 +118,9 @@ pub struct Sim {
     pub verdicts: Vec<Verdict>,
     /// The intervals, when recording.
     pub recording: Option<Vec<Recorded>>,
+    /// A data path without victim records and without completion counts
+    /// (pairs with the counters they had before both).
+    pub pairs_only: bool,
     scan_port: u16,
 }
 
@@ -136,6 +139,7 @@ impl Sim {
             protected: BTreeMap::new(),
             verdicts: Vec::new(),
             recording: None,
+            pairs_only: false,
             scan_port: 1,
         }
     }
@@ -321,6 +325,15 @@ impl Sim {
                 pps: *d,
             })
             .collect();
+        if self.pairs_only {
+            victims.clear();
+            for r in &mut pairs {
+                r.completions = 0;
+                r.udp_amp = 0;
+                r.udp_amp_bytes = 0;
+                r.fin = 0;
+            }
+        }
         let iv = Interval {
             index: self.index,
             secs,

@@ -773,6 +773,63 @@ fn aggregation_is_refused_when_it_would_block_known_clients() {
 }
 
 #[test]
+fn a_data_path_without_completions_or_victim_records_still_works() {
+    // Completions estimated from the pairs' other segments; victims from
+    // the pairs. Legitimate traffic untouched, SYN floods (few sources,
+    // spoofed) and ICMP floods mitigated.
+    let mut rng = Rng::new(26);
+    let mut bg = background(&mut rng, 60);
+    bg.push(Flow {
+        src: client(5001),
+        dst: server(),
+        pps: 6000.0,
+        size: 700,
+        kind: Kind::Web { conns: 400.0 },
+    });
+    let crowd: Vec<Flow> = (0..300)
+        .map(|i| Flow {
+            src: client(10_000 + i),
+            dst: server(),
+            pps: 800.0,
+            size: 600,
+            kind: Kind::Web { conns: 40.0 },
+        })
+        .collect();
+    let mut sim = Sim::new(&cfg());
+    sim.pairs_only = true;
+    warm(&mut sim, &bg, 60);
+    sim.run(40, &with(bg.clone(), crowd), &[]);
+    assert!(sim.ever_blocked().is_empty());
+    assert!(sim.events().is_empty());
+    for atk in [
+        flood(Kind::SynRst, 5, 40_000.0, 60),
+        flood(Kind::Icmp, 3, 30_000.0, 98),
+    ] {
+        let mut s2 = Sim::new(&cfg());
+        s2.pairs_only = true;
+        warm(&mut s2, &bg, 60);
+        attack(&mut s2, &bg, &atk, 20);
+    }
+    let mut s3 = Sim::new(&cfg());
+    s3.pairs_only = true;
+    warm(&mut s3, &bg, 60);
+    s3.run(
+        20,
+        &bg,
+        &[Spoofed {
+            dst: server(),
+            pps: 1_000_000.0,
+        }],
+    );
+    assert!(s3
+        .protected
+        .get(&host(server()))
+        .is_some_and(|p| p.syn_cookies));
+    assert!(s3.ever_blocked().is_empty());
+    no_legit_touched(&s3);
+}
+
+#[test]
 fn views_and_gauges_show_baselines_and_attacks() {
     let mut rng = Rng::new(21);
     let bg = background(&mut rng, 50);

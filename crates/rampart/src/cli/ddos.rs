@@ -273,6 +273,7 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
                 drop_encap: a.drop_encap,
                 max_vlans: a.max_vlans,
                 max_v6_ext: a.max_v6_ext,
+                ..FilterConfig::default()
             };
             let f = Filter::attach(&scope, &cfg, mode)?;
             println!(
