@@ -70,7 +70,9 @@ interfaces = ["lo"]
 attach = false
 [[tenant]]
 name = "acme"
-selectors = ["prefix:10.20.1.0/24"]
+# What the operator grants: the tenant may select within it (the test
+# narrows it to exactly this set through the CLI).
+selectors = ["prefix:10.20.1.0/24", "vlan:7"]
 "#,
         tokens.display()
     )
