@@ -1153,9 +1153,13 @@ fn fig_legit(
 }
 
 fn offload_config(lab: &Lab, dir: &Path, k: u32, hold: f64) -> Result<Config> {
-    // The demo's daemon (signature detectors; the attack is a UDP flood of
-    // 512-byte frames caught by the amplification signature).
-    super::lab_config(lab, 0.2, hold, k, dir)
+    // The demo's daemon, with one change the figure needs: it measures how
+    // well per-source hardware rules cover the attack, so the attackers
+    // (all in the generator's /24s) are blocked one by one, never as one
+    // aggregated prefix (which the exact-match NIC table cannot hold).
+    let mut c = super::lab_config(lab, 0.2, hold, k, dir)?;
+    c.detect.aggregate_min_sources = 1_000_000;
+    Ok(c)
 }
 
 fn fig_offload(
