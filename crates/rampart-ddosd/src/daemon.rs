@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_ddos::filter::{self, Filter, FilterConfig, Scope};
 use rampart_ddos::protect::{Protect, ProtectFlags};
-use rampart_ddos::{FeatureRecord, Features, Prefix};
+use rampart_ddos::{Features, Prefix, Snapshot};
 use rampart_ddos_control::v2::{self, Detection, Restore, SourceRate, Verdict};
 use rampart_ddos_control::{BlockDecision, Planner};
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
@@ -264,7 +264,8 @@ pub struct Daemon {
     prev: HashMap<(u8, Prefix), u64>,
     prev_stats: HashMap<(&'static str, String), u64>,
     last_snap: Instant,
-    records: Vec<FeatureRecord>,
+    /// The last feature interval: pair and victim records.
+    snap: Snapshot,
     alerts: Alerts,
     metrics: Metrics,
     view: Arc<RwLock<View>>,
@@ -596,7 +597,7 @@ impl Daemon {
             prev: HashMap::new(),
             prev_stats: HashMap::new(),
             last_snap: Instant::now(),
-            records: Vec::new(),
+            snap: Snapshot::default(),
             alerts,
             metrics,
             view,
@@ -660,7 +661,7 @@ impl Daemon {
         }
         me.resumed = resumed;
         // Start a fresh interval so the first one has a known length.
-        me.features.snapshot_into(&mut me.records)?;
+        me.features.snapshot_full(&mut me.snap)?;
         me.last_snap = Instant::now();
         // Prime counters so the first rates are deltas, not totals.
         me.measure(1.0)?;
@@ -977,7 +978,8 @@ impl Daemon {
     /// Tier or map failures (the loop logs them and continues).
     pub fn step(&mut self) -> Result<()> {
         let t0 = Instant::now();
-        let (index, _, _) = self.features.snapshot_into(&mut self.records)?;
+        self.features.snapshot_full(&mut self.snap)?;
+        let index = self.snap.interval;
         let t_end = Instant::now();
         let secs = t_end.duration_since(self.last_snap).as_secs_f64().max(1e-3);
         self.last_snap = t_end;
@@ -996,9 +998,12 @@ impl Daemon {
         let iv = v2::Interval {
             index,
             secs,
-            pairs: &self.records,
-            victims: &[],
-            skips: v2::Skips::default(),
+            pairs: &self.snap.records,
+            victims: &self.snap.victims,
+            skips: v2::Skips {
+                pairs: self.snap.pairs_full,
+                victims: self.snap.victims_full,
+            },
             blocked: &blocked_rates,
             policed: &[],
         };
