@@ -14,6 +14,7 @@
 #ifndef RAMPART_DDOS_ABI_H
 #define RAMPART_DDOS_ABI_H
 
+#include <linux/bpf.h> /* struct bpf_spin_lock */
 #include "common/abi.h"
 
 /*
@@ -34,7 +35,9 @@ enum ddos_drop_reason { /* rust: usize */
 	/* A tunnel packet (GRE, IP in IP, VXLAN, Geneve, MPLS without IP) while
 	 * the filter was loaded with drop_encap = 1: its inner source is not checked. */
 	DDOS_DROP_ENCAP = 5,
-	DDOS_DROP_REASON_MAX = 6,
+	/* Source policed (ddos_police) and over its rate: its token bucket was empty. */
+	DDOS_DROP_POLICED = 6,
+	DDOS_DROP_REASON_MAX = 7,
 };
 
 /* Why the filter let a packet through. Same naming rule as the drop reasons. */
@@ -173,7 +176,9 @@ struct ddos_filter_ctl {
 	__u32 cap_ids;
 	/* Elements per table in ddos_bl4_keys. */
 	__u32 cap_buckets;
-	__u32 _pad;
+	/* Entries in ddos_police: 0 skips the policing lookup. (In what was
+	 * padding, so the control block keeps its layout.) */
+	__u32 n_police;
 };
 
 /* Per-entry counters, indexed by entry id (map ddos_counters, mmapable). */
@@ -213,6 +218,63 @@ struct ddos_lpm6_key {
 
 struct ddos_addr6 {
 	__u32 addr[4];
+};
+
+/* ---- policing (xdp_filter, after a blacklist miss) ---- */
+
+/*
+ * A policed source is rate-limited instead of blocked: a token bucket per
+ * source address (exact: IPv4 /32, IPv6 /128) in ddos_police. Tokens are
+ * counted in nano-packets (DDOS_POLICE_NS = one packet) and refilled by
+ * rate_pps per second of bpf_ktime_get_ns(), so the refill is one
+ * multiplication (elapsed ns × rate) with no division on the data path.
+ * A packet takes one packet's worth or, when the bucket holds less, is
+ * dropped (DDOS_DROP_POLICED). The bucket holds at most `burst` packets:
+ * burst = max(rate_pps, DDOS_POLICE_BURST_MIN), one second of the rate,
+ * so a source may send a second's worth at once after a quiet spell but
+ * never more than its rate on average over longer times; the floor keeps
+ * a TCP initial window and its retransmissions whole at very low rates.
+ */
+/* One packet in tokens. */
+#define DDOS_POLICE_NS 1000000000ull /* rust: u64 */
+/* Smallest bucket (packets). */
+#define DDOS_POLICE_BURST_MIN 64
+/* Highest rate (packets/s) a source may be policed at: with the idle
+ * clamp below, elapsed × rate stays far inside 64 bits. */
+#define DDOS_POLICE_MAX_PPS 100000000
+/* Refill time counted at most (ns, ~68.7 s): more than the longest fill
+ * (DDOS_POLICE_BURST_MIN packets at 1 pps takes 64 s). */
+#define DDOS_POLICE_IDLE_MAX_NS (1ull << 36) /* rust: u64 */
+/* Sources ddos_police holds at most. */
+#define DDOS_POLICE_MAX 16384
+
+/* Key of ddos_police: the source address, network byte order. */
+struct ddos_police_key {
+	/* 4 or 6. */
+	__u32 family;
+	/* IPv4 in addr[0], the rest 0. */
+	__u32 addr[4];
+};
+
+/*
+ * Value of ddos_police. One bucket per source shared by every CPU, taken
+ * under its spin lock (see xdp_filter.bpf.c for why). Userspace writes
+ * rate_pps/burst (and a full bucket for a new entry) with BPF_F_LOCK and
+ * reads passed/dropped, which only grow.
+ */
+struct ddos_police_val {
+	struct bpf_spin_lock lock;
+	/* Rate (packets/s, 1..=DDOS_POLICE_MAX_PPS) and bucket size (packets). */
+	__u32 rate_pps;
+	__u32 burst;
+	__u32 _pad;
+	/* Tokens in the bucket (DDOS_POLICE_NS per packet, ≤ burst × DDOS_POLICE_NS). */
+	__u64 tokens;
+	/* bpf_ktime_get_ns() of the last refill (0: never, the bucket starts full). */
+	__u64 last_ns;
+	/* Packets let through / dropped since the entry was added. */
+	__u64 passed;
+	__u64 dropped;
 };
 
 /* ---- feature extraction ---- */

@@ -7,7 +7,10 @@
  * in ddos/abi.h); a match is dropped (DDOS_DROP_BLACKLIST or
  * DDOS_DROP_BLACKLIST_PREFIX) and, for 1 in 2^sample_shift matches, the
  * entry's counter is advanced by 2^sample_shift packets and as many times
- * the frame length in bytes. Then, per parse status:
+ * the frame length in bytes. A source that matches nothing and is policed
+ * (ddos_police, consulted only while ctl.n_police > 0) takes a token from
+ * its bucket or, over its rate, is dropped (DDOS_DROP_POLICED). Then, per
+ * parse status:
  *
  *   PARSE_OK          → DDOS_PASS_CLEAN, tail call into ddos_next[0]
  *                       (feature extraction), XDP_PASS if it is empty;
@@ -24,7 +27,8 @@
  * truncated and impossible ones anyway, and frames hiding their L4 header
  * behind more tags or extension headers than we walk are a classic way
  * around filters. A blacklisted source is dropped as blacklisted even when
- * the rest of its frame is malformed.
+ * the rest of its frame is malformed, and a policed one over its rate as
+ * policed (under its rate, its packet is judged like any other).
  */
 #include "common/parse.h"
 #include "ddos/abi.h"
@@ -109,6 +113,27 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ddos_filter_stats);
 } ddos_fstats SEC(".maps");
+
+/*
+ * Policed sources: one token bucket per source (ddos/abi.h), pinned with
+ * the blacklist so a daemon restart keeps it.
+ *
+ * Concurrency: one bucket shared by every CPU, updated under its
+ * bpf_spin_lock. Per-CPU buckets would have to split a source's rate
+ * between CPUs, and RSS spreads one source's flows unevenly (often all on
+ * one CPU): a share of rate/ncpu each starves a source whose packets land
+ * on one CPU, a full rate each lets ncpu times the rate through. A
+ * lock-free bucket needs a compare-and-swap retry loop over two fields
+ * (tokens, last_ns) that do not fit one word. The locked section is a
+ * dozen instructions, and it is contended only when one source's packets
+ * reach several CPUs at the same instant: rare, and cheap when it happens.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DDOS_POLICE_MAX);
+	__type(key, struct ddos_police_key);
+	__type(value, struct ddos_police_val);
+} ddos_police SEC(".maps");
 
 /* The next stage (feature extraction) at index 0. */
 struct {
@@ -330,6 +355,60 @@ static __always_inline int match_v6(const struct ddos_filter_ctl *ctl, struct dd
 }
 
 /*
+ * Is `v` over its rate? Refill the bucket for the time since the last
+ * packet, then take one packet's worth of tokens or count a drop.
+ */
+static __always_inline int bucket_over(struct ddos_police_val *v)
+{
+	/* Read before the lock: no helper calls while it is held. */
+	__u64 now = bpf_ktime_get_ns();
+	__u64 elapsed, tokens, full;
+	int over;
+
+	bpf_spin_lock(&v->lock);
+	/* Another CPU may have refilled with a later `now` already. */
+	elapsed = now > v->last_ns ? now - v->last_ns : 0;
+	if (elapsed > DDOS_POLICE_IDLE_MAX_NS)
+		elapsed = DDOS_POLICE_IDLE_MAX_NS;
+	full = (__u64)v->burst * DDOS_POLICE_NS;
+	tokens = v->tokens + elapsed * v->rate_pps;
+	if (tokens > full)
+		tokens = full;
+	if (now > v->last_ns)
+		v->last_ns = now;
+	over = tokens < DDOS_POLICE_NS;
+	if (over) {
+		v->dropped++;
+	} else {
+		tokens -= DDOS_POLICE_NS;
+		v->passed++;
+	}
+	v->tokens = tokens;
+	bpf_spin_unlock(&v->lock);
+	return over;
+}
+
+/* Is the IPv4 source `saddr` policed and over its rate? */
+static __always_inline int police_v4(__u32 saddr)
+{
+	struct ddos_police_key k = { .family = 4, .addr = { saddr } };
+	struct ddos_police_val *v = bpf_map_lookup_elem(&ddos_police, &k);
+
+	return v && bucket_over(v);
+}
+
+/* Is the IPv6 source `saddr` policed and over its rate? */
+static __always_inline int police_v6(const __u32 *saddr)
+{
+	struct ddos_police_key k = { .family = 6 };
+	struct ddos_police_val *v;
+
+	__builtin_memcpy(k.addr, saddr, 16);
+	v = bpf_map_lookup_elem(&ddos_police, &k);
+	return v && bucket_over(v);
+}
+
+/*
  * The flood fast path: an untagged IPv4 frame whose header passes the same
  * checks parse_ipv4() makes before it trusts the source (version 4, IHL ≥ 5,
  * the whole header inside the frame, total length ≥ header length). Such a
@@ -381,6 +460,8 @@ int xdp_filter(struct xdp_md *ctx)
 		checked4 = 1;
 		if (m != MATCH_NONE)
 			goto drop;
+		if (ctl->n_police && police_v4(saddr))
+			goto policed;
 	}
 	if (checked4)
 		status = parse_packet_ipv4(data, data_end, &pi);
@@ -399,6 +480,13 @@ drop:
 	if (m == MATCH_PREFIX) {
 		bump(&st->drop[DDOS_DROP_BLACKLIST_PREFIX], len);
 		return XDP_DROP;
+	}
+	/* (A source the fast path saw was policed there already.) */
+	if (ctl->n_police && !checked4) {
+		if (pi.family == 4 && police_v4(pi.saddr[0]))
+			goto policed;
+		if (pi.family == 6 && police_v6(pi.saddr))
+			goto policed;
 	}
 
 	if (unlikely(pi.encap) && (status == PARSE_OK || status == PARSE_NOT_IP)) {
@@ -441,6 +529,9 @@ next:
 	bpf_tail_call(ctx, &ddos_next, 0);
 	st->no_next_stage++;
 	return XDP_PASS;
+policed:
+	bump(&st->drop[DDOS_DROP_POLICED], len);
+	return XDP_DROP;
 }
 
 RAMPART_LICENSE;

@@ -46,6 +46,12 @@ pub enum Error {
         /// The attach option that sets it.
         flag: &'static str,
     },
+    /// The policing table holds as many sources as it can.
+    #[error("policing table full: {cap} sources are policed already; nothing was changed (unpolice some, or block the heaviest, first)")]
+    PoliceFull {
+        /// Its capacity.
+        cap: usize,
+    },
     /// No filter is attached where the user pointed.
     #[error("no rampart ddos filter at {where_} (pins {}): attach one with `rampart ddos attach --iface IF [--netns NS]`", path.display())]
     NotAttached {

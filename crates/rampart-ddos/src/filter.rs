@@ -12,6 +12,7 @@
 //! ddos_counters   per-entry counters + expiry       ddos_meta      what each entry id is
 //! ddos_bl6 ddos_lpm4 ddos_lpm6      IPv6 exact, IPv4/IPv6 prefixes
 //! ddos_fstats     per-CPU drop/pass counters        ddos_next      the program array
+//! ddos_police     policed sources: token buckets and their counters
 //! ddos_fctl ddos_fkeys4/6 ddos_fvals4/6 ddos_faddr6 ddos_featst   feature extraction (pairs)
 //! ddos_vkeys4/6 ddos_vvals4/6 ddos_vhll4/6          feature extraction (victims)
 //! ddos_compl compl_link                             handshake completions (tp_btf)
@@ -39,8 +40,10 @@ use rampart_bpf::abi::ddos::{
     Bl4Bucket, Bl4Table, Counter, EntryMeta, FilterCtl, FilterStats as RawStats, DDOS_BL4_NARROW,
     DDOS_BL4_N_EMPTY, DDOS_BL4_N_SLOTS_PER_BUCKET, DDOS_BL4_SLOTS_PER_BUCKET,
     DDOS_DROP_REASON_LABELS, DDOS_DROP_REASON_MAX, DDOS_META_USED, DDOS_PASS_REASON_LABELS,
-    DDOS_PASS_REASON_MAX,
+    DDOS_PASS_REASON_MAX, DDOS_POLICE_BURST_MIN, DDOS_POLICE_MAX, DDOS_POLICE_MAX_PPS,
+    DDOS_POLICE_NS,
 };
+use rampart_bpf::abi::ddos::{PoliceKey, PoliceVal};
 use rampart_bpf::tp_completions::TpCompletionsSkelBuilder;
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
@@ -75,6 +78,8 @@ pub mod pins {
     pub const COMPLETIONS: &str = "ddos_compl";
     /// The completions program's tp_btf link.
     pub const COMPLETIONS_LINK: &str = "compl_link";
+    /// Policed sources (token buckets).
+    pub const POLICE: &str = "ddos_police";
 }
 
 /// Most entries of the exact IPv4 table rampart accepts at attach (2^24).
@@ -612,6 +617,8 @@ pub struct FilterStats {
     pub table: TableInfo,
     /// Publishes so far.
     pub generation: u64,
+    /// Sources policed (rate-limited, see [`Filter::police`]).
+    pub policed: u32,
 }
 
 impl FilterStats {
@@ -634,6 +641,42 @@ impl FilterStats {
     }
 }
 
+/// A policed source's bucket and counters ([`Filter::policed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PolicedEntry {
+    /// Rate it may send (packets/s).
+    pub rate_pps: u32,
+    /// Packets it may send at once (the bucket's size).
+    pub burst: u32,
+    /// Packets let through since it was policed.
+    pub passed: u64,
+    /// Packets dropped over its rate since it was policed.
+    pub dropped: u64,
+}
+
+/// The bucket size of a source policed at `rate_pps`: one second of its
+/// rate, at least `DDOS_POLICE_BURST_MIN` packets (see `bpf/ddos/abi.h`).
+pub fn police_burst(rate_pps: u32) -> u32 {
+    rate_pps.max(DDOS_POLICE_BURST_MIN)
+}
+
+/// The policing key of a single address; a wider prefix is refused.
+fn police_key(prefix: &Prefix) -> Result<PoliceKey> {
+    match prefix.kind() {
+        Kind::Exact4 | Kind::Exact6 => Ok(PoliceKey {
+            family: u32::from(prefix.family()),
+            addr: prefix.addr_words(),
+        }),
+        _ => Err(Error::Invalid(format!(
+            "{prefix} is a prefix: policing applies to single addresses (IPv4 /32, IPv6 /128); \
+             police its addresses one by one, or block the prefix"
+        ))),
+    }
+}
+
+/// `BPF_F_LOCK`: a policing value is read and written under its spin lock.
+const F_LOCK: u64 = libbpf_sys::BPF_F_LOCK as u64;
+
 /// An installed filter, opened from its pins.
 pub struct Filter {
     name: String,
@@ -647,6 +690,8 @@ pub struct Filter {
     lpm4: PinnedMap,
     lpm6: PinnedMap,
     fstats: PinnedMap,
+    /// `None` for pins of a rampart from before policing.
+    police: Option<PinnedMap>,
     ctl: ArrayMmap<FilterCtl>,
     keys: ArrayMmap<Bl4Bucket>,
     ids: ArrayMmap<Bl4Bucket>,
@@ -985,6 +1030,7 @@ impl Filter {
             (&mut m.ddos_lpm6, "ddos_lpm6"),
             (&mut m.ddos_fstats, "ddos_fstats"),
             (&mut m.ddos_next, "ddos_next"),
+            (&mut m.ddos_police, pins::POLICE),
         ] {
             map.pin(dir.join(n))
                 .bpf_context(|| format!("pinning {n}"))?;
@@ -1043,6 +1089,11 @@ impl Filter {
         let lpm4 = open("ddos_lpm4", 4)?;
         let lpm6 = open("ddos_lpm6", 4)?;
         let fstats = open("ddos_fstats", size_of::<RawStats>())?;
+        let police = if dir.join(pins::POLICE).exists() {
+            Some(open(pins::POLICE, size_of::<PoliceVal>())?)
+        } else {
+            None
+        };
         let ctl = ArrayMmap::new(ctl_map.fd.as_fd(), &ctl_map.info)?;
         let keys = ArrayMmap::new(keys_map.fd.as_fd(), &keys_map.info)?;
         let ids = ArrayMmap::new(ids_map.fd.as_fd(), &ids_map.info)?;
@@ -1060,6 +1111,7 @@ impl Filter {
             lpm4,
             lpm6,
             fstats,
+            police,
             ctl,
             keys,
             ids,
@@ -1716,7 +1768,149 @@ impl Filter {
                 mean_dist: None,
             },
             generation: ctl.generation,
+            policed: ctl.n_police,
         })
+    }
+
+    fn police_map(&self) -> Result<&PinnedMap> {
+        self.police.as_ref().ok_or_else(|| {
+            Error::Invalid(format!(
+                "the filter {} was attached by a rampart without policing: detach and attach it again",
+                self.name
+            ))
+        })
+    }
+
+    fn n_police(&self) -> &AtomicU32 {
+        self.ctl_atomic_u32(std::mem::offset_of!(FilterCtl, n_police))
+    }
+
+    /// Police `prefix` (a single address) at `rate_pps`: its packets over
+    /// that rate are dropped in XDP (reason `policed`) instead of all of
+    /// them being blocked. A source policed already gets the new rate and
+    /// keeps its counters; a new one starts with a full bucket
+    /// ([`police_burst`] packets). A blacklisted source stays dropped as
+    /// blacklisted: the policer only sees what the blacklist lets through.
+    ///
+    /// # Errors
+    /// A wider prefix, a rate outside 1..=`DDOS_POLICE_MAX_PPS`,
+    /// [`Error::PoliceFull`], pins without policing, map failures.
+    pub fn police(&self, prefix: Prefix, rate_pps: u32) -> Result<()> {
+        let key = police_key(&prefix)?;
+        if rate_pps == 0 || rate_pps > DDOS_POLICE_MAX_PPS {
+            return Err(Error::Invalid(format!(
+                "policing rate {rate_pps} pps for {prefix} out of range: use 1..={DDOS_POLICE_MAX_PPS} \
+                 (to drop everything from it, block it)"
+            )));
+        }
+        let map = self.police_map()?;
+        let _lock = lock_file(&self.name, "police")?;
+        let burst = police_burst(rate_pps);
+        let mut cur = PoliceVal::default();
+        let have = lookup_locked(map.raw(), &key, &mut cur)?;
+        if have && cur.rate_pps == rate_pps && cur.burst == burst {
+            return Ok(());
+        }
+        let n = self.n_police().load(Ordering::Acquire);
+        if !have && n >= DDOS_POLICE_MAX {
+            return Err(Error::PoliceFull {
+                cap: DDOS_POLICE_MAX as usize,
+            });
+        }
+        let full = u64::from(burst) * DDOS_POLICE_NS;
+        let val = if have {
+            // Counters and bucket carry over (packets counted between the
+            // read and this write are lost: a rate change is rare).
+            PoliceVal {
+                rate_pps,
+                burst,
+                tokens: cur.tokens.min(full),
+                ..cur
+            }
+        } else {
+            PoliceVal {
+                rate_pps,
+                burst,
+                tokens: full,
+                ..Default::default()
+            }
+        };
+        // n_police counts the entries (kept under the lock file by every
+        // writer); it is raised before a new entry appears, so the data
+        // path never skips a policed source.
+        if !have {
+            self.n_police().store(n + 1, Ordering::Release);
+        }
+        let res = maps::update_raw(
+            map.raw(),
+            bytemuck::bytes_of(&key),
+            bytemuck::bytes_of(&val),
+            F_LOCK,
+        );
+        if res.is_err() && !have {
+            self.n_police().store(n, Ordering::Release);
+        }
+        match res {
+            Err(Error::Dataplane(rampart_dataplane::Error::Io { err, .. }))
+                if err.raw_os_error() == Some(libc::E2BIG) =>
+            {
+                Err(Error::PoliceFull {
+                    cap: DDOS_POLICE_MAX as usize,
+                })
+            }
+            r => r,
+        }
+    }
+
+    /// Stop policing `prefix`; `false` when it was not policed.
+    ///
+    /// # Errors
+    /// A wider prefix, pins without policing, map failures.
+    pub fn unpolice(&self, prefix: Prefix) -> Result<bool> {
+        let key = police_key(&prefix)?;
+        let map = self.police_map()?;
+        let _lock = lock_file(&self.name, "police")?;
+        let had = maps::delete_raw(map.raw(), bytemuck::bytes_of(&key))?;
+        if had {
+            let n = self.n_police().load(Ordering::Acquire);
+            self.n_police()
+                .store(n.saturating_sub(1), Ordering::Release);
+        }
+        Ok(had)
+    }
+
+    /// Every policed source with its rate and counters, by prefix. Empty
+    /// for pins of a rampart without policing.
+    ///
+    /// # Errors
+    /// A failing map walk.
+    pub fn policed(&self) -> Result<Vec<(Prefix, PolicedEntry)>> {
+        let Some(map) = &self.police else {
+            return Ok(Vec::new());
+        };
+        let ks = std::mem::size_of::<PoliceKey>();
+        let vs = std::mem::size_of::<PoliceVal>();
+        let mut out = Vec::new();
+        // Read without the lock: the counters only grow, and a copy that
+        // races a packet is at most that packet behind.
+        rampart_dataplane::maps::walk_batch(map.raw(), ks, vs, 1024, false, |k, v| {
+            let k: PoliceKey = bytemuck::pod_read_unaligned(k);
+            let v: PoliceVal = bytemuck::pod_read_unaligned(v);
+            let len = if k.family == 4 { 32 } else { 128 };
+            if let Some(p) = Prefix::from_words(k.family as u8, k.addr, len) {
+                out.push((
+                    p,
+                    PolicedEntry {
+                        rate_pps: v.rate_pps,
+                        burst: v.burst,
+                        passed: v.passed,
+                        dropped: v.dropped,
+                    },
+                ));
+            }
+        })?;
+        out.sort_by_key(|(p, _)| *p);
+        Ok(out)
     }
 
     /// The sample shift this filter was loaded with.
@@ -1746,6 +1940,30 @@ impl Filter {
     pub fn prog_fd(&self) -> Result<std::os::fd::OwnedFd> {
         Ok(pin::open_pinned(&self.dir.join(pins::PROG_FILTER))?)
     }
+}
+
+/// `bpf_map_lookup_elem` with `BPF_F_LOCK` of a policing entry; `Ok(false)` when absent.
+fn lookup_locked(fd: std::os::fd::RawFd, key: &PoliceKey, out: &mut PoliceVal) -> Result<bool> {
+    // SAFETY: `key` and `out` are the map's key and value types (the value
+    // size was checked when the pin was opened).
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_elem_flags(
+            fd,
+            std::ptr::from_ref(key).cast(),
+            std::ptr::from_mut(out).cast(),
+            F_LOCK,
+        )
+    };
+    if rc < 0 {
+        if -rc == libc::ENOENT {
+            return Ok(false);
+        }
+        return Err(Error::errno(
+            "reading a policed source (BPF_MAP_LOOKUP_ELEM)",
+            rc,
+        ));
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

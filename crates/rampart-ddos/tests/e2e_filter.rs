@@ -335,3 +335,84 @@ fn generic_mode_attach_filters_then_detaches() {
         None
     );
 }
+
+/// A source policed at R pps sending far above R (≥ 10 × R) through a real
+/// interface: most of its packets are dropped as `policed`, some pass, and
+/// every packet is accounted for — passed ones reach the feature stage,
+/// the rest are counted by the policer and the filter's `policed` reason.
+/// A second, unpoliced source in the same run is untouched. IPv4 and IPv6.
+#[test]
+fn a_policed_source_far_above_its_rate_is_mostly_dropped_as_policed() {
+    let lab = TestLab::up("dpo", 0);
+    let a = attach(&lab, &exact());
+    let f = &a.filter;
+    const RATE: u32 = 1000;
+    for ipv6 in [false, true] {
+        // Two sources sharing 40,000 pps: 20,000 pps each, 20 × RATE, for
+        // about a second (the exact rate does not matter: the bucket
+        // passes at most a burst of RATE plus RATE per second).
+        let spec = GenSpec {
+            sources: 2,
+            ipv6,
+            limit: Limit::Count(40_000),
+            pps: Some(40_000.0),
+            ..GenSpec::default()
+        };
+        let (policed, free) = (spec.source_addr(0), spec.source_addr(1));
+        f.police(Prefix::host(policed), RATE).unwrap();
+        let mut feats = Features::open(f.name()).unwrap();
+        feats.snapshot().unwrap();
+        let dropped_before = f.stats().unwrap().dropped("policed");
+
+        let r = Generator::new(&lab, &spec)
+            .unwrap()
+            .run(&AtomicBool::new(false))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+
+        let seen: HashMap<IpAddr, u64> = feats
+            .snapshot()
+            .unwrap()
+            .records
+            .iter()
+            .map(|r| (r.src, r.packets))
+            .fold(HashMap::new(), |mut m, (s, n)| {
+                *m.entry(s).or_default() += n;
+                m
+            });
+        let e = f
+            .policed()
+            .unwrap()
+            .into_iter()
+            .find(|(p, _)| *p == Prefix::host(policed))
+            .map(|(_, e)| e)
+            .expect("still policed");
+        let what = if ipv6 { "ipv6" } else { "ipv4" };
+        assert!(e.passed > 0, "{what}: some of its packets pass: {e:?}");
+        assert!(
+            e.dropped > 5 * e.passed,
+            "{what}: most are dropped at 20 × its rate: {e:?}"
+        );
+        assert_eq!(
+            f.stats().unwrap().dropped("policed") - dropped_before,
+            e.dropped,
+            "{what}: every policer drop is counted under the reason `policed`"
+        );
+        let got = |a: &IpAddr| seen.get(a).copied().unwrap_or(0);
+        assert_eq!(
+            got(&policed),
+            e.passed,
+            "{what}: what the policer passed reached the feature stage"
+        );
+        assert_eq!(
+            got(&policed) + e.dropped + got(&free),
+            r.sent_packets,
+            "{what}: every packet sent is accounted for"
+        );
+        assert!(
+            got(&free) > 10_000,
+            "{what}: the other source is not policed"
+        );
+        assert!(f.unpolice(Prefix::host(policed)).unwrap());
+    }
+}

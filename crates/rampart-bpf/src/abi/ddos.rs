@@ -18,7 +18,8 @@ pub use crate::xdp_filter::types::{
     ddos_addr6 as Addr6, ddos_bl4_bucket as Bl4Bucket, ddos_bl4_table as Bl4Table,
     ddos_counter as Counter, ddos_entry_meta as EntryMeta, ddos_filter_config as FilterConfig,
     ddos_filter_ctl as FilterCtl, ddos_filter_stats as FilterStats, ddos_lpm4_key as Lpm4Key,
-    ddos_lpm6_key as Lpm6Key, ddos_pkt_counter as PktCounter,
+    ddos_lpm6_key as Lpm6Key, ddos_pkt_counter as PktCounter, ddos_police_key as PoliceKey,
+    ddos_police_val as PoliceVal,
 };
 
 pod!(
@@ -45,6 +46,8 @@ pod!(
     Lpm4Key,
     Lpm6Key,
     PktCounter,
+    PoliceKey,
+    PoliceVal,
 );
 
 const _: () = assert!(size_of::<Bl4Bucket>() == 4 * DDOS_BL4_SLOTS_PER_BUCKET);
@@ -65,6 +68,18 @@ const _: () = assert!(
 // The fast path's counters share the first cache line.
 const _: () = assert!(std::mem::offset_of!(FilterStats, drop) == 16);
 const _: () = assert!(size_of::<FilterConfig>() == 16);
+const _: () = assert!(size_of::<PoliceKey>() == 20);
+// lock, rate, burst, pad; tokens, last_ns, passed, dropped.
+const _: () = assert!(size_of::<PoliceVal>() == 16 + 4 * 8);
+const _: () = assert!(std::mem::offset_of!(PoliceVal, tokens) == 16);
+// Refill: elapsed × rate plus a full bucket stays inside 64 bits.
+const _: () = assert!(
+    (DDOS_POLICE_IDLE_MAX_NS as u128) * (DDOS_POLICE_MAX_PPS as u128)
+        + (DDOS_POLICE_MAX_PPS as u128) * (DDOS_POLICE_NS as u128)
+        < u64::MAX as u128
+);
+// The longest fill (the smallest bucket at 1 pps) is inside the idle clamp.
+const _: () = assert!((DDOS_POLICE_BURST_MIN as u64) * DDOS_POLICE_NS < DDOS_POLICE_IDLE_MAX_NS);
 const _: () = assert!(size_of::<FeatAddr6>() == 32);
 // seed and caps, parse limits, victim caps and sampling, amplification ports.
 const _: () = assert!(size_of::<FeatConfig>() == 16 + 4 + 12 + 2 * DDOS_UDP_CLASSES);
@@ -94,7 +109,8 @@ mod tests {
                 "truncated",
                 "bad_header",
                 "too_deep",
-                "encap"
+                "encap",
+                "policed"
             ]
         );
         assert_eq!(
