@@ -4,15 +4,11 @@
 //! API's answers to bad requests. Every test uses its own lab (unique
 //! prefix) and removes its filter pins, state and alerts files.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use rampart_ddos::filter::{Filter, Scope};
+use rampart_ddos::filter::Filter;
 use rampart_ddos::Prefix;
-use rampart_ddosd::config::NicHop;
 use rampart_ddosd::tier::emulated::EmulatedNic;
 use rampart_ddosd::tier::{ethtool, tc_flower, xdp_hw, Tier};
 use rampart_ddosd::{Command, Config, Error, Handle};
@@ -22,50 +18,8 @@ use rampart_lab::packet::Proto;
 use rampart_lab::testing::TestLab;
 use rampart_lab::topology::HOST_IF;
 
-/// The lab's NIC hop, where its EMULATED NIC meets the wire.
-fn nic_hop(lab: &TestLab) -> NicHop {
-    let (netns, iface) = rampart_lab::nic::hop(lab);
-    NicHop {
-        netns: Some(netns),
-        iface: iface.to_string(),
-    }
-}
-
-/// Removes the daemon's filter pins and files when the test ends.
-struct Cleanup {
-    scope: String,
-    dir: PathBuf,
-    hop: NicHop,
-    nic_scope: String,
-}
-
-impl Cleanup {
-    fn new(lab: &TestLab) -> Self {
-        let dir = std::env::temp_dir().join(format!("rampart-ddosd-test-{}", lab.prefix()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self {
-            scope: Scope::new(Some(&lab.host_ns()), HOST_IF).unwrap().name(),
-            dir,
-            hop: nic_hop(lab),
-            nic_scope: Scope::new(Some(&lab.nic_ns()), rampart_lab::topology::NIC_WAN_IF)
-                .unwrap()
-                .name(),
-        }
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let _ = Filter::detach(&self.scope);
-        if rampart_ddos::filter::pin_dir(&self.nic_scope).exists() {
-            // The xdp-nic modes' filter on the nic hop (even when the test failed).
-            let _ = rampart_ddosd::daemon::unchain_nic(&self.hop);
-            let _ = Filter::detach(&self.nic_scope);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+mod common;
+use common::{alerts, http, nic_hop, wait_for, Cleanup};
 
 fn config(lab: &TestLab, c: &Cleanup, mode: &str, extra: &str) -> Config {
     Config::parse(&format!(
@@ -79,22 +33,6 @@ fn config(lab: &TestLab, c: &Cleanup, mode: &str, extra: &str) -> Config {
         c.hop.iface,
     ))
     .unwrap()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn alerts(c: &Cleanup) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(c.dir.join("alerts.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 #[test]
@@ -390,30 +328,6 @@ fn restart_under_attack_leaks_no_packet() {
         hw_total > 0 && xdp > 0,
         "both tiers dropped: hw {hw_total}, xdp {xdp}"
     );
-}
-
-fn http(
-    addr: std::net::SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &str,
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-    (code, body)
 }
 
 #[test]

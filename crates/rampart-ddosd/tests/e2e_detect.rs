@@ -1,0 +1,606 @@
+//! Detection end to end, one test per detector family, as a user meets it:
+//! the daemon on the SHIPPED configuration (`dist/rampart-ddos.toml`; only
+//! the interface, namespace, state and alert files and the API port are
+//! adapted to the lab, never a `[detect]` key), nginx on `host`, and real
+//! tools in `wan` — hping3, nmap, wrk, curl — or the lab generator for the
+//! low-rate reflectors of an amplification attack (hundreds of sources
+//! hping3 cannot be).
+//!
+//! The tests assert behaviour: who is blocked, the vector the alerts and
+//! the API name, protection state, drop counters. They wait with deadlines
+//! (poll until it happens or fail), never on a rate or a time being below
+//! a number. The tools run at modest rates (the machine is shared); every
+//! rate is far above the shipped floors. One test runs at a time: each
+//! floods its own lab, and two floods on a small machine would starve each
+//! other's daemon.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use rampart_ddos::filter::Scope;
+use rampart_ddos::protect::Protect;
+use rampart_ddos::Prefix;
+use rampart_ddosd::Handle;
+use rampart_lab::gen::{GenSpec, Generator, Limit};
+use rampart_lab::packet::Proto;
+use rampart_lab::testing::TestLab;
+use rampart_lab::topology::{GEN_ANCHOR_IF, HOST_IF};
+use rampart_lab::web::{Nginx, Wrk};
+use rampart_service::Server;
+
+mod common;
+use common::{
+    add_wan_aliases, alerts, api_get, curl_ok, poll, shipped_config, Cleanup, Client, Tool,
+};
+
+/// The victim: nginx on `host`.
+const VICTIM: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 2);
+/// wan0's own address: the legitimate client (curl, wrk).
+const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+
+/// Attacker alias `i` of wan0.
+fn attacker(i: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 66, 0, i)
+}
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static M: Mutex<()> = Mutex::new(());
+    M.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One lab with nginx, the daemon on the shipped config and its API, and a
+/// legitimate curl client from wan0's own address. Dropped in the order
+/// that leaves nothing behind: tools, client, API, daemon, nginx, pins and
+/// files, lab.
+struct Scene {
+    tools: Vec<Tool>,
+    client: Option<Client>,
+    api: Option<Server>,
+    h: Option<Handle>,
+    nginx: Option<Nginx>,
+    c: Cleanup,
+    lab: TestLab,
+    _one: MutexGuard<'static, ()>,
+}
+
+impl Scene {
+    /// Lab `tag`, `aliases` on wan0, nginx, the daemon; waits until the
+    /// daemon has run `warm` intervals with the client's requests.
+    fn up(tag: &str, aliases: &[Ipv4Addr], warm: u64) -> Self {
+        let one = one_at_a_time();
+        let lab = TestLab::up(tag, 0);
+        let c = Cleanup::new(&lab);
+        add_wan_aliases(&lab, aliases);
+        let nginx = Nginx::start(
+            &lab.host_ns(),
+            &VICTIM.to_string(),
+            None,
+            &c.dir,
+            &lab.wan_ns(),
+        )
+        .expect("nginx on host");
+        let cfg = shipped_config(&lab, &c);
+        let server = cfg.server.clone();
+        let h = Handle::spawn(cfg).expect("the daemon starts on the shipped config");
+        let api = rampart_ddosd::api::start(&h, &server).expect("the API starts");
+        let mut me = Self {
+            tools: Vec::new(),
+            client: None,
+            api: Some(api),
+            h: Some(h),
+            nginx: Some(nginx),
+            c,
+            lab,
+            _one: one,
+        };
+        me.client = Some(Client::start(&me.lab.wan_ns(), &me.url()));
+        let n0 = me.h().view().intervals;
+        common::wait_for("the daemon's warm-up", Duration::from_secs(30), || {
+            me.h().view().intervals >= n0 + warm
+        });
+        me
+    }
+
+    fn h(&self) -> &Handle {
+        self.h.as_ref().expect("the daemon runs")
+    }
+
+    fn api(&self) -> SocketAddr {
+        self.api
+            .as_ref()
+            .and_then(Server::api_addr)
+            .expect("the API listens")
+    }
+
+    fn url(&self) -> String {
+        format!("http://{VICTIM}/")
+    }
+
+    fn client(&self) -> &Client {
+        self.client.as_ref().expect("the client runs")
+    }
+
+    /// Start `prog args` in `wan`; it runs until `stop_tools` or the end.
+    fn tool(&mut self, prog: &str, args: &[&str]) {
+        let log = self.c.dir.join(format!("{prog}-{}.log", self.tools.len()));
+        self.tools
+            .push(Tool::spawn(&self.lab.wan_ns(), prog, args, &log));
+    }
+
+    fn stop_tools(&mut self) {
+        for t in &mut self.tools {
+            t.stop();
+        }
+        self.tools.clear();
+    }
+
+    fn blocked(&self) -> Vec<Prefix> {
+        self.h()
+            .view()
+            .blocked
+            .iter()
+            .map(|b| Prefix::parse(&b.prefix).unwrap())
+            .collect()
+    }
+
+    fn is_blocked(&self, a: IpAddr) -> bool {
+        self.blocked().iter().any(|p| p.contains(&a))
+    }
+
+    /// `GET /v1/victims`: the entry of `victim` (a prefix: `ADDR/32`, an IPv6 /64).
+    fn victim(&self, victim: &str) -> Option<serde_json::Value> {
+        api_get(self.api(), "/v1/victims")
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["victim"] == victim)
+            .cloned()
+    }
+
+    /// What a failure message needs: the victims, the blocked and policed
+    /// sources, the alerts, the tools' output.
+    fn evidence(&self) -> String {
+        let v = self.h().view();
+        let alerts: Vec<String> = alerts(&self.c)
+            .iter()
+            .filter(|a| a["rampart"]["event"] != "hw_add")
+            .map(|a| {
+                let r = &a["rampart"];
+                format!(
+                    "{} victim={} vector={} prefix={} detector={} reason={}",
+                    r["event"], r["victim"], r["vector"], r["prefix"], r["detector"], r["reason"]
+                )
+            })
+            .collect();
+        let mut tools = String::new();
+        if let Ok(d) = std::fs::read_dir(&self.c.dir) {
+            for e in d.flatten() {
+                let p = e.path();
+                if p.extension().is_some_and(|x| x == "log") {
+                    let t = std::fs::read_to_string(&p).unwrap_or_default();
+                    let tail: Vec<&str> = t.lines().rev().take(3).collect();
+                    tools.push_str(&format!("\n  {}: {:?}", p.display(), tail));
+                }
+            }
+        }
+        format!(
+            "\nvictims: {}\nblocked: {:?}\npoliced: {:?}\nclient: {} ok, {} failed\nalerts ({}):\n  {}\ntools:{tools}",
+            serde_json::to_string(&v.victims).unwrap_or_default(),
+            v.blocked
+                .iter()
+                .map(|b| format!("{} [{}] {}", b.prefix, b.detector, b.reason))
+                .collect::<Vec<_>>(),
+            v.policed
+                .iter()
+                .map(|p| format!("{} {} {}", p.prefix, p.vector, p.reason))
+                .collect::<Vec<_>>(),
+            self.client().ok(),
+            self.client().failed(),
+            alerts.len(),
+            alerts.join("\n  ")
+        )
+    }
+
+    /// Poll `f` until it holds; fail after `secs` with the evidence.
+    fn expect(&self, what: &str, secs: u64, mut f: impl FnMut(&Self) -> bool) {
+        if !poll(Duration::from_secs(secs), || f(self)) {
+            panic!("timed out ({secs} s) waiting for {what}{}", self.evidence());
+        }
+    }
+
+    /// The attack events (`attack_start` / `attack_update`) of `victim`.
+    fn attack_vectors(&self, victim: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        for a in alerts(&self.c) {
+            let r = &a["rampart"];
+            let ev = r["event"].as_str().unwrap_or("");
+            if (ev == "attack_start" || ev == "attack_update") && r["victim"] == victim {
+                if let Some(v) = r["vector"].as_str() {
+                    out.push(v.to_string());
+                }
+                for v in r["vectors"].as_array().into_iter().flatten() {
+                    if let Some(v) = v.as_str().or_else(|| v["vector"].as_str()) {
+                        out.push(v.to_string());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Blocks (alerts) of sources inside `p`.
+    fn block_alerts_of(&self, a: IpAddr) -> Vec<serde_json::Value> {
+        alerts(&self.c)
+            .into_iter()
+            .filter(|x| {
+                x["rampart"]["event"] == "block"
+                    && x["rampart"]["prefix"]
+                        .as_str()
+                        .and_then(|p| Prefix::parse(p).ok())
+                        .is_some_and(|p| p.contains(&a))
+            })
+            .collect()
+    }
+
+    /// The legitimate client was never blocked, and it was served.
+    fn assert_client_served_and_never_banned(&self) {
+        let client = IpAddr::V4(CLIENT);
+        assert!(
+            self.block_alerts_of(client).is_empty() && !self.is_blocked(client),
+            "the legitimate client {CLIENT} was banned{}",
+            self.evidence()
+        );
+        assert!(
+            curl_ok(&self.lab.wan_ns(), &self.url()),
+            "a request from {CLIENT} was not served{}",
+            self.evidence()
+        );
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        self.stop_tools();
+        self.client = None;
+        self.api = None;
+        if let Some(h) = self.h.take() {
+            let _ = h.stop();
+        }
+        self.nginx = None;
+    }
+}
+
+fn hping_from(s: &mut Scene, from: &[Ipv4Addr], args: &[&str]) {
+    let victim = VICTIM.to_string();
+    for a in from {
+        let a = a.to_string();
+        let mut v: Vec<&str> = args.to_vec();
+        v.extend(["-q", "-a", &a, &victim]);
+        s.tool("hping3", &v);
+    }
+}
+
+/// hping3 -S from five aliases of wan0: their kernel answers every SYN-ACK
+/// with a RST (the handshakes never complete). The five are blocked under
+/// `syn_flood`; the web client keeps being served and is never banned.
+#[test]
+fn few_source_syn_flood_blocks_the_five_sources_not_the_client() {
+    let attackers: Vec<Ipv4Addr> = (1..=5).map(attacker).collect();
+    let mut s = Scene::up("edsyn", &attackers, 6);
+    let ok0 = s.client().ok();
+    hping_from(&mut s, &attackers, &["-S", "-p", "80", "-i", "u100"]);
+    s.expect("the five hping3 sources blocked", 30, |s| {
+        attackers.iter().all(|a| s.is_blocked(IpAddr::V4(*a)))
+    });
+    let victim = format!("{VICTIM}/32");
+    s.expect("an attack alert with vector syn_flood", 10, |s| {
+        s.attack_vectors(&victim).iter().any(|v| v == "syn_flood")
+    });
+    for a in &attackers {
+        let b = s.block_alerts_of(IpAddr::V4(*a));
+        assert!(
+            b.iter().any(|x| x["rampart"]["detector"] == "syn_flood"),
+            "{a} blocked as syn_flood: {b:?}"
+        );
+    }
+    // Under the flood (the sources are blocked, hping3 still sends).
+    s.expect("the client served during the flood", 15, |s| {
+        s.client().ok() > ok0 + 2
+    });
+    s.assert_client_served_and_never_banned();
+}
+
+/// hping3 -S --rand-source: every packet from another address. No
+/// blacklist of spoofed addresses: the victim gets XDP SYN cookies, the
+/// client still completes its requests, and the protection goes off after
+/// the flood.
+#[test]
+fn spoofed_syn_flood_turns_syn_cookies_on_then_off_without_filling_the_blacklist() {
+    let mut s = Scene::up("edspf", &[], 6);
+    let victim = VICTIM.to_string();
+    s.tool(
+        "hping3",
+        &[
+            "-S",
+            "-p",
+            "80",
+            "-i",
+            "u20",
+            "--rand-source",
+            "-q",
+            &victim,
+        ],
+    );
+    let mut max_blocked = 0;
+    let key = format!("{VICTIM}/32");
+    s.expect("SYN cookies on for the victim (GET /v1/victims)", 30, |s| {
+        max_blocked = max_blocked.max(s.h().view().blocked.len());
+        s.victim(&key)
+            .is_some_and(|v| v["protection"]["syn_cookies"] == true)
+    });
+    assert!(
+        s.attack_vectors(&key).iter().any(|v| v == "syn_flood"),
+        "the attack is called syn_flood{}",
+        s.evidence()
+    );
+    // The client completes handshakes through the cookies.
+    let ok0 = s.client().ok();
+    s.expect("the client served under SYN cookies", 20, |s| {
+        max_blocked = max_blocked.max(s.h().view().blocked.len());
+        s.client().ok() > ok0 + 2
+    });
+    s.assert_client_served_and_never_banned();
+    let st = Protect::open(&Scope::new(Some(&s.lab.host_ns()), HOST_IF).unwrap())
+        .unwrap()
+        .stats(IpAddr::V4(VICTIM))
+        .unwrap()
+        .expect("the victim is protected");
+    assert!(st.synack_sent > 0, "XDP answered SYNs with cookies: {st:?}");
+    max_blocked = max_blocked.max(s.h().view().blocked.len());
+    assert!(
+        max_blocked <= 5,
+        "a spoofed flood fills no blacklist: {max_blocked} blocked{}",
+        s.evidence()
+    );
+    s.stop_tools();
+    s.expect("SYN cookies off after the flood", 120, |s| {
+        s.victim(&key)
+            .is_some_and(|v| v["protection"]["syn_cookies"] == false)
+    });
+}
+
+/// Out-of-state TCP: hping3 -A (then -R) with random sources. The ACK
+/// guard goes on for the victim and drops them in XDP (its drop counter
+/// moves); nothing spoofed is blacklisted; the client is still served.
+#[test]
+fn ack_and_rst_floods_turn_the_ack_guard_on_and_are_dropped_in_xdp() {
+    let mut s = Scene::up("edack", &[], 6);
+    let victim = VICTIM.to_string();
+    s.tool(
+        "hping3",
+        &[
+            "-A",
+            "-p",
+            "80",
+            "-i",
+            "u20",
+            "--rand-source",
+            "-q",
+            &victim,
+        ],
+    );
+    let key = format!("{VICTIM}/32");
+    s.expect(
+        "the ACK guard on for the victim (GET /v1/victims)",
+        30,
+        |s| {
+            s.victim(&key)
+                .is_some_and(|v| v["protection"]["ack_guard"] == true)
+        },
+    );
+    assert!(
+        s.attack_vectors(&key).iter().any(|v| v == "ack_flood"),
+        "the attack is called ack_flood{}",
+        s.evidence()
+    );
+    let p = Protect::open(&Scope::new(Some(&s.lab.host_ns()), HOST_IF).unwrap()).unwrap();
+    let dropped = |p: &Protect| {
+        p.stats(IpAddr::V4(VICTIM))
+            .unwrap()
+            .map_or(0, |st| st.guard_dropped)
+    };
+    let d0 = dropped(&p);
+    s.expect("ACKs dropped by the guard", 10, |_| dropped(&p) > d0);
+    // RSTs instead of ACKs: the guard (still on) drops them too.
+    s.stop_tools();
+    s.tool(
+        "hping3",
+        &[
+            "-R",
+            "-p",
+            "80",
+            "-i",
+            "u20",
+            "--rand-source",
+            "-q",
+            &victim,
+        ],
+    );
+    let d1 = dropped(&p);
+    s.expect("RSTs dropped by the guard", 10, |_| dropped(&p) > d1 + 100);
+    assert!(
+        s.h().view().blocked.len() <= 5,
+        "spoofed ACK/RST floods fill no blacklist{}",
+        s.evidence()
+    );
+    s.assert_client_served_and_never_banned();
+}
+
+/// hping3 --icmp from five aliases: blocked under `icmp_flood`.
+#[test]
+fn icmp_flood_blocks_its_sources() {
+    let attackers: Vec<Ipv4Addr> = (1..=5).map(attacker).collect();
+    let mut s = Scene::up("edicm", &attackers, 6);
+    hping_from(&mut s, &attackers, &["--icmp", "-d", "512", "-i", "u100"]);
+    s.expect("the five ICMP sources blocked", 30, |s| {
+        attackers.iter().all(|a| s.is_blocked(IpAddr::V4(*a)))
+    });
+    let victim = format!("{VICTIM}/32");
+    s.expect("an attack alert with vector icmp_flood", 10, |s| {
+        s.attack_vectors(&victim).iter().any(|v| v == "icmp_flood")
+    });
+    for a in &attackers {
+        let b = s.block_alerts_of(IpAddr::V4(*a));
+        assert!(
+            b.iter().any(|x| x["rampart"]["detector"] == "icmp_flood"),
+            "{a} blocked as icmp_flood: {b:?}"
+        );
+    }
+    s.assert_client_served_and_never_banned();
+}
+
+/// UDP reflection from 300 reflectors at ~100 pps each, 1,200 B: NTP
+/// (source port 123) to the IPv4 victim and DNS (53) to the IPv6 one, at
+/// the same time. Each victim's alert names its vector; every reflector
+/// ends up inside a blocked prefix (one by one or aggregated).
+#[test]
+fn amplification_from_300_reflectors_is_named_and_dropped() {
+    let s = Scene::up("edamp", &[], 6);
+    let reflectors = 300u32;
+    let spec = |sport: u16, ipv6: bool| GenSpec {
+        sources: reflectors,
+        proto: Proto::Udp,
+        sport,
+        dport: Some(33_333),
+        size: 1200,
+        ipv6,
+        pps: Some(100.0 * f64::from(reflectors)),
+        limit: Limit::Seconds(40.0),
+        ..GenSpec::default()
+    };
+    let (ntp, dns) = (spec(123, false), spec(53, true));
+    let g_ntp = Generator::with_anchor(&s.lab, &ntp, GEN_ANCHOR_IF).unwrap();
+    let g_dns = Generator::with_anchor(&s.lab, &dns, "gen-anchor-p").unwrap();
+    let stop = AtomicBool::new(false);
+    let all_dropped = |s: &Scene, spec: &GenSpec| {
+        let b = s.blocked();
+        (0..reflectors).all(|i| b.iter().any(|p| p.contains(&spec.source_addr(i))))
+    };
+    std::thread::scope(|sc| {
+        let r1 = sc.spawn(|| g_ntp.run(&stop));
+        let r2 = sc.spawn(|| g_dns.run(&stop));
+        let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let v4 = format!("{VICTIM}/32");
+            let v6 = Prefix::truncate(IpAddr::V6(Ipv6Addr::new(0xfd10, 0, 0, 0, 0, 0, 0, 2)), 64)
+                .to_string();
+            s.expect("an attack alert naming udp_amplification/ntp", 30, |s| {
+                s.attack_vectors(&v4)
+                    .iter()
+                    .any(|v| v == "udp_amplification/ntp")
+            });
+            s.expect(
+                "an attack alert naming udp_amplification/dns (IPv6)",
+                30,
+                |s| {
+                    s.attack_vectors(&v6)
+                        .iter()
+                        .any(|v| v == "udp_amplification/dns")
+                },
+            );
+            s.expect("every NTP reflector blocked", 30, |s| all_dropped(s, &ntp));
+            s.expect("every DNS reflector blocked", 30, |s| all_dropped(s, &dns));
+        }));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sent =
+            r1.join().unwrap().unwrap().sent_packets + r2.join().unwrap().unwrap().sent_packets;
+        if let Err(e) = checks {
+            std::panic::resume_unwind(e);
+        }
+        assert!(sent > 0);
+    });
+    let v = s.h().view();
+    let dropped: u64 = v.tiers.iter().map(|t| t.dropped_packets).sum();
+    assert!(
+        dropped > 0,
+        "the reflectors' packets are dropped: {:?}",
+        v.tiers
+    );
+    s.assert_client_served_and_never_banned();
+}
+
+/// nmap -sS of ports 1-2000 from one alias: the scanner is blocked as a
+/// `port_scan`; the web client is not.
+#[test]
+fn port_scan_blocks_the_scanner_not_the_web_client() {
+    let scanner = attacker(9);
+    let mut s = Scene::up("edscn", &[scanner], 6);
+    let src = scanner.to_string();
+    let victim = VICTIM.to_string();
+    let args = [
+        "-sS",
+        "-Pn",
+        "-n",
+        "-T4",
+        "--max-retries",
+        "1",
+        "-p",
+        "1-2000",
+        "-S",
+        &src,
+        "-e",
+        "wan0",
+        &victim,
+    ];
+    s.tool("nmap", &args);
+    // nmap again whenever a scan ends before the block (one scan can be short).
+    let t0 = std::time::Instant::now();
+    while !s.is_blocked(IpAddr::V4(scanner)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(40),
+            "timed out (40 s) waiting for the scanner to be blocked{}",
+            s.evidence()
+        );
+        if s.tools.iter_mut().all(Tool::exited) {
+            s.stop_tools();
+            s.tool("nmap", &args);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let b = s.block_alerts_of(IpAddr::V4(scanner));
+    assert!(
+        b.iter().any(|x| x["rampart"]["detector"] == "port_scan"),
+        "the scanner is blocked as port_scan: {b:?}{}",
+        s.evidence()
+    );
+    s.assert_client_served_and_never_banned();
+}
+
+/// wrk at full speed from wan0's own address, the daemon warm: a heavy
+/// client of a healthy service is a customer — no ban, no attack.
+#[test]
+fn heavy_legitimate_client_is_never_banned() {
+    let s = Scene::up("edwrk", &[], 10);
+    let wrk = Wrk::spawn(&s.lab.wan_ns(), &s.url(), 10.0, 16, None).expect("wrk");
+    let r = wrk.finish().expect("wrk's report");
+    assert!(r.requests > 0, "wrk was served: {r:?}");
+    // Two more intervals so that the daemon judged the whole run.
+    let n0 = s.h().view().intervals;
+    s.expect("two intervals after wrk", 10, |s| {
+        s.h().view().intervals >= n0 + 2
+    });
+    let a = alerts(&s.c);
+    assert!(
+        !a.iter().any(|x| x["rampart"]["event"] == "attack_start"),
+        "no attack_start for a heavy client ({r:?}){}",
+        s.evidence()
+    );
+    assert_eq!(
+        s.h().view().blocked_total,
+        0,
+        "nothing blocked ({r:?}){}",
+        s.evidence()
+    );
+    s.assert_client_served_and_never_banned();
+}
