@@ -305,6 +305,14 @@ fn few_source_syn_flood_blocks_the_five_sources_not_the_client() {
             "{a} blocked as syn_flood: {b:?}"
         );
     }
+    s.expect("the blocked sources' packets dropped in XDP", 10, |s| {
+        s.h()
+            .view()
+            .counters
+            .drops
+            .get(&("xdp", "blacklist".to_string()))
+            > Some(&0)
+    });
     // Under the flood (the sources are blocked, hping3 still sends).
     s.expect("the client served during the flood", 15, |s| {
         s.client().ok() > ok0 + 2
@@ -358,6 +366,10 @@ fn spoofed_syn_flood_turns_syn_cookies_on_then_off_without_filling_the_blacklist
         .unwrap()
         .expect("the victim is protected");
     assert!(st.synack_sent > 0, "XDP answered SYNs with cookies: {st:?}");
+    assert!(
+        st.cookie_ack_valid > 0,
+        "the client's handshakes completed through the cookies: {st:?}"
+    );
     max_blocked = max_blocked.max(s.h().view().blocked.len());
     assert!(
         max_blocked <= 5,
@@ -450,6 +462,14 @@ fn icmp_flood_blocks_its_sources() {
     let victim = format!("{VICTIM}/32");
     s.expect("an attack alert with vector icmp_flood", 10, |s| {
         s.attack_vectors(&victim).iter().any(|v| v == "icmp_flood")
+    });
+    s.expect("the blocked sources' packets dropped in XDP", 10, |s| {
+        s.h()
+            .view()
+            .counters
+            .drops
+            .get(&("xdp", "blacklist".to_string()))
+            > Some(&0)
     });
     for a in &attackers {
         let b = s.block_alerts_of(IpAddr::V4(*a));
@@ -600,6 +620,11 @@ fn heavy_legitimate_client_is_never_banned() {
         s.h().view().blocked_total,
         0,
         "nothing blocked ({r:?}){}",
+        s.evidence()
+    );
+    assert!(
+        s.h().view().policed.is_empty(),
+        "nothing policed ({r:?}){}",
         s.evidence()
     );
     s.assert_client_served_and_never_banned();
