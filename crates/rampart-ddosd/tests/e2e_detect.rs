@@ -262,6 +262,10 @@ impl Scene {
 
 impl Drop for Scene {
     fn drop(&mut self) {
+        if !std::thread::panicking() && self.h.is_some() {
+            // What detection did, for `--nocapture` (a failure prints it in its message).
+            eprintln!("{}: {}", self.lab.prefix(), self.evidence());
+        }
         self.stop_tools();
         self.client = None;
         self.api = None;
@@ -383,17 +387,17 @@ fn spoofed_syn_flood_turns_syn_cookies_on_then_off_without_filling_the_blacklist
     });
 }
 
-/// Out-of-state TCP: hping3 -A (then -R) with random sources. The ACK
-/// guard goes on for the victim and drops them in XDP (its drop counter
-/// moves); nothing spoofed is blacklisted; the client is still served.
-#[test]
-fn ack_and_rst_floods_turn_the_ack_guard_on_and_are_dropped_in_xdp() {
-    let mut s = Scene::up("edack", &[], 6);
+/// Out-of-state TCP from random sources (`flag`: hping3 -A or -R). The
+/// attack is called `ack_flood`, the ACK guard goes on for the victim and
+/// drops the segments in XDP (its drop counter moves); nothing spoofed is
+/// blacklisted; the client is still served.
+fn out_of_state_flood_turns_the_ack_guard_on(tag: &str, flag: &str) {
+    let mut s = Scene::up(tag, &[], 6);
     let victim = VICTIM.to_string();
     s.tool(
         "hping3",
         &[
-            "-A",
+            flag,
             "-p",
             "80",
             "-i",
@@ -424,30 +428,25 @@ fn ack_and_rst_floods_turn_the_ack_guard_on_and_are_dropped_in_xdp() {
             .map_or(0, |st| st.guard_dropped)
     };
     let d0 = dropped(&p);
-    s.expect("ACKs dropped by the guard", 10, |_| dropped(&p) > d0);
-    // RSTs instead of ACKs: the guard (still on) drops them too.
-    s.stop_tools();
-    s.tool(
-        "hping3",
-        &[
-            "-R",
-            "-p",
-            "80",
-            "-i",
-            "u20",
-            "--rand-source",
-            "-q",
-            &victim,
-        ],
-    );
-    let d1 = dropped(&p);
-    s.expect("RSTs dropped by the guard", 10, |_| dropped(&p) > d1 + 100);
+    s.expect("hping3's segments dropped by the guard", 10, |_| {
+        dropped(&p) > d0 + 100
+    });
     assert!(
         s.h().view().blocked.len() <= 5,
-        "spoofed ACK/RST floods fill no blacklist{}",
+        "a spoofed {flag} flood fills no blacklist{}",
         s.evidence()
     );
     s.assert_client_served_and_never_banned();
+}
+
+#[test]
+fn ack_flood_turns_the_ack_guard_on_and_is_dropped_in_xdp() {
+    out_of_state_flood_turns_the_ack_guard_on("edack", "-A");
+}
+
+#[test]
+fn rst_flood_turns_the_ack_guard_on_and_is_dropped_in_xdp() {
+    out_of_state_flood_turns_the_ack_guard_on("edrst", "-R");
 }
 
 /// hping3 --icmp from five aliases: blocked under `icmp_flood`.
@@ -625,6 +624,46 @@ fn heavy_legitimate_client_is_never_banned() {
     assert!(
         s.h().view().policed.is_empty(),
         "nothing policed ({r:?}){}",
+        s.evidence()
+    );
+    s.assert_client_served_and_never_banned();
+}
+
+/// The same scan at 300 probes/s (nmap --max-rate), far below the
+/// victim's `syn_flood` floor: the scanner is still blocked as a
+/// `port_scan` (a per-source signature, not a victim's volume).
+#[test]
+fn slow_port_scan_is_caught_per_source() {
+    let scanner = attacker(9);
+    let mut s = Scene::up("edsls", &[scanner], 6);
+    let src = scanner.to_string();
+    let victim = VICTIM.to_string();
+    s.tool(
+        "nmap",
+        &[
+            "-sS",
+            "-Pn",
+            "-n",
+            "--max-rate",
+            "300",
+            "--max-retries",
+            "1",
+            "-p",
+            "1-2000",
+            "-S",
+            &src,
+            "-e",
+            "wan0",
+            &victim,
+        ],
+    );
+    s.expect("the scanner blocked", 30, |s| {
+        s.is_blocked(IpAddr::V4(scanner))
+    });
+    let b = s.block_alerts_of(IpAddr::V4(scanner));
+    assert!(
+        b.iter().any(|x| x["rampart"]["detector"] == "port_scan"),
+        "the scanner is blocked as port_scan: {b:?}{}",
         s.evidence()
     );
     s.assert_client_served_and_never_banned();
