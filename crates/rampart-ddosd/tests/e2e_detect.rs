@@ -69,6 +69,14 @@ impl Scene {
     /// Lab `tag`, `aliases` on wan0, nginx, the daemon; waits until the
     /// daemon has run `warm` intervals with the client's requests.
     fn up(tag: &str, aliases: &[Ipv4Addr], warm: u64) -> Self {
+        let mut me = Self::without_daemon(tag, aliases);
+        me.start_daemon();
+        me.warm(warm);
+        me
+    }
+
+    /// Lab `tag`, `aliases` on wan0, nginx and the client; no daemon yet.
+    fn without_daemon(tag: &str, aliases: &[Ipv4Addr]) -> Self {
         let one = one_at_a_time();
         let lab = TestLab::up(tag, 0);
         let c = Cleanup::new(&lab);
@@ -81,26 +89,45 @@ impl Scene {
             &lab.wan_ns(),
         )
         .expect("nginx on host");
-        let cfg = shipped_config(&lab, &c);
-        let server = cfg.server.clone();
-        let h = Handle::spawn(cfg).expect("the daemon starts on the shipped config");
-        let api = rampart_ddosd::api::start(&h, &server).expect("the API starts");
         let mut me = Self {
             tools: Vec::new(),
             client: None,
-            api: Some(api),
-            h: Some(h),
+            api: None,
+            h: None,
             nginx: Some(nginx),
             c,
             lab,
             _one: one,
         };
         me.client = Some(Client::start(&me.lab.wan_ns(), &me.url()));
-        let n0 = me.h().view().intervals;
-        common::wait_for("the daemon's warm-up", Duration::from_secs(30), || {
-            me.h().view().intervals >= n0 + warm
-        });
         me
+    }
+
+    /// Start the daemon (and its API) on the shipped config; its state
+    /// directory is kept across restarts.
+    fn start_daemon(&mut self) {
+        let cfg = shipped_config(&self.lab, &self.c);
+        let server = cfg.server.clone();
+        let h = Handle::spawn(cfg).expect("the daemon starts on the shipped config");
+        self.api = Some(rampart_ddosd::api::start(&h, &server).expect("the API starts"));
+        self.h = Some(h);
+    }
+
+    /// Stop the daemon as an operator would (its state is saved, its
+    /// pinned filter stays).
+    fn stop_daemon(&mut self) {
+        self.api = None;
+        if let Some(h) = self.h.take() {
+            h.stop().expect("the daemon stops cleanly");
+        }
+    }
+
+    /// Wait until the daemon has run `n` more intervals.
+    fn warm(&self, n: u64) {
+        let n0 = self.h().view().intervals;
+        common::wait_for("the daemon's warm-up", Duration::from_secs(30), || {
+            self.h().view().intervals >= n0 + n
+        });
     }
 
     fn h(&self) -> &Handle {
@@ -162,7 +189,10 @@ impl Scene {
     /// What a failure message needs: the victims, the blocked and policed
     /// sources, the alerts, the tools' output.
     fn evidence(&self) -> String {
-        let v = self.h().view();
+        let Some(h) = &self.h else {
+            return "\n(the daemon is not running)".into();
+        };
+        let v = h.view();
         let alerts: Vec<String> = alerts(&self.c)
             .iter()
             .filter(|a| a["rampart"]["event"] != "hw_add")
@@ -262,7 +292,7 @@ impl Scene {
 
 impl Drop for Scene {
     fn drop(&mut self) {
-        if !std::thread::panicking() && self.h.is_some() {
+        if !std::thread::panicking() {
             // What detection did, for `--nocapture` (a failure prints it in its message).
             eprintln!("{}: {}", self.lab.prefix(), self.evidence());
         }
@@ -791,6 +821,141 @@ fn carpet_bombing_of_the_24_is_one_attack_answered_with_cookies() {
     assert!(
         s.h().view().blocked.len() <= 5,
         "a spoofed carpet fills no blacklist{}",
+        s.evidence()
+    );
+    s.assert_client_served_and_never_banned();
+}
+
+/// The few-source SYN flood is already running when the daemon starts
+/// for the first time (no state, nothing learned): it is not learned as
+/// normal; the five are blocked under `syn_flood`, the client is not.
+#[test]
+fn syn_flood_running_when_the_daemon_first_starts_is_blocked() {
+    let attackers: Vec<Ipv4Addr> = (1..=5).map(attacker).collect();
+    let mut s = Scene::without_daemon("edats", &attackers);
+    hping_from(&mut s, &attackers, &["-S", "-p", "80", "-i", "u100"]);
+    std::thread::sleep(Duration::from_secs(2));
+    s.start_daemon();
+    s.expect("the five hping3 sources blocked", 30, |s| {
+        attackers.iter().all(|a| s.is_blocked(IpAddr::V4(*a)))
+    });
+    for a in &attackers {
+        let b = s.block_alerts_of(IpAddr::V4(*a));
+        assert!(
+            b.iter().any(|x| x["rampart"]["detector"] == "syn_flood"),
+            "{a} blocked as syn_flood: {b:?}"
+        );
+    }
+    s.assert_client_served_and_never_banned();
+}
+
+/// The daemon learned normal traffic and was stopped; the flood starts
+/// while it is down and runs when it starts again on its state file: the
+/// five are blocked, the client is not.
+#[test]
+fn syn_flood_running_when_the_daemon_restarts_on_its_state_is_blocked() {
+    let attackers: Vec<Ipv4Addr> = (1..=5).map(attacker).collect();
+    let mut s = Scene::up("edatr", &attackers, 10);
+    s.stop_daemon();
+    hping_from(&mut s, &attackers, &["-S", "-p", "80", "-i", "u100"]);
+    std::thread::sleep(Duration::from_secs(2));
+    s.start_daemon();
+    s.expect("the five hping3 sources blocked", 30, |s| {
+        attackers.iter().all(|a| s.is_blocked(IpAddr::V4(*a)))
+    });
+    s.assert_client_served_and_never_banned();
+}
+
+/// An IPv6 SYN flood (the lab generator: 16 sources of one /64; hping3
+/// has no IPv6) at nginx's IPv6 address: the attack on the victim's /64
+/// is `syn_flood`, every source ends up blocked (one by one or as their
+/// /64), the IPv4 client is not.
+#[test]
+fn ipv6_syn_flood_blocks_its_sources() {
+    let s = Scene::up("edsy6", &[], 6);
+    let victim6 = Ipv6Addr::new(0xfd10, 0, 0, 0, 0, 0, 0, 2);
+    let _nginx6 = Nginx::start(
+        &s.lab.host_ns(),
+        &format!("[{victim6}]"),
+        None,
+        &s.c.dir.join("v6"),
+        &s.lab.wan_ns(),
+    )
+    .expect("nginx on host's IPv6 address");
+    let spec = GenSpec {
+        sources: 16,
+        proto: Proto::Syn,
+        ipv6: true,
+        size: rampart_lab::packet::min_size(Proto::Syn, true),
+        pps: Some(40_000.0),
+        limit: Limit::Seconds(40.0),
+        ..GenSpec::default()
+    };
+    let g = Generator::new(&s.lab, &spec).unwrap();
+    let stop = AtomicBool::new(false);
+    let key = Prefix::truncate(IpAddr::V6(victim6), 64).to_string();
+    std::thread::scope(|sc| {
+        let run = sc.spawn(|| g.run(&stop));
+        let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            s.expect("every IPv6 source blocked", 30, |s| {
+                (0..spec.sources).all(|i| s.is_blocked(spec.source_addr(i)))
+            });
+            s.expect(
+                "an attack alert with vector syn_flood on the /64",
+                10,
+                |s| s.attack_vectors(&key).iter().any(|v| v == "syn_flood"),
+            );
+        }));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(run.join().unwrap().unwrap().sent_packets > 0);
+        if let Err(e) = checks {
+            std::panic::resume_unwind(e);
+        }
+    });
+    s.assert_client_served_and_never_banned();
+}
+
+/// A pulse attack: 3 s of SYN flood from 64 sources, 3 s of silence, three
+/// times. It is one attack: one `attack_start`, no `attack_end` and no
+/// unban while the pulses go on.
+#[test]
+fn pulse_attack_is_one_attack_without_unbans() {
+    let s = Scene::up("edpls", &[], 6);
+    let spec = GenSpec {
+        sources: 64,
+        proto: Proto::Syn,
+        pps: Some(50_000.0),
+        limit: Limit::Seconds(3.0),
+        ..GenSpec::default()
+    };
+    let g = Generator::new(&s.lab, &spec).unwrap();
+    let stop = AtomicBool::new(false);
+    let key = format!("{VICTIM}/32");
+    for pulse in 0..3 {
+        assert!(g.run(&stop).unwrap().sent_packets > 0);
+        if pulse == 0 {
+            s.expect("the first pulse's sources blocked", 10, |s| {
+                !s.blocked().is_empty()
+            });
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let events = |ev: &str| {
+        alerts(&s.c)
+            .iter()
+            .filter(|a| a["rampart"]["event"] == ev && a["rampart"]["victim"] == key.as_str())
+            .count()
+    };
+    assert_eq!(
+        (events("attack_start"), events("attack_end")),
+        (1, 0),
+        "three pulses are one attack, still open{}",
+        s.evidence()
+    );
+    assert_eq!(
+        s.h().view().unbanned_total,
+        0,
+        "no source unbanned between pulses{}",
         s.evidence()
     );
     s.assert_client_served_and_never_banned();
