@@ -1,6 +1,6 @@
 //! Feature records: what the data path counts per (source, destination)
 //! pair ([`FeatureRecord`]) and per victim ([`VictimRecord`]) over one
-//! interval, as the detectors read them; the destination-port sketch the
+//! interval, as detection reads them; the destination-port sketch the
 //! pairs carry and the HyperLogLog estimator of the victims' distinct
 //! sources.
 //!

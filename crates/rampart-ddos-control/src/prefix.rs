@@ -13,7 +13,7 @@ use std::str::FromStr;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use serde::{Serialize, Serializer};
 
-use crate::error::PrefixError as Error;
+use crate::error::{ConfigError, PrefixError as Error};
 
 type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -284,6 +284,27 @@ pub fn parse_file_text(text: &str) -> Result<Vec<Prefix>> {
     Ok(out)
 }
 
+/// Parse whitelist entries (addresses or CIDR prefixes, host bits zero).
+///
+/// # Errors
+/// [`ConfigError::BadWhitelist`] for the first bad entry.
+pub fn parse_whitelist(entries: &[String]) -> Result<Vec<Prefix>, ConfigError> {
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, e)| {
+            Prefix::parse(e).map_err(|err| ConfigError::BadWhitelist {
+                index,
+                value: e.clone(),
+                reason: match err {
+                    Error::BadPrefix { reason, .. } => reason,
+                    other => other.to_string(),
+                },
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,6 +373,32 @@ mod tests {
         assert_eq!(
             Prefix::parse("1.2.3.4").unwrap().addr_words()[0].to_ne_bytes(),
             [1, 2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn a_bad_whitelist_entry_is_named_by_its_position() {
+        let list = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_whitelist(&list(&["10.0.0.0/8", "2001:db8::1"])).unwrap(),
+            [
+                Prefix::parse("10.0.0.0/8").unwrap(),
+                Prefix::parse("2001:db8::1").unwrap()
+            ]
+        );
+        let e = parse_whitelist(&list(&["10.0.0.0/8", "10.1.2.3/8"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("detect.whitelist[1] = \"10.1.2.3/8\": host bits are set"),
+            "{e}"
+        );
+        let e = parse_whitelist(&list(&["not-an-ip"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("detect.whitelist[0]") && e.contains("not an IPv4 or IPv6 address"),
+            "{e}"
         );
     }
 }

@@ -2,7 +2,7 @@
 //! per-entry counters ([`filter`]), the per-(source, destination) feature
 //! stage with atomic interval snapshots ([`features`]).
 //!
-//! The control plane (detectors, rate monitor, offload planner, daemon)
+//! The control plane (detection, offload planner, daemon)
 //! builds on [`filter::Filter`] (block/unblock/replace/entries/stats) and
 //! [`features::Features`] (interval snapshots).
 

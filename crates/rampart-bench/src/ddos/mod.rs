@@ -71,8 +71,8 @@ impl Drop for BenchLab {
 /// The daemon as the demo and `rampart bench ddos` run it in `lab`:
 /// `hw+xdp-host` on the lab's `host0` with its EMULATED NIC as the
 /// hardware tier (the NIC hop `nic-wan`; K = `nic_capacity`, 2 ms per
-/// update), no API, alerts and state in `dir`, signature detectors only
-/// (why: the comments in the text).
+/// update), no API, alerts and state in `dir`, detection as shipped but
+/// for a shorter unban hold (why: the comment in the text).
 ///
 /// # Errors
 /// Out-of-range values ([`Config::parse`]).
@@ -111,7 +111,7 @@ netns = "{nic_ns}"
 iface = "{nic_if}"
 update_delay_ms = 2
 
-# Detection runs as shipped (every detector on); only the unban hold is
+# Detection runs as shipped; only the unban hold is
 # shortened so that the demo's run shows sources being unbanned.
 [detect]
 hold_s = {hold}

@@ -282,7 +282,7 @@ impl DetectionConfig {
             1,
             1 << 24,
         )?;
-        crate::detect::parse_whitelist(&self.whitelist).map(|_| ())
+        crate::prefix::parse_whitelist(&self.whitelist).map(|_| ())
     }
 
     /// The fingerprint of what detection learns under this configuration

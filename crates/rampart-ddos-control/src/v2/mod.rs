@@ -73,10 +73,10 @@ pub use types::{
     VECTOR_NAMES,
 };
 
-use crate::detect::{fixed, parse_whitelist, si};
 use crate::error::ConfigError;
 use crate::features::{linear_count, UDP_OTHER};
-use crate::sources::quantile;
+use crate::numbers::{fixed, quantile, si};
+use crate::prefix::parse_whitelist;
 use crate::{FeatureRecord, Prefix, VictimRecord};
 
 const SYN: usize = 0;

@@ -168,22 +168,6 @@ pub static SIGNATURES: &[Signature] = &[
     ),
     sig!(
         Ddos,
-        "rate",
-        9100050,
-        2,
-        DOS,
-        "RAMPART DDOS source rate over its learned baseline"
-    ),
-    sig!(
-        Ddos,
-        "entropy",
-        9100051,
-        2,
-        DOS,
-        "RAMPART DDOS traffic entropy shift (drivers blocked)"
-    ),
-    sig!(
-        Ddos,
         "operator",
         9100090,
         3,

@@ -40,7 +40,7 @@ impl Which {
 
 #[derive(Debug, Subcommand)]
 pub enum DdosCmd {
-    /// Run the mitigation daemon (detection, rate monitor, top-K offload, HTTP API, metrics, alerts).
+    /// Run the mitigation daemon (detection, mitigation, top-K offload, HTTP API, metrics, alerts).
     Run(super::ddosd::RunArgs),
     /// Load the filter and the feature stage on an interface; state is pinned.
     Attach(AttachArgs),

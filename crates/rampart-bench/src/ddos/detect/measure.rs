@@ -434,14 +434,14 @@ mod tests {
             ],
         };
         let a = vec![
-            line(9.0, "block", "rate", "10.30.0.7/32"), // before the attack: still a false ban
+            line(9.0, "block", "udp_flood", "10.30.0.7/32"), // before the attack: still a false ban
             line(10.5, "block", "syn_flood", "10.66.0.1/32"),
             line(10.6, "block", "syn_flood", "10.66.0.2/32"),
-            line(10.7, "block", "entropy", "10.66.0.3/32"),
+            line(10.7, "block", "port_scan", "10.66.0.3/32"),
             line(11.0, "hw_add", "", "10.66.0.1/32"),
-            line(12.0, "unblock", "rate_monitor", "10.66.0.2/32"),
-            line(13.0, "block", "rate", "10.0.0.0/8"), // covers legit: false ban
-            line(30.0, "unblock", "rate_monitor", "10.66.0.1/32"), // after the attack
+            line(12.0, "unblock", "detection", "10.66.0.2/32"),
+            line(13.0, "block", "udp_flood", "10.0.0.0/8"), // covers legit: false ban
+            line(30.0, "unblock", "detection", "10.66.0.1/32"), // after the attack
         ];
         let v = judge_alerts(&a, &truth, Some((10.0, 20.0)));
         assert!(v.detected);

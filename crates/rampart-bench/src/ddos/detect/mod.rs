@@ -965,7 +965,7 @@ mod tests {
                 0,
             ),
             r("syn-rst-5src", true, false, None, None, 0),
-            r("heavy-client", false, true, Some("rate"), None, 1),
+            r("heavy-client", false, true, Some("udp_flood"), None, 1),
             r(
                 "carpet-v4",
                 true,
