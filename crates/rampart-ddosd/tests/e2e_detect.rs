@@ -32,7 +32,7 @@ use rampart_service::Server;
 
 mod common;
 use common::{
-    add_wan_aliases, alerts, api_get, curl_ok, poll, shipped_config, Cleanup, Client, Tool,
+    add_wan_aliases, alerts, api_get, curl_ok, poll, shipped_config, Cleanup, Client, Crowd, Tool,
 };
 
 /// The victim: nginx on `host`.
@@ -956,6 +956,78 @@ fn pulse_attack_is_one_attack_without_unbans() {
         s.h().view().unbanned_total,
         0,
         "no source unbanned between pulses{}",
+        s.evidence()
+    );
+    s.assert_client_served_and_never_banned();
+}
+
+/// A flash crowd: 300 new users (aliases of wan0), ~150 requests/s in all
+/// for ~10 s — 30 times the steady client — with the daemon warm. New
+/// users completing their handshakes are customers: no ban, no policing,
+/// no attack.
+#[test]
+fn flash_crowd_is_not_an_attack() {
+    let crowd: Vec<Ipv4Addr> = (1..=300u16)
+        .map(|i| Ipv4Addr::new(10, 31, (i >> 8) as u8, i as u8))
+        .collect();
+    let s = Scene::up("edcrd", &crowd, 10);
+    let c = Crowd::start(
+        &s.lab.wan_ns(),
+        &crowd,
+        std::net::SocketAddrV4::new(VICTIM, 80),
+        10,
+        15.0,
+    );
+    let n0 = s.h().view().intervals;
+    s.expect("20 intervals of the crowd", 30, |s| {
+        s.h().view().intervals >= n0 + 20
+    });
+    let (ok, failed) = (c.ok(), c.failed());
+    drop(c);
+    eprintln!("flash crowd: {ok} requests served, {failed} failed");
+    assert!(ok > 0, "the crowd was served ({failed} failed)");
+    let v = s.h().view();
+    assert!(
+        v.blocked_total == 0
+            && v.policed.is_empty()
+            && !alerts(&s.c)
+                .iter()
+                .any(|a| a["rampart"]["event"] == "attack_start"),
+        "a flash crowd ({ok} requests served, {failed} failed) is no attack{}",
+        s.evidence()
+    );
+    s.assert_client_served_and_never_banned();
+}
+
+/// One source carrying many users (a NAT gateway): ~200 new connections/s
+/// from one alias for ~10 s, the daemon warm. Not banned (its handshakes
+/// complete), no attack.
+#[test]
+fn nat_gateway_is_not_banned() {
+    let nat = Ipv4Addr::new(10, 30, 200, 1);
+    let s = Scene::up("ednat", &[nat], 10);
+    let c = Crowd::start(
+        &s.lab.wan_ns(),
+        &[nat],
+        std::net::SocketAddrV4::new(VICTIM, 80),
+        8,
+        25.0,
+    );
+    let n0 = s.h().view().intervals;
+    s.expect("20 intervals of the NAT's users", 30, |s| {
+        s.h().view().intervals >= n0 + 20
+    });
+    let (ok, failed) = (c.ok(), c.failed());
+    drop(c);
+    eprintln!("NAT gateway: {ok} requests served, {failed} failed");
+    assert!(ok > 0, "the NAT's users were served ({failed} failed)");
+    let banned = !s.block_alerts_of(IpAddr::V4(nat)).is_empty();
+    assert!(
+        !banned
+            && !alerts(&s.c)
+                .iter()
+                .any(|a| a["rampart"]["event"] == "attack_start"),
+        "a NAT gateway ({ok} requests served, {failed} failed) is not banned, no attack{}",
         s.evidence()
     );
     s.assert_client_served_and_never_banned();

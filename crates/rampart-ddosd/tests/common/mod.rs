@@ -172,19 +172,140 @@ pub fn shipped_config(lab: &TestLab, c: &Cleanup) -> Config {
 /// Add `addrs` (IPv4) to the lab's wan0: real hosts whose kernel answers
 /// for them (a SYN-ACK to one gets a RST).
 pub fn add_wan_aliases(lab: &TestLab, addrs: &[std::net::Ipv4Addr]) {
-    for a in addrs {
-        rampart_dataplane::cmd::in_ns(
-            &lab.wan_ns(),
-            "ip",
-            &[
-                "addr",
-                "add",
-                &format!("{a}/32"),
-                "dev",
-                rampart_lab::topology::WAN_IF,
-            ],
-        )
-        .unwrap();
+    if addrs.is_empty() {
+        return;
+    }
+    let batch = std::env::temp_dir().join(format!("rampart-aliases-{}.ip", lab.prefix()));
+    let lines: String = addrs
+        .iter()
+        .map(|a| format!("addr add {a}/32 dev {}\n", rampart_lab::topology::WAN_IF))
+        .collect();
+    std::fs::write(&batch, lines).unwrap();
+    let r = rampart_dataplane::cmd::in_ns(
+        &lab.wan_ns(),
+        "ip",
+        &["-batch", &batch.display().to_string()],
+    );
+    let _ = std::fs::remove_file(&batch);
+    r.unwrap();
+}
+
+/// One HTTP request to `dst` from the local address `src` (a socket bound
+/// to it), on the calling thread's namespace: did it complete with a 200?
+pub fn request_from(src: std::net::Ipv4Addr, dst: std::net::SocketAddrV4) -> bool {
+    use nix::sys::socket::{
+        bind, connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType, SockaddrIn,
+    };
+    let Ok(fd) = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    ) else {
+        return false;
+    };
+    let t = nix::sys::time::TimeVal::new(3, 0);
+    // A blocking connect gives up after the send timeout.
+    let _ = setsockopt(&fd, sockopt::SendTimeout, &t);
+    let _ = setsockopt(&fd, sockopt::ReceiveTimeout, &t);
+    use std::os::fd::AsRawFd;
+    if bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(src, 0)),
+    )
+    .is_err()
+        || connect(fd.as_raw_fd(), &SockaddrIn::from(dst)).is_err()
+    {
+        return false;
+    }
+    let mut s = TcpStream::from(fd);
+    if write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: {dst}\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return false;
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    out.starts_with(b"HTTP/1.1 200")
+}
+
+/// Legitimate users: `threads` threads in namespace `ns`, each sending
+/// requests to `dst` from the sources in turn (`sources[k]`, `k` = the
+/// thread's index + `threads` × n), each thread at `per_thread` requests/s,
+/// until dropped. Counts completed and failed requests.
+pub struct Crowd {
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Crowd {
+    pub fn start(
+        ns: &str,
+        sources: &[std::net::Ipv4Addr],
+        dst: std::net::SocketAddrV4,
+        threads: usize,
+        per_thread: f64,
+    ) -> Self {
+        let (ok, failed, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let gap = Duration::from_secs_f64(1.0 / per_thread);
+        let handles = (0..threads)
+            .map(|t| {
+                let (o, f, s, ns) = (ok.clone(), failed.clone(), stop.clone(), ns.to_string());
+                let mine: Vec<_> = sources.iter().skip(t).step_by(threads).copied().collect();
+                std::thread::spawn(move || {
+                    rampart_dataplane::netns::enter_current_thread(&ns).unwrap();
+                    let mut next = Instant::now();
+                    for src in mine.iter().cycle() {
+                        if s.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        if request_from(*src, dst) {
+                            o.fetch_add(1, Ordering::Relaxed);
+                        } else {
+                            f.fetch_add(1, Ordering::Relaxed);
+                        }
+                        next += gap;
+                        if let Some(d) = next.checked_duration_since(Instant::now()) {
+                            std::thread::sleep(d);
+                        }
+                    }
+                })
+            })
+            .collect();
+        Self {
+            ok,
+            failed,
+            stop,
+            handles,
+        }
+    }
+
+    /// Requests completed so far.
+    pub fn ok(&self) -> u64 {
+        self.ok.load(Ordering::Relaxed)
+    }
+
+    /// Requests failed so far.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Crowd {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
     }
 }
 
