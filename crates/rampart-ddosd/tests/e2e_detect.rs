@@ -1032,3 +1032,52 @@ fn nat_gateway_is_not_banned() {
     );
     s.assert_client_served_and_never_banned();
 }
+
+/// A scan and a flood at once: nmap -sS from one alias, hping3 -S from
+/// three others. Each is called what it is: the scanner `port_scan`, the
+/// flooders `syn_flood`; the client is not banned.
+#[test]
+fn scan_plus_flood_names_each_source_for_what_it_does() {
+    let scanner = attacker(9);
+    let flooders: Vec<Ipv4Addr> = (1..=3).map(attacker).collect();
+    let mut aliases = flooders.clone();
+    aliases.push(scanner);
+    let mut s = Scene::up("edsnf", &aliases, 6);
+    let (src, victim) = (scanner.to_string(), VICTIM.to_string());
+    s.tool(
+        "nmap",
+        &[
+            "-sS",
+            "-Pn",
+            "-n",
+            "-T4",
+            "--max-retries",
+            "1",
+            "-p",
+            "1-2000",
+            "-S",
+            &src,
+            "-e",
+            "wan0",
+            &victim,
+        ],
+    );
+    hping_from(&mut s, &flooders, &["-S", "-p", "80", "-i", "u100"]);
+    s.expect("the scanner and the three flooders blocked", 30, |s| {
+        aliases.iter().all(|a| s.is_blocked(IpAddr::V4(*a)))
+    });
+    let by = |a: Ipv4Addr, det: &str| {
+        s.block_alerts_of(IpAddr::V4(a))
+            .iter()
+            .any(|x| x["rampart"]["detector"] == det)
+    };
+    assert!(
+        by(scanner, "port_scan"),
+        "the scanner is a port_scan{}",
+        s.evidence()
+    );
+    for a in &flooders {
+        assert!(by(*a, "syn_flood"), "{a} is a syn_flood{}", s.evidence());
+    }
+    s.assert_client_served_and_never_banned();
+}
