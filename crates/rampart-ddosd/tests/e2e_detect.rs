@@ -413,7 +413,17 @@ fn spoofed_syn_flood_turns_syn_cookies_on_then_off_without_filling_the_blacklist
     s.stop_tools();
     s.expect("SYN cookies off after the flood", 120, |s| {
         s.victim(&key)
-            .is_some_and(|v| v["protection"]["syn_cookies"] == false)
+            .is_none_or(|v| v["protection"]["syn_cookies"] == false)
+    });
+    // Off in XDP too, and the attack is over.
+    let p = Protect::open(&Scope::new(Some(&s.lab.host_ns()), HOST_IF).unwrap()).unwrap();
+    s.expect("the victim out of the XDP protection table", 10, |_| {
+        p.stats(IpAddr::V4(VICTIM)).unwrap().is_none()
+    });
+    s.expect("attack_end for the victim", 60, |s| {
+        alerts(&s.c).iter().any(|a| {
+            a["rampart"]["event"] == "attack_end" && a["rampart"]["victim"] == key.as_str()
+        })
     });
 }
 
