@@ -520,13 +520,13 @@ fn icmp_flood_blocks_its_sources() {
     s.assert_client_served_and_never_banned();
 }
 
-/// UDP reflection from 300 reflectors at ~100 pps each, 1,200 B: NTP
-/// (source port 123) to the IPv4 victim and DNS (53) to the IPv6 one, at
-/// the same time. Each victim's alert names its vector; every reflector
-/// ends up inside a blocked prefix (one by one or aggregated).
-#[test]
-fn amplification_from_300_reflectors_is_named_and_dropped() {
-    let s = Scene::up("edamp", &[], 6);
+/// UDP reflection from 300 reflectors at ~100 pps each, 1,200 B, from the
+/// service port of `v4` to the IPv4 victim and of `v6` to the IPv6 one, at
+/// the same time (two generators). Each victim's alert names its vector
+/// (`udp_amplification/<name>`); every reflector ends up inside a blocked
+/// prefix (one by one or aggregated).
+fn amplification(tag: &str, v4: (u16, &str), v6: (u16, &str)) {
+    let s = Scene::up(tag, &[], 6);
     let reflectors = 300u32;
     let spec = |sport: u16, ipv6: bool| GenSpec {
         sources: reflectors,
@@ -539,37 +539,33 @@ fn amplification_from_300_reflectors_is_named_and_dropped() {
         limit: Limit::Seconds(40.0),
         ..GenSpec::default()
     };
-    let (ntp, dns) = (spec(123, false), spec(53, true));
-    let g_ntp = Generator::with_anchor(&s.lab, &ntp, GEN_ANCHOR_IF).unwrap();
-    let g_dns = Generator::with_anchor(&s.lab, &dns, "gen-anchor-p").unwrap();
+    let (s4, s6) = (spec(v4.0, false), spec(v6.0, true));
+    let g4 = Generator::with_anchor(&s.lab, &s4, GEN_ANCHOR_IF).unwrap();
+    let g6 = Generator::with_anchor(&s.lab, &s6, "gen-anchor-p").unwrap();
     let stop = AtomicBool::new(false);
     let all_blocked = |s: &Scene, spec: &GenSpec| {
         let b = s.blocked();
         (0..reflectors).all(|i| b.iter().any(|p| p.contains(&spec.source_addr(i))))
     };
+    let (want4, want6) = (
+        format!("udp_amplification/{}", v4.1),
+        format!("udp_amplification/{}", v6.1),
+    );
     std::thread::scope(|sc| {
-        let r1 = sc.spawn(|| g_ntp.run(&stop));
-        let r2 = sc.spawn(|| g_dns.run(&stop));
+        let r1 = sc.spawn(|| g4.run(&stop));
+        let r2 = sc.spawn(|| g6.run(&stop));
         let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let v4 = format!("{VICTIM}/32");
-            let v6 = Prefix::truncate(IpAddr::V6(Ipv6Addr::new(0xfd10, 0, 0, 0, 0, 0, 0, 2)), 64)
+            let k4 = format!("{VICTIM}/32");
+            let k6 = Prefix::truncate(IpAddr::V6(Ipv6Addr::new(0xfd10, 0, 0, 0, 0, 0, 0, 2)), 64)
                 .to_string();
-            s.expect("an attack alert naming udp_amplification/ntp", 30, |s| {
-                s.attack_vectors(&v4)
-                    .iter()
-                    .any(|v| v == "udp_amplification/ntp")
+            s.expect(&format!("an attack alert naming {want4} (IPv4)"), 30, |s| {
+                s.attack_vectors(&k4).contains(&want4)
             });
-            s.expect(
-                "an attack alert naming udp_amplification/dns (IPv6)",
-                30,
-                |s| {
-                    s.attack_vectors(&v6)
-                        .iter()
-                        .any(|v| v == "udp_amplification/dns")
-                },
-            );
-            s.expect("every NTP reflector blocked", 30, |s| all_blocked(s, &ntp));
-            s.expect("every DNS reflector blocked", 30, |s| all_blocked(s, &dns));
+            s.expect(&format!("an attack alert naming {want6} (IPv6)"), 30, |s| {
+                s.attack_vectors(&k6).contains(&want6)
+            });
+            s.expect("every IPv4 reflector blocked", 30, |s| all_blocked(s, &s4));
+            s.expect("every IPv6 reflector blocked", 30, |s| all_blocked(s, &s6));
             // Read while the reflectors still send (the daemon reads the counters each interval).
             s.expect("the reflectors' packets dropped in XDP", 10, |s| {
                 s.h().view().tiers.iter().any(|t| t.dropped_packets > 0)
@@ -584,6 +580,26 @@ fn amplification_from_300_reflectors_is_named_and_dropped() {
         assert!(sent > 0);
     });
     s.assert_client_served_and_never_banned();
+}
+
+#[test]
+fn amplification_ntp_and_dns_from_300_reflectors_is_named_and_dropped() {
+    amplification("edamp", (123, "ntp"), (53, "dns"));
+}
+
+#[test]
+fn amplification_memcached_and_ssdp_from_300_reflectors_is_named_and_dropped() {
+    amplification("edam2", (11211, "memcached"), (1900, "ssdp"));
+}
+
+#[test]
+fn amplification_cldap_and_snmp_from_300_reflectors_is_named_and_dropped() {
+    amplification("edam3", (389, "cldap"), (161, "snmp"));
+}
+
+#[test]
+fn amplification_chargen_and_ipv6_cldap_from_300_reflectors_is_named_and_dropped() {
+    amplification("edam4", (19, "chargen"), (389, "cldap"));
 }
 
 /// nmap -sS of ports 1-2000 from one alias: the scanner is blocked as a
