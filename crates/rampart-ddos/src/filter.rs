@@ -82,6 +82,9 @@ pub mod pins {
     pub const POLICE: &str = "ddos_police";
 }
 
+/// Highest rate (packets/s) a source may be policed at.
+pub const POLICE_MAX_PPS: u32 = DDOS_POLICE_MAX_PPS;
+
 /// Most entries of the exact IPv4 table rampart accepts at attach (2^24).
 pub const MAX_EXACT4_CAP: u32 = 1 << 24;
 

@@ -43,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::hw::HwWorker;
 use crate::metrics::Metrics;
 use crate::mode::Mode;
+use crate::police::Policing;
 use crate::tier::emulated::EmulatedNic;
 use crate::tier::iptables::Iptables;
 use crate::tier::xdp::XdpTier;
@@ -66,20 +67,7 @@ pub struct Blocked {
     pub operator: bool,
 }
 
-/// A source detection polices.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
-pub struct Policed {
-    /// The source.
-    pub prefix: String,
-    /// The victim it sent to.
-    pub victim: String,
-    /// The victim's anomalous vector.
-    pub vector: String,
-    /// Rate it may send (packets/s).
-    pub rate_pps: f64,
-    /// Why policed rather than blocked.
-    pub reason: String,
-}
+pub use crate::police::Policed;
 
 /// One source's measured rate.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -239,6 +227,24 @@ impl HostTier {
     }
 }
 
+/// The filter of the protected interface (in front of the feature stage):
+/// the host tier's in the xdp-host modes, the extra one in the others.
+fn iface_filter<'a>(host_filter: &'a Option<Filter>, host: &'a HostTier) -> Option<&'a Filter> {
+    match (host_filter, host) {
+        (Some(f), _) => Some(f),
+        (None, HostTier::Xdp(x)) => Some(x.filter()),
+        (None, HostTier::Ipt(_)) => None,
+    }
+}
+
+/// Sources the operator whitelisted or blocked are never policed.
+fn never_police(det: &Detection, blocked: &BTreeMap<Prefix, Blocked>, p: &Prefix) -> bool {
+    det.is_whitelisted(p)
+        || blocked
+            .iter()
+            .any(|(q, b)| b.operator && q.net().contains(&p.net().addr()))
+}
+
 /// Victims whose per-vector gauges `/metrics` shows (the most loaded).
 const MAX_VICTIM_GAUGES: usize = 32;
 
@@ -257,7 +263,8 @@ pub struct Daemon {
     /// protection change or at start when some is pinned.
     protect: Option<Protect>,
     scope: Scope,
-    policed: BTreeMap<Prefix, v2::Police>,
+    /// Sources rate-limited in XDP instead of blocked.
+    policing: Policing,
     planner: Planner,
     blocked: BTreeMap<Prefix, Blocked>,
     operator_whitelist: Vec<Prefix>,
@@ -590,7 +597,7 @@ impl Daemon {
             detection,
             protect,
             scope: scope.clone(),
-            policed: BTreeMap::new(),
+            policing: Policing::default(),
             planner,
             blocked: BTreeMap::new(),
             operator_whitelist,
@@ -658,6 +665,12 @@ impl Daemon {
             if !me.blocked.contains_key(&p) {
                 me.detection.forget_block(&p);
             }
+        }
+        // Policed sources: the pinned policer made what detection restored.
+        if let Some(f) = iface_filter(&me.host_filter, &me.host) {
+            let (det, blocked) = (&me.detection, &me.blocked);
+            me.policing
+                .restore(f, &det.learned().policed, |p| never_police(det, blocked, p));
         }
         me.resumed = resumed;
         // Start a fresh interval so the first one has a known length.
@@ -995,6 +1008,10 @@ impl Daemon {
                 pps: rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0),
             })
             .collect();
+        let policed_rates = match iface_filter(&self.host_filter, &self.host) {
+            Some(f) => self.policing.measure(f, secs),
+            None => Vec::new(),
+        };
         let iv = v2::Interval {
             index,
             secs,
@@ -1005,7 +1022,7 @@ impl Daemon {
                 victims: self.snap.victims_full,
             },
             blocked: &blocked_rates,
-            policed: &[],
+            policed: &policed_rates,
         };
         let verdict = self.detection.observe(&iv);
         let changed = self.apply(&verdict, t_end)?;
@@ -1081,13 +1098,12 @@ impl Daemon {
             self.unblock_now(&ps, "detection", &rs)?;
             self.unbanned_total += ps.len() as u64;
         }
-        // Policing decisions are followed (and shown) here; the XDP
-        // policer applies them where the data path has one.
-        for p in &v.police {
-            self.policed.insert(p.prefix, p.clone());
-        }
-        for p in &v.unpolice {
-            self.policed.remove(p);
+        let mut policing_changed = false;
+        if let Some(f) = iface_filter(&self.host_filter, &self.host) {
+            let (det, blocked) = (&self.detection, &self.blocked);
+            policing_changed = self
+                .policing
+                .apply(f, &v.police, &v.unpolice, |p| never_police(det, blocked, p));
         }
         for c in &v.protect {
             self.set_protection(c);
@@ -1096,11 +1112,12 @@ impl Daemon {
             self.alerts
                 .emit(alerts::attack_event(e, &self.cfg.daemon.iface));
         }
-        Ok(!decisions.is_empty()
-            || !unbans.is_empty()
-            || !v.police.is_empty()
-            || !v.unpolice.is_empty()
-            || !v.protect.is_empty())
+        Ok(
+            !decisions.is_empty()
+                || !unbans.is_empty()
+                || policing_changed
+                || !v.protect.is_empty(),
+        )
     }
 
     /// Switch a victim's SYN cookies / ACK guard. A failure (e.g. a kernel
@@ -1185,17 +1202,7 @@ impl Daemon {
             under_attack: self.detection.under_attack(),
             victims: self.detection.victims(),
             gauges: self.detection.gauges(MAX_VICTIM_GAUGES),
-            policed: self
-                .policed
-                .values()
-                .map(|p| Policed {
-                    prefix: p.prefix.to_string(),
-                    victim: p.victim.to_string(),
-                    vector: p.vector.clone(),
-                    rate_pps: p.rate_pps,
-                    reason: p.reason.clone(),
-                })
-                .collect(),
+            policed: self.policing.view(),
             threshold: self.planner.threshold(),
             resumed: self.resumed,
             blocked: self.blocked.values().cloned().collect(),
@@ -1208,6 +1215,17 @@ impl Daemon {
         };
         if let Ok(mut w) = self.view.write() {
             *w = v;
+        }
+    }
+
+    /// Stop policing the sources inside `p` (the operator blocked or
+    /// whitelisted it: such sources are never policed).
+    fn release_policed(&mut self, p: &Prefix) {
+        if let Some(f) = iface_filter(&self.host_filter, &self.host) {
+            let n = self.policing.release_within(f, p);
+            if n > 0 {
+                tracing::info!("{n} policed source(s) in {p} released by the operator");
+            }
         }
     }
 
@@ -1232,8 +1250,9 @@ impl Daemon {
                     pps: 0.0,
                     bps: 0.0,
                 };
-                self.block_now(&[d], true)
-                    .map(|()| format!("{prefix} blocked"))
+                let r = self.block_now(&[d], true);
+                self.release_policed(&prefix);
+                r.map(|()| format!("{prefix} blocked"))
             }
             Command::Unblock(p) => {
                 if !self.blocked.contains_key(&p) {
@@ -1255,6 +1274,7 @@ impl Daemon {
                     })
                     .copied()
                     .collect();
+                self.release_policed(&p);
                 let n = hit.len();
                 let rs = vec!["whitelisted through the API".to_string(); n];
                 self.unblock_now(&hit, "operator", &rs)

@@ -13,6 +13,7 @@ pub mod error;
 pub mod hw;
 pub mod metrics;
 pub mod mode;
+pub mod police;
 pub mod tier;
 
 pub use config::Config;

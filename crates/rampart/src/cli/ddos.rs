@@ -455,8 +455,8 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
                 );
             }
             println!(
-                "no next stage: {}; expired in data path: {}",
-                st.no_next_stage, st.expired
+                "no next stage: {}; expired in data path: {}; sources policed: {}",
+                st.no_next_stage, st.expired, st.policed
             );
             if let Some(fs) = fs {
                 println!(
