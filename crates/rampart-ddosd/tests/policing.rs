@@ -191,7 +191,8 @@ fn restore_makes_the_pins_what_the_daemon_wants() {
 }
 
 /// A daemon that starts on pins holding policed sources it does not know
-/// (its state file does not list them) removes them before it runs.
+/// (its state file does not list them) removes them before it runs; the
+/// policer's drops are counted in its metrics.
 #[test]
 fn a_restarted_daemon_removes_policed_sources_it_does_not_want() {
     let lab = TestLab::up("dtpol", 0);
@@ -232,5 +233,30 @@ fn a_restarted_daemon_removes_policed_sources_it_does_not_want() {
     assert!(f.policed().unwrap().is_empty(), "{:?}", f.policed());
     assert_eq!(f.stats().unwrap().policed, 0);
     assert!(h.view().policed.is_empty());
+
+    // The policer's drops reach the metrics under the reason `policed`:
+    // a fresh bucket at 1 pps passes 64 packets, so 100 in a burst drop
+    // 36, less one per second they take.
+    f.police(p("192.0.2.1"), 1).unwrap();
+    let prog = f.prog_fd().unwrap();
+    let frame = Frame::udp("192.0.2.1", "198.51.100.1", 40000, 53).build();
+    use std::os::fd::AsRawFd;
+    let t0 = std::time::Instant::now();
+    let dropped = (0..100)
+        .filter(|_| run_n(prog.as_raw_fd(), &frame, 1) == XDP_DROP)
+        .count();
+    let refill = t0.elapsed().as_secs_f64().ceil() as usize;
+    assert!(dropped + refill >= 36, "{dropped}");
+    let want = format!("rampart_ddos_drops_total{{reason=\"policed\",tier=\"xdp\"}} {dropped}");
+    let t0 = std::time::Instant::now();
+    while !h.metrics.render().contains(&want) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "no {want} in\n{}",
+            h.metrics.render()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     h.stop().unwrap();
+    f.unpolice(p("192.0.2.1")).unwrap();
 }
