@@ -201,4 +201,66 @@ mod tests {
         }
         assert_eq!(community_id(ip("1.2.3.4"), ip("::1"), 6, 1, 2), None);
     }
+
+    /// The examples of the specification's own test data (seed 0): TCP,
+    /// UDP and ICMP echo, each both ways.
+    #[test]
+    fn matches_the_specification_examples() {
+        for (src, dst, proto, sp, dp, want) in [
+            (
+                "128.232.110.120",
+                "66.35.250.204",
+                6,
+                34855,
+                80,
+                "1:LQU9qZlK+B5F3KDmev6m5PMibrg=",
+            ),
+            (
+                "66.35.250.204",
+                "128.232.110.120",
+                6,
+                80,
+                34855,
+                "1:LQU9qZlK+B5F3KDmev6m5PMibrg=",
+            ),
+            (
+                "192.168.1.52",
+                "8.8.8.8",
+                17,
+                54585,
+                53,
+                "1:d/FP5EW3wiY1vCndhwleRRKHowQ=",
+            ),
+            (
+                "8.8.8.8",
+                "192.168.1.52",
+                17,
+                53,
+                54585,
+                "1:d/FP5EW3wiY1vCndhwleRRKHowQ=",
+            ),
+            (
+                "192.168.0.89",
+                "192.168.0.1",
+                1,
+                8,
+                0,
+                "1:X0snYXpgwiv9TZtqg64sgzUn6Dk=",
+            ),
+            (
+                "192.168.0.1",
+                "192.168.0.89",
+                1,
+                0,
+                0,
+                "1:X0snYXpgwiv9TZtqg64sgzUn6Dk=",
+            ),
+        ] {
+            assert_eq!(
+                community_id(ip(src), ip(dst), proto, sp, dp).as_deref(),
+                Some(want),
+                "{src}:{sp} -> {dst}:{dp} proto {proto}"
+            );
+        }
+    }
 }

@@ -16,11 +16,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use rampart_service::alert::community_id;
 use serde::Serialize;
 
 use super::{part_stream, Addr, EngineOpts};
 use crate::engine::{agg, KeyedWindow, Pipeline, Sink, WindowInfo, WindowSpec};
-use crate::export::json::{community_id, epoch_secs, iso8601, proto_name};
+use crate::export::json::{epoch_secs, iso8601, proto_name};
 use crate::offload::planner::{AppGraph, OpDesc, OpKind};
 use crate::part::{ConnKey, FlowPart};
 use crate::source::PacketSource;
@@ -305,8 +306,10 @@ pub struct FlowEvent {
     pub event_type: &'static str,
     /// FlowID.
     pub flow_id: u64,
-    /// Community ID (v1, seed 0) of the connection.
-    pub community_id: String,
+    /// Community ID (v1, seed 0) of the connection (none when its two
+    /// addresses are of different families, which a parsed flow never has).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub community_id: Option<String>,
     /// Source (the initiator).
     pub src_ip: String,
     /// Source port.
@@ -382,8 +385,8 @@ impl FlowRecord {
             event_type: "flow",
             flow_id: u64::from(self.flow_id),
             community_id: community_id(
-                &k.src_addr().ip(),
-                &k.dst_addr().ip(),
+                k.src_addr().ip(),
+                k.dst_addr().ip(),
                 k.proto,
                 if icmp {
                     u16::from(self.icmp[0])
@@ -395,7 +398,6 @@ impl FlowRecord {
                 } else {
                     k.dport
                 },
-                icmp,
             ),
             src_ip: k.src_addr().to_string(),
             src_port: k.sport,
