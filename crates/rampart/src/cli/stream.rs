@@ -581,7 +581,7 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
     };
     let listen = a.listen;
     let src_for_metrics = src.clone();
-    let metrics = move |p: &Pipeline| -> Result<Option<super::stream_metrics::Server>> {
+    let metrics = move |p: &Pipeline| -> Result<Option<rampart_service::Server>> {
         listen
             .map(|addr| {
                 super::stream_metrics::serve(addr, src_for_metrics.clone(), Some(p.queue_gauges()))
