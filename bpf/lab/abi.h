@@ -17,6 +17,8 @@
 #define GEN_SLOTS_MAX (1u << 22) /* rust: usize */
 #define GEN_ELEMS_MAX (GEN_SLOTS_MAX / GEN_SLOTS_PER_ELEM) /* rust: usize */
 #define GEN_MAX_CPUS 64
+/* Bytes of the template written back into every frame (all headers fit). */
+#define GEN_HDR_MAX 128 /* rust: usize */
 
 struct gen_slots {
 	__u32 idx[GEN_SLOTS_PER_ELEM];
@@ -59,7 +61,10 @@ struct gen_config {
 	/* Offset of the TCP sequence number from the start of the frame, drawn
 	 * at random per packet (out-of-state floods); 0: the template's. */
 	__u32 seq_off;
-	__u32 _pad;
+	/* Bytes of `hdr` written over the start of every frame (1..GEN_HDR_MAX). */
+	__u32 hdr_len;
+	/* The template's first hdr_len bytes (headers and the start of the payload). */
+	__u8 hdr[GEN_HDR_MAX];
 };
 
 struct gen_cpu_state {

@@ -12,9 +12,14 @@
  * draws the low bits of the destination (carpet bombing over a prefix) and
  * the TCP sequence number (out-of-state floods) at random per packet.
  *
- * Nothing is carried in the frame from one repetition to the next: the
- * kernel may or may not reset recycled pages, so every varying byte is
- * written absolutely.
+ * Nothing is carried in the frame from one repetition to the next. The
+ * kernel fills a page with the template only when its page pool allocates
+ * it; a recycled page keeps whatever was written into it last, and that is
+ * not always us: a transmitted frame travels by reference through the
+ * veths, so an XDP program on the receiving side that rewrites frames in
+ * place (a SYN answered with a SYN-ACK by XDP_TX) hands the page back to
+ * this pool changed. So the template's headers are written back first, and
+ * every varying byte is written absolutely.
  */
 #include "common/common.h"
 #include "common/csum.h"
@@ -76,7 +81,15 @@ int xdp_trafficgen(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct gen_cpu_state *st;
 	struct gen_slots *slots;
-	__u32 zero = 0, slot, elem, idx, sum;
+	__u32 zero = 0, slot, elem, idx, sum, n;
+
+	n = gen_cfg.hdr_len;
+	if (n < 1 || n > GEN_HDR_MAX)
+		return XDP_ABORTED;
+	if (bpf_xdp_store_bytes(ctx, 0, (void *)gen_cfg.hdr, n))
+		return XDP_ABORTED;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
 
 	st = bpf_map_lookup_elem(&gen_state, &zero);
 	if (!st)

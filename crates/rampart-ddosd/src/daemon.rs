@@ -757,6 +757,34 @@ impl Daemon {
                 }
             }
         }
+        // What protection (SYN cookies, ACK guard) consumed in the feature
+        // stage: SYNs answered by a cookie and never given to the stack,
+        // and the out-of-state TCP it dropped. Summed over the protected
+        // victims (a victim's counters restart when it is protected again).
+        if let Some(p) = &self.protect {
+            if let Ok(list) = p.list() {
+                let mut sum = [0u64; 5];
+                for e in &list {
+                    sum[0] += e.stats.synack_sent;
+                    sum[1] += e.stats.guard_dropped;
+                    sum[2] += e.stats.cookie_ack_invalid;
+                    sum[3] += e.stats.no_listener;
+                    sum[4] += e.stats.bad_syn;
+                }
+                for (r, v) in ["syn_cookie", "ack_guard", "cookie_invalid", "no_listener", "bad_syn"]
+                    .into_iter()
+                    .zip(sum)
+                {
+                    // Not added to the tier's packets: the filter counted
+                    // them as passed to this stage already.
+                    let before = self.prev_stats.insert(("xdp", format!("protect:{r}")), v).unwrap_or(v);
+                    let d = v.saturating_sub(before);
+                    if d > 0 {
+                        self.counters.add_drops("xdp", r, d);
+                    }
+                }
+            }
+        }
         let mut handled: HashMap<&'static str, u64> = HashMap::new();
         for (tier, key, v, is_drop) in cur {
             let before = self.prev_stats.insert((tier, key.clone()), v).unwrap_or(v);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::MapCore;
 use rampart_bpf::abi::lab::{
-    GenCpuState, GEN_FAMILY_V4, GEN_FAMILY_V6, GEN_SLOTS_MAX, GEN_SLOTS_PER_ELEM,
+    GenCpuState, GEN_FAMILY_V4, GEN_FAMILY_V6, GEN_HDR_MAX, GEN_SLOTS_MAX, GEN_SLOTS_PER_ELEM,
 };
 use rampart_bpf::xdp_trafficgen::{XdpTrafficgenSkel, XdpTrafficgenSkelBuilder};
 use rampart_dataplane::error::BpfContext;
@@ -439,6 +439,10 @@ pub fn load_program(spec: &GenSpec) -> Result<LoadedGen> {
     } else {
         0
     };
+    // Written back into every frame (see the program: recycled pages).
+    let n = tpl.frame.len().min(GEN_HDR_MAX);
+    c.hdr_len = n as u32;
+    c.hdr[..n].copy_from_slice(&tpl.frame[..n]);
     let skel = open
         .load()
         .bpf_context(|| "loading xdp_trafficgen".into())?;

@@ -30,7 +30,7 @@ pod!(
     GenSlots,
 );
 
-const _: () = assert!(size_of::<GenConfig>() == 56);
+const _: () = assert!(size_of::<GenConfig>() == 56 + GEN_HDR_MAX);
 const _: () = assert!(size_of::<GenSlots>() == 4 * GEN_SLOTS_PER_ELEM);
 const _: () = assert!(size_of::<GenCpuState>() == 16);
 const _: () = assert!(size_of::<SinkCounters>() == 16);

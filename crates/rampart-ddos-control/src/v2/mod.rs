@@ -763,13 +763,24 @@ impl Detection {
                 // flood. Either way SYN cookies answer it without state.
                 let spoofed = m.syn_distinct >= self.cfg.spoof_min_distinct
                     && m.syn_distinct >= self.cfg.spoof_min_ratio * m.syn;
-                let attributed: f64 = c
+                // Attributed: the new candidates, and the sources already
+                // blocked whose SYNs of this interval passed before their
+                // block took effect (not a flood the blocks leave).
+                let already: f64 = list
                     .iter()
-                    .filter(|x| {
-                        !x.police && matches!(x.vector, Vector::SynFlood | Vector::PortScan)
+                    .filter(|s| {
+                        self.blocked.contains_key(&Prefix::host(s.src))
+                            || self.blocked.contains_key(&agg_of(s.src))
                     })
-                    .map(|x| x.pps)
+                    .map(|s| s.incomplete() as f64 / secs)
                     .sum();
+                let attributed: f64 = already
+                    + c.iter()
+                        .filter(|x| {
+                            !x.police && matches!(x.vector, Vector::SynFlood | Vector::PortScan)
+                        })
+                        .map(|x| x.pps)
+                        .sum::<f64>();
                 let thr = self.threshold(&self.victims[key], SYN);
                 let now_rate = (m.syn - m.comp).max(0.0) / secs;
                 if spoofed || now_rate - attributed > thr {
@@ -968,6 +979,26 @@ impl Detection {
             0.0
         };
         own.max(members).max(self.cfg.source_level_min_pps)
+    }
+
+    /// [`Detection::level`] of every victim at once: one pass over the
+    /// victims for the /24 aggregates' members (per victim it would cost
+    /// victims², and an attack spread over many destinations makes many).
+    fn levels(&self) -> HashMap<Prefix, f64> {
+        let mut members: HashMap<Prefix, f64> = HashMap::default();
+        for (k, s) in &self.victims {
+            if k.len() == 32 && k.family() == 4 {
+                let e = members.entry(agg_of(k.net().addr())).or_insert(0.0);
+                *e = e.max(s.level);
+            }
+        }
+        self.victims
+            .iter()
+            .map(|(k, s)| {
+                let m = members.get(k).copied().unwrap_or(0.0);
+                (*k, s.level.max(m).max(self.cfg.source_level_min_pps))
+            })
+            .collect()
     }
 
     fn attribute(
@@ -1673,6 +1704,7 @@ impl Detection {
         for p in self.policed.values() {
             *np.entry(p.victim).or_default() += 1;
         }
+        let levels = self.levels();
         let mut v: Vec<VictimView> = self
             .victims
             .iter()
@@ -1689,7 +1721,7 @@ impl Detection {
                         anomalous: s.anomalous[i],
                     })
                     .collect(),
-                source_level_pps: self.level(k),
+                source_level_pps: levels.get(k).copied().unwrap_or(0.0),
                 protection: s.protection,
                 blocked: nb.get(k).copied().unwrap_or(0),
                 policed: np.get(k).copied().unwrap_or(0),

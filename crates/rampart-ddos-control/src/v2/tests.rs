@@ -395,6 +395,12 @@ fn carpet_over_a_v4_slash24() {
     assert_eq!(st.len(), 1, "{st:?}");
     assert_eq!(st[0].vector, "carpet/icmp_flood");
     assert_eq!(st[0].victim.to_string(), "10.20.0.0/24");
+    // The API's one-pass levels equal the per-victim ones (the /24 included).
+    let levels = sim.det.levels();
+    assert!(levels.len() > 254, "{}", levels.len());
+    for (k, l) in &levels {
+        assert_eq!(*l, sim.det.level(k), "{k}");
+    }
     assert!(sim
         .ever_blocked()
         .iter()
