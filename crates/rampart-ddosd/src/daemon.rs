@@ -771,13 +771,22 @@ impl Daemon {
                     sum[3] += e.stats.no_listener;
                     sum[4] += e.stats.bad_syn;
                 }
-                for (r, v) in ["syn_cookie", "ack_guard", "cookie_invalid", "no_listener", "bad_syn"]
-                    .into_iter()
-                    .zip(sum)
+                for (r, v) in [
+                    "syn_cookie",
+                    "ack_guard",
+                    "cookie_invalid",
+                    "no_listener",
+                    "bad_syn",
+                ]
+                .into_iter()
+                .zip(sum)
                 {
                     // Not added to the tier's packets: the filter counted
                     // them as passed to this stage already.
-                    let before = self.prev_stats.insert(("xdp", format!("protect:{r}")), v).unwrap_or(v);
+                    let before = self
+                        .prev_stats
+                        .insert(("xdp", format!("protect:{r}")), v)
+                        .unwrap_or(v);
                     let d = v.saturating_sub(before);
                     if d > 0 {
                         self.counters.add_drops("xdp", r, d);
