@@ -127,6 +127,8 @@ struct {
  * (tokens, last_ns) that do not fit one word. The locked section is a
  * dozen instructions, and it is contended only when one source's packets
  * reach several CPUs at the same instant: rare, and cheap when it happens.
+ * A packet the bucket clearly cannot take is dropped after an unlocked
+ * look (bucket_over), so a source far over its rate mostly skips the lock.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -354,6 +356,17 @@ static __always_inline int match_v6(const struct ddos_filter_ctl *ctl, struct dd
 	return MATCH_NONE;
 }
 
+/* The bucket's content `elapsed` ns after it held `tokens`, at most full. */
+static __always_inline __u64 refill(const struct ddos_police_val *v, __u64 tokens, __u64 elapsed, __u32 rate)
+{
+	__u64 full = (__u64)v->burst * DDOS_POLICE_NS;
+
+	if (elapsed > DDOS_POLICE_IDLE_MAX_NS)
+		elapsed = DDOS_POLICE_IDLE_MAX_NS;
+	tokens += elapsed * rate;
+	return tokens > full ? full : tokens;
+}
+
 /*
  * Is `v` over its rate? Refill the bucket for the time since the last
  * packet, then take one packet's worth of tokens or count a drop.
@@ -362,28 +375,42 @@ static __always_inline int bucket_over(struct ddos_police_val *v)
 {
 	/* Read before the lock: no helper calls while it is held. */
 	__u64 now = bpf_ktime_get_ns();
-	__u64 elapsed, tokens, full;
+	__u64 last, tokens;
 	int over;
+
+	/*
+	 * An unlocked look first, for the packets of a source far over its
+	 * rate (most of them are dropped): a bucket that cannot hold one
+	 * packet even with the refill since last_ns is dropped without
+	 * taking the lock. The locked section below stores tokens before
+	 * last_ns and this reads last_ns before tokens, so where stores and
+	 * loads keep their order (x86) a newer last_ns always comes with its
+	 * tokens and this look never sees less than the bucket holds;
+	 * elsewhere it may, rarely, drop a packet the bucket had just made
+	 * room for.
+	 */
+	last = *(volatile __u64 *)&v->last_ns;
+	tokens = *(volatile __u64 *)&v->tokens;
+	if (refill(v, tokens, now > last ? now - last : 0, *(volatile __u32 *)&v->rate_pps) < DDOS_POLICE_NS) {
+		__sync_fetch_and_add(&v->dropped, 1);
+		return 1;
+	}
 
 	bpf_spin_lock(&v->lock);
 	/* Another CPU may have refilled with a later `now` already. */
-	elapsed = now > v->last_ns ? now - v->last_ns : 0;
-	if (elapsed > DDOS_POLICE_IDLE_MAX_NS)
-		elapsed = DDOS_POLICE_IDLE_MAX_NS;
-	full = (__u64)v->burst * DDOS_POLICE_NS;
-	tokens = v->tokens + elapsed * v->rate_pps;
-	if (tokens > full)
-		tokens = full;
-	if (now > v->last_ns)
-		v->last_ns = now;
+	last = v->last_ns;
+	tokens = refill(v, v->tokens, now > last ? now - last : 0, v->rate_pps);
 	over = tokens < DDOS_POLICE_NS;
-	if (over) {
-		v->dropped++;
-	} else {
+	if (over)
+		__sync_fetch_and_add(&v->dropped, 1);
+	else {
 		tokens -= DDOS_POLICE_NS;
 		v->passed++;
 	}
-	v->tokens = tokens;
+	/* tokens, then last_ns: the order the unlocked look relies on. */
+	*(volatile __u64 *)&v->tokens = tokens;
+	if (now > last)
+		*(volatile __u64 *)&v->last_ns = now;
 	bpf_spin_unlock(&v->lock);
 	return over;
 }
