@@ -796,7 +796,7 @@ impl Detection {
         }
 
         // Port scans (whatever the victim's state).
-        self.scans_observe(&srcs, now, &mut cands);
+        self.scans_observe(&srcs, now, secs, &mut cands);
 
         // Decide: blocks (with prefix aggregation) and police.
         let mut blocks: Vec<Block> = Vec::new();
@@ -1149,6 +1149,7 @@ impl Detection {
         &mut self,
         srcs: &[(Prefix, Src)],
         now: f64,
+        secs: f64,
         cands: &mut HashMap<Prefix, Vec<Cand>>,
     ) {
         let cfg = &self.cfg;
@@ -1183,7 +1184,8 @@ impl Detection {
                 if list.iter().any(|c| c.src == s.src) {
                     continue;
                 }
-                let span = (now - a.first_s).max(1e-9);
+                // From the start of the interval it was first seen in.
+                let span = now - a.first_s + secs;
                 list.push(Cand {
                     src: s.src,
                     vector: Vector::PortScan,
