@@ -506,6 +506,11 @@ struct ddos_protect_val {
 	__u64 bad_syn;
 	/* ACKs handed to the kernel as a request socket by the TC stage. */
 	__u64 reqsk_assigned;
+	/* SYNs repeating a handshake the kernel already holds (a request
+	 * socket from before cookies were on), dropped: the kernel's SYN-ACK
+	 * timer answers a real client, and a spoofed flood that repeats its
+	 * tuples would otherwise reach the stack through it. */
+	__u64 syn_pending;
 };
 
 /* The key of the cookie hash (map ddos_ckey, one element): random at load. */

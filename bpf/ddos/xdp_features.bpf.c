@@ -21,9 +21,11 @@
  * for TCP to a victim in ddos_protect; see ddos/cookie.h for the cookie):
  *   SYN, SYN_COOKIES on   → bpf_skc_lookup_tcp in the device's netns:
  *                           a listener → cookie SYN-ACK (XDP_TX, no state);
- *                           nothing → XDP_DROP (no_listener); another
- *                           socket, or headers the crafting does not
- *                           rewrite → XDP_PASS (syn_passed).
+ *                           nothing → XDP_DROP (no_listener); a request
+ *                           socket (the kernel holds this handshake) →
+ *                           XDP_DROP (syn_pending); another socket, or
+ *                           headers the crafting does not rewrite →
+ *                           XDP_PASS (syn_passed).
  *   no SYN, SYN_COOKIES or ACK_GUARD on → lookup: any socket but a
  *                           listener → XDP_PASS (in state); only a
  *                           listener, SYN_COOKIES on, ACK without RST →
@@ -406,6 +408,10 @@ __attribute__((noinline)) int ddos_protect_tcp(struct xdp_md *ctx, const struct 
 		plain = pi->vlan_depth == 0 && pi->l3_off == sizeof(struct ethhdr) &&
 			pi->l4_off == sizeof(struct ethhdr) +
 					      (pi->family == 6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+		if (state == BPF_TCP_NEW_SYN_RECV) {
+			__sync_fetch_and_add(&pv->syn_pending, 1);
+			return XDP_DROP;
+		}
 		if (state != BPF_TCP_LISTEN || !plain) {
 			__sync_fetch_and_add(&pv->syn_passed, 1);
 			return XDP_PASS;

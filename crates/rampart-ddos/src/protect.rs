@@ -116,6 +116,8 @@ pub struct ProtectStats {
     pub bad_syn: u64,
     /// ACKs the TC stage turned into request sockets for the kernel.
     pub reqsk_assigned: u64,
+    /// SYNs repeating a handshake the kernel already holds (dropped).
+    pub syn_pending: u64,
 }
 
 impl From<&ProtectVal> for ProtectStats {
@@ -129,6 +131,7 @@ impl From<&ProtectVal> for ProtectStats {
             syn_passed: v.syn_passed,
             bad_syn: v.bad_syn,
             reqsk_assigned: v.reqsk_assigned,
+            syn_pending: v.syn_pending,
         }
     }
 }

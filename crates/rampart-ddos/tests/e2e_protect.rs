@@ -259,3 +259,69 @@ fn completions_count_real_handshakes_only() {
     drop(att);
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// A spoofed SYN that reached the kernel before cookies were on left a
+/// request socket (the spoofed address never answers the SYN-ACK). With
+/// cookies on, the same SYN again is dropped in XDP (`syn_pending`): the
+/// kernel's SYN-ACK timer answers a real client, and a flood that repeats
+/// its tuples does not reach the stack through the request socket.
+#[test]
+fn syns_of_a_handshake_the_kernel_holds_are_dropped_under_cookies() {
+    let lab = TestLab::up("dps", 0);
+    let (host, wan) = (lab.host_ns(), lab.wan_ns());
+    let scope = Scope::new(Some(&host), HOST_IF).unwrap();
+    let cfg = FilterConfig {
+        sample_shift: 0,
+        features_capacity: 1 << 12,
+        ..Default::default()
+    };
+    let att = Attached {
+        filter: Filter::attach(&scope, &cfg, XdpMode::Native).expect("attach"),
+    };
+    let work = std::env::temp_dir().join(format!("rampart-e2e-pending-{}", lab.prefix()));
+    let _nginx = Nginx::start(&host, HOST, None, &work, &wan).expect("nginx");
+    // From an address nobody owns (its SYN-ACK is never answered), one
+    // fixed source port so that every SYN is the same handshake.
+    let syn = |count: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &wan, "hping3", "-q", "-S", "-p", "80"])
+            .args([
+                "-a",
+                "172.16.9.9",
+                "-s",
+                "40000",
+                "-k",
+                "-c",
+                count,
+                "-i",
+                "u20000",
+                HOST,
+            ])
+            .output()
+            .expect("hping3 (apt-get install hping3)");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            text.contains(&format!("{count} packets transmitted")),
+            "hping3: {text}"
+        );
+    };
+    syn("1");
+    let ss = Command::new("ip")
+        .args(["netns", "exec", &host, "ss", "-Htn", "state", "syn-recv"])
+        .output()
+        .expect("ss");
+    let ss = String::from_utf8_lossy(&ss.stdout).into_owned();
+    assert!(ss.contains("172.16.9.9:40000"), "no request socket: {ss:?}");
+
+    let mut p = Protect::open(&scope).unwrap();
+    p.set(HOST.parse().unwrap(), ProtectFlags::ALL).unwrap();
+    syn("5");
+    let st = p.stats(HOST.parse().unwrap()).unwrap().unwrap();
+    assert_eq!(st.syn_pending, 5, "{st:?}");
+    assert_eq!(st.syn_passed, 0, "{st:?}");
+    assert_eq!(st.synack_sent, 0, "{st:?}");
+    p.clear(HOST.parse().unwrap()).unwrap();
+    drop(att);
+    let _ = std::fs::remove_dir_all(&work);
+}

@@ -763,13 +763,14 @@ impl Daemon {
         // victims (a victim's counters restart when it is protected again).
         if let Some(p) = &self.protect {
             if let Ok(list) = p.list() {
-                let mut sum = [0u64; 5];
+                let mut sum = [0u64; 6];
                 for e in &list {
                     sum[0] += e.stats.synack_sent;
                     sum[1] += e.stats.guard_dropped;
                     sum[2] += e.stats.cookie_ack_invalid;
                     sum[3] += e.stats.no_listener;
                     sum[4] += e.stats.bad_syn;
+                    sum[5] += e.stats.syn_pending;
                 }
                 for (r, v) in [
                     "syn_cookie",
@@ -777,6 +778,7 @@ impl Daemon {
                     "cookie_invalid",
                     "no_listener",
                     "bad_syn",
+                    "syn_pending",
                 ]
                 .into_iter()
                 .zip(sum)

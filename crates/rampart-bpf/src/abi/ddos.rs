@@ -90,7 +90,7 @@ const _: () =
     assert!(size_of::<VictimVal>() == 16 + 4 * (11 + DDOS_PROT_EVENT_MAX) + 12 * DDOS_UDP_CLASSES);
 const _: () = assert!(size_of::<VictimHll>() == 2 * DDOS_HLL_REGISTERS);
 const _: () = assert!(size_of::<VictimKey>() == 16);
-const _: () = assert!(size_of::<ProtectVal>() == 8 + 8 * 8);
+const _: () = assert!(size_of::<ProtectVal>() == 8 + 9 * 8);
 const _: () = assert!(size_of::<CookieKey>() == 16);
 const _: () = assert!(size_of::<ComplKey>() == 36);
 const _: () = assert!(size_of::<ComplConfig>() == 8);
