@@ -134,6 +134,10 @@ struct tgen_config {
 	__u32 daddr[TGEN_MAX_DST];
 	__u16 ip_check[TGEN_MAX_DST];
 	__u16 l4_check[TGEN_MAX_DST];
+	/* The template's first hdr_len bytes, written back into every frame
+	 * (recycled pages: see xdp_trafficgen.bpf.c). */
+	__u32 hdr_len;
+	__u8 hdr[GEN_HDR_MAX];
 };
 
 struct tgen_cpu_state {

@@ -26,8 +26,18 @@ int xdp_tenant_gen(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *iph = data + sizeof(struct ethhdr);
 	struct tgen_cpu_state *st;
-	__u32 zero = 0, i;
+	__u32 zero = 0, i, n;
 
+	n = tgen_cfg.hdr_len;
+	/* A recycled page may come back rewritten by the receiver (an
+	 * XDP_TX answer): the template's headers first. */
+	if (n < 1 || n > GEN_HDR_MAX)
+		return XDP_ABORTED;
+	if (bpf_xdp_store_bytes(ctx, 0, (void *)tgen_cfg.hdr, n))
+		return XDP_ABORTED;
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	iph = data + sizeof(struct ethhdr);
 	st = bpf_map_lookup_elem(&tgen_state, &zero);
 	if (!st || tgen_cfg.n_dst == 0)
 		return XDP_ABORTED;

@@ -141,6 +141,9 @@ impl TenantTraffic {
             .as_deref_mut()
             .ok_or_else(|| Error::InvalidSpec("xdp_tenant_gen has no rodata".into()))?;
         ro.tgen_cfg.n_dst = dsts.len() as u32;
+        let n = frame.len().min(rampart_bpf::abi::lab::GEN_HDR_MAX);
+        ro.tgen_cfg.hdr_len = n as u32;
+        ro.tgen_cfg.hdr[..n].copy_from_slice(&frame[..n]);
         ro.tgen_cfg.l4_csum_off = l4_off as u32;
         for (i, (d, t)) in dsts.iter().zip(&tpls).enumerate() {
             ro.tgen_cfg.daddr[i] = u32::from_ne_bytes(d.octets());

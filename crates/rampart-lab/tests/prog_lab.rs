@@ -67,6 +67,37 @@ fn generator_stamps_scheduled_sources_with_valid_checksums() {
     }
 }
 
+/// A live-frames page can come back rewritten by whoever received the
+/// frame (an XDP_TX answer rewrites it in place): the generator writes the
+/// template's headers back, so what it sends is the template's packet.
+#[test]
+fn generator_restores_a_frame_the_receiver_rewrote() {
+    rampart_lab::testing::require_kernel();
+    rampart_lab::testing::pin_this_thread(0);
+    for ipv6 in [false, true] {
+        let spec = GenSpec {
+            sources: 16,
+            proto: Proto::Syn,
+            ipv6,
+            size: packet::min_size(Proto::Syn, ipv6).max(64),
+            ..GenSpec::default()
+        };
+        let g = load_program(&spec).expect("load");
+        let fd = g.skel.progs.xdp_trafficgen.as_fd().as_raw_fd();
+        // The template answered as a SYN-ACK: addresses, ports and flags swapped.
+        let mut back = g.frame.clone();
+        for b in back.iter_mut().skip(14) {
+            *b = b.wrapping_mul(7).wrapping_add(1);
+        }
+        let out = testrun::run_packet(fd, &back, 0).expect("run");
+        assert_eq!(out.retval, XDP_TX);
+        let c = packet::check(&out.data).unwrap_or_else(|e| panic!("ipv6={ipv6}: {e}"));
+        assert_eq!(c.proto, Proto::Syn, "ipv6={ipv6}");
+        assert_eq!(c.src, spec.source_addr(g.schedule[0]));
+        assert_eq!(out.data.len(), g.frame.len());
+    }
+}
+
 #[test]
 fn sink_counts_drops_and_histograms() {
     rampart_lab::testing::require_kernel();

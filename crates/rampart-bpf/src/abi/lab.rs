@@ -38,7 +38,7 @@ const _: () = assert!(size_of::<SinkSrcKey>() == 20);
 const _: () = assert!(size_of::<NicRuleKey>() == 20);
 const _: () = assert!(size_of::<NicRuleStats>() == 16);
 const _: () = assert!(size_of::<NicState>() == 16);
-const _: () = assert!(size_of::<TgenConfig>() == 8 + (4 + 2 + 2) * TGEN_MAX_DST);
+const _: () = assert!(size_of::<TgenConfig>() == 8 + (4 + 2 + 2) * TGEN_MAX_DST + 4 + GEN_HDR_MAX);
 const _: () = assert!(size_of::<TgenCpuState>() == 8 * (1 + TGEN_MAX_DST));
 const _: () = assert!(size_of::<TmixConfig>() == 8 + TMIX_MAX_SLOT * TMIX_MAX_LEN);
 const _: () = assert!(size_of::<TmixCpuState>() == 8 * (1 + TMIX_MAX_SLOT));
