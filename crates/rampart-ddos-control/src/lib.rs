@@ -27,8 +27,6 @@ pub mod features;
 mod numbers;
 pub mod planner;
 pub mod prefix;
-#[cfg(test)]
-mod testutil;
 pub mod v2;
 
 pub use config::PlannerConfig;

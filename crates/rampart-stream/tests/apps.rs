@@ -21,8 +21,8 @@ use rampart_stream::apps::EngineOpts;
 use rampart_stream::source::pcap::PcapSource;
 use rampart_stream::source::PacketSource;
 use rampart_stream::tuple::{StreamTuple, TupleExt};
-use rampart_testkit::corpus::Rng;
 use rampart_testkit::frame::Frame;
+use rampart_testkit::rng::Rng;
 
 const S: u64 = 1_000_000_000;
 
@@ -115,7 +115,7 @@ fn icmp_of(l4: L4, v6: bool) -> [u8; 4] {
 /// segments of one 5-tuple are 20 s apart (idle timeout 15 s); one long
 /// flow sends a packet a second for 100 s (active timeout 30 s).
 fn flow_traffic() -> Expected {
-    let mut r = Rng(42);
+    let mut r = Rng::new(42);
     let idle = 15 * S;
     let mut pkts: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut records = Vec::new();
@@ -376,7 +376,7 @@ fn connection(p: &mut Vec<(u64, Vec<u8>)>, t: u64, c: IpAddr, s: IpAddr, cport: 
 }
 
 fn scan_traffic() -> Vec<(u64, Vec<u8>)> {
-    let mut r = Rng(7);
+    let mut r = Rng::new(7);
     let mut p = Vec::new();
     let servers: Vec<IpAddr> = (1..=6).map(|i| v4(10, 10, 1, i)).collect();
     // 25 benign clients, 12 connections each to random servers; client 0
@@ -564,7 +564,7 @@ fn portscan_forgets_idle_hosts() {
 // -------------------------------------------------------------- synflood
 
 fn flood_traffic() -> Vec<(u64, Vec<u8>)> {
-    let mut r = Rng(99);
+    let mut r = Rng::new(99);
     let mut p = Vec::new();
     let (server, victim) = (v4(10, 10, 0, 2), v4(10, 10, 0, 3));
     // Normal mix over 40 s: 400 complete connections to each server

@@ -14,6 +14,7 @@
 
 use crate::frame::{ethertype, tcp, Ext, Frame};
 use crate::parse::{self, Parsed, Status};
+use crate::rng::Rng;
 
 /// MPLS payload that is not IP: a pseudowire control word (first nibble 0),
 /// then the Ethernet frame it carries.
@@ -446,14 +447,14 @@ pub fn truncations() -> Vec<Case> {
 /// of them also cut short.
 pub fn mutations(seed: u64, n: usize) -> Vec<Case> {
     let base = base();
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     (0..n)
         .map(|i| {
             let b = &base[rng.index(base.len())];
             let mut f = b.frame.clone();
             for _ in 0..1 + rng.below(4) {
                 let pos = rng.index(f.len().min(96));
-                f[pos] = rng.next() as u8;
+                f[pos] = rng.next_u64() as u8;
             }
             if f.len() > MIN_XDP_FRAME && rng.below(4) == 0 {
                 f.truncate(MIN_XDP_FRAME + rng.index(f.len() - MIN_XDP_FRAME));
@@ -469,33 +470,6 @@ pub fn all(seed: u64, n: usize) -> Vec<Case> {
     v.extend(truncations());
     v.extend(mutations(seed, n));
     v
-}
-
-/// xorshift64: deterministic, so a failing mutation is the same one on
-/// every run.
-#[derive(Debug, Clone)]
-pub struct Rng(pub u64);
-
-impl Rng {
-    /// The next value.
-    // Not an Iterator: the sequence never ends and is read by value.
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A value in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// An index into something `n` long.
-    pub fn index(&mut self, n: usize) -> usize {
-        self.below(n as u64) as usize
-    }
 }
 
 #[cfg(test)]

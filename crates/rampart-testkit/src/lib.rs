@@ -14,6 +14,8 @@
 //! - [`prog`]: table-driven cases (`ProgCase`: frame in → verdict, the
 //!   reason counter that moved, frame out) run over
 //!   `rampart_dataplane::testrun`, failing with the case's name.
+//! - [`rng`]: the deterministic generator of every test that draws at
+//!   random (mutations, synthetic traffic).
 //!
 //! A dev-dependency of the product crates; the lab builds its generator
 //! templates with the same [`frame::Frame`].
@@ -22,3 +24,4 @@ pub mod corpus;
 pub mod frame;
 pub mod parse;
 pub mod prog;
+pub mod rng;

@@ -8,8 +8,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use rampart_testkit::rng::Rng;
+
 use crate::features::{sketch_bit, UDP_OTHER};
-use crate::testutil::Rng;
 use crate::{FeatureRecord, Prefix, VictimRecord};
 
 use super::{

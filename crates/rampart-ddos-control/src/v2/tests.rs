@@ -5,10 +5,10 @@
 //! configuration change, `attack_end` only after the attack stops.
 
 use proptest::prelude::*;
+use rampart_testkit::rng::Rng;
 
 use super::scenario::*;
 use super::*;
-use crate::testutil::Rng;
 
 fn cfg() -> DetectionConfig {
     DetectionConfig::default()
