@@ -263,6 +263,10 @@ struct Blocked {
 struct Policed {
     victim: Prefix,
     rate_pps: f64,
+    /// Kept at least until this clock (s) even with no attack on its
+    /// victim: a restored source keeps its limit until detection has had
+    /// `attack_end_s` to see whether the attack goes on.
+    keep_until_s: f64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -836,6 +840,7 @@ impl Detection {
                 Policed {
                     victim: p.victim,
                     rate_pps: p.rate_pps,
+                    keep_until_s: 0.0,
                 },
             );
         }
@@ -1554,7 +1559,8 @@ impl Detection {
         for (victim, flags) in prot_changes {
             out.protect.push(ProtectChange { victim, flags });
         }
-        // Unpolice: the victim's attack is over.
+        // Unpolice: the victim's attack is over (a restored source: and
+        // `attack_end_s` passed without the attack coming back).
         let attacked: HashSet<Prefix> = self
             .victims
             .iter()
@@ -1564,7 +1570,7 @@ impl Detection {
         let mut unpolice: Vec<Prefix> = self
             .policed
             .iter()
-            .filter(|(_, p)| !attacked.contains(&p.victim))
+            .filter(|(_, p)| !attacked.contains(&p.victim) && self.clock >= p.keep_until_s)
             .map(|(k, _)| *k)
             .collect();
         unpolice.sort();
@@ -1655,6 +1661,7 @@ impl Detection {
                     Policed {
                         victim: p.victim,
                         rate_pps: p.rate_pps,
+                        keep_until_s: self.clock + self.cfg.attack_end_s,
                     },
                 );
             }

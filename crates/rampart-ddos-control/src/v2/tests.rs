@@ -571,6 +571,48 @@ fn attack_running_at_start_without_state() {
     assert_eq!(sim.det.baseline(&host(server()), Vector::SynFlood), 0.0);
 }
 
+/// A policed source restored from the state file keeps its limit through
+/// the first intervals after a restart (before detection has seen the
+/// attack again), and is unpoliced once the attack is over.
+#[test]
+fn restart_keeps_policed_sources_until_the_attack_is_judged() {
+    let mut rng = Rng::new(19);
+    let mut bg = background(&mut rng, 50);
+    bg.push(Flow {
+        src: client(7000),
+        dst: server(),
+        pps: 50.0,
+        size: 600,
+        kind: Kind::Web { conns: 2.0 },
+    });
+    let mut sim = Sim::new(&cfg());
+    warm(&mut sim, &bg, 60);
+    let mut atk = flood(Kind::Udp, 4, 40_000.0, 1400);
+    atk.push(Flow {
+        src: client(7000),
+        dst: server(),
+        pps: 3000.0,
+        size: 1200,
+        kind: Kind::Udp,
+    });
+    sim.run(20, &with(bg.clone(), atk.clone()), &[]);
+    assert_eq!(sim.policed.len(), 1, "{:?}", sim.policed);
+    let saved = sim.det.learned();
+    assert_eq!(saved.policed.len(), 1);
+
+    let mut det = Detection::new(&cfg(), "eth0").unwrap();
+    det.restore(&saved);
+    let mut sim2 = Sim::with(det);
+    sim2.blocked = sim.blocked.clone();
+    sim2.policed = sim.policed.clone();
+    sim2.run(6, &with(bg.clone(), atk), &[]);
+    let un: Vec<_> = sim2.verdicts.iter().flat_map(|v| &v.unpolice).collect();
+    assert!(un.is_empty(), "unpoliced right after the restart: {un:?}");
+    assert_eq!(sim2.policed.len(), 1);
+    sim2.run(200, &bg, &[]);
+    assert!(sim2.policed.is_empty());
+}
+
 #[test]
 fn restart_with_state_keeps_blocks_and_baselines() {
     let mut rng = Rng::new(13);
