@@ -1,5 +1,5 @@
 //! What one detection interval costs the daemon's loop:
-//! `v2::Detection::observe` (defaults) over N (source, destination) pair
+//! `detection::Detection::observe` (defaults) over N (source, destination) pair
 //! records plus the victim's record.
 //!
 //! `cargo run --release -p rampart-bench --example detect_cost -- [PAIRS...]`
@@ -15,8 +15,8 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
+use rampart_ddos_control::detection::{Detection, DetectionConfig, Interval, Skips, SourceRate};
 use rampart_ddos_control::features::{sketch_bit, UDP_OTHER};
-use rampart_ddos_control::v2::{Detection, DetectionConfig, Interval, Skips, SourceRate};
 use rampart_ddos_control::{FeatureRecord, Prefix, VictimRecord};
 
 /// The daemon's interval (s).

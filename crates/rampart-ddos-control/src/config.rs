@@ -1,5 +1,5 @@
 //! Configuration of the offload planner: the `[offload]` section of the
-//! daemon's TOML file (detection's `[detect]` is [`crate::v2::DetectionConfig`]).
+//! daemon's TOML file (detection's `[detect]` is [`crate::detection::DetectionConfig`]).
 //!
 //! `serde(default, deny_unknown_fields)`: a missing key takes the default
 //! written in its doc comment (the `Default` impl), an unknown key is an

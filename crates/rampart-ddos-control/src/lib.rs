@@ -7,7 +7,7 @@
 //! rates, time as interval lengths, so every rule here is testable with
 //! synthetic or recorded data.
 //!
-//! - [`v2::Detection`] runs detection per victim and per vector against
+//! - [`detection::Detection`] runs detection per victim and per vector against
 //!   learned per-victim baselines, then attributes sources; it decides SYN
 //!   cookies and the ACK guard for spoofed and out-of-state floods,
 //!   policing, prefix aggregation, unban on the source's own rate, and
@@ -17,17 +17,17 @@
 //!   that falls as the attack nears what the host can drop, and a bound on
 //!   rule updates.
 //!
-//! Configuration: [`v2::DetectionConfig`] (`[detect]`), [`PlannerConfig`]
+//! Configuration: [`detection::DetectionConfig`] (`[detect]`), [`PlannerConfig`]
 //! (`[offload]`); every key has a documented default and bad values give a
 //! [`ConfigError`] naming the key and the allowed range.
 
 pub mod config;
+pub mod detection;
 pub mod error;
 pub mod features;
 mod numbers;
 pub mod planner;
 pub mod prefix;
-pub mod v2;
 
 pub use config::PlannerConfig;
 pub use error::{ConfigError, PrefixError};
@@ -39,12 +39,12 @@ use serde::Serialize;
 
 /// A decision to block one source (an exact /32 or /128 prefix, or a CIDR
 /// prefix): what the daemon's blacklist takes, from detection
-/// ([`v2::Block`]) or from the operator.
+/// ([`detection::Block`]) or from the operator.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BlockDecision {
     /// What to block.
     pub prefix: Prefix,
-    /// Who decided: the vector family of a [`v2::Block`] (`"syn_flood"`,
+    /// Who decided: the vector family of a [`detection::Block`] (`"syn_flood"`,
     /// `"udp_amplification"`, `"port_scan"`, ...) or `"operator"`.
     pub detector: &'static str,
     /// Human-readable, with the numbers that triggered it.

@@ -9,7 +9,7 @@
 use std::net::IpAddr;
 
 use rampart_ddos::Prefix;
-use rampart_ddos_control::v2::AttackEvent;
+use rampart_ddos_control::detection::AttackEvent;
 pub use rampart_service::alert::{Action, Alert, Alerts, App, EventType};
 
 /// The address of a prefix that is one host (`/32`, `/128`).

@@ -268,7 +268,9 @@ async fn rates(State(st): State<ApiState>) -> Json<Vec<RateView>> {
 
 #[utoipa::path(get, path = "/v1/victims", tag = "ddos",
     responses((status = 200, description = "Victims detection follows: `[{\"victim\", \"under_attack\", \"vectors\": [{\"vector\", \"current_pps\", \"baseline_pps\", \"threshold_pps\", \"anomalous\"}], \"source_level_pps\", \"protection\": {\"syn_cookies\", \"ack_guard\"}, \"blocked\", \"policed\"}]`", body = Object)))]
-async fn victims(State(st): State<ApiState>) -> Json<Vec<rampart_ddos_control::v2::VictimView>> {
+async fn victims(
+    State(st): State<ApiState>,
+) -> Json<Vec<rampart_ddos_control::detection::VictimView>> {
     Json(view(&st).victims)
 }
 

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rampart_ddos_control::v2::DetectionConfig;
+use rampart_ddos_control::detection::DetectionConfig;
 use rampart_ddos_control::PlannerConfig;
 use rampart_service::alert::AlertsConfig;
 use rampart_service::{ConfigError, ServerConfig};

@@ -32,7 +32,7 @@ use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_ddos::filter::{self, Filter, FilterConfig, Scope};
 use rampart_ddos::protect::{Protect, ProtectFlags};
 use rampart_ddos::{Features, Prefix, Snapshot};
-use rampart_ddos_control::v2::{self, Detection, Restore, SourceRate, Verdict};
+use rampart_ddos_control::detection::{self, Detection, Restore, SourceRate, Verdict};
 use rampart_ddos_control::{BlockDecision, Planner};
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
@@ -108,10 +108,10 @@ pub struct View {
     /// Attack in progress (on any victim).
     pub under_attack: bool,
     /// Victims detection follows: rates, baselines, thresholds, protection.
-    pub victims: Vec<v2::VictimView>,
+    pub victims: Vec<detection::VictimView>,
     /// Detection's gauges (per victim and vector, and totals).
     #[serde(skip)]
-    pub gauges: Vec<v2::Gauge>,
+    pub gauges: Vec<detection::Gauge>,
     /// Sources policed now (rate-limited in XDP instead of blocked).
     pub policed: Vec<Policed>,
     /// Planner swap threshold.
@@ -202,7 +202,7 @@ struct SavedState {
     /// What detection learned, with the fingerprint of the configuration
     /// and interface that learned it (older state files have none).
     #[serde(default)]
-    detection: Option<v2::Learned>,
+    detection: Option<detection::Learned>,
 }
 
 // The iptables variant is small; one HostTier exists per daemon.
@@ -1051,12 +1051,12 @@ impl Daemon {
             Some(f) => self.policing.measure(f, secs),
             None => Vec::new(),
         };
-        let iv = v2::Interval {
+        let iv = detection::Interval {
             index,
             secs,
             pairs: &self.snap.records,
             victims: &self.snap.victims,
-            skips: v2::Skips {
+            skips: detection::Skips {
                 pairs: self.snap.pairs_full,
                 victims: self.snap.victims_full,
             },
@@ -1162,7 +1162,7 @@ impl Daemon {
     /// Switch a victim's SYN cookies / ACK guard. A failure (e.g. a kernel
     /// that cannot complete cookie connections) is logged with its reason
     /// and the victim stays as it was: blocks still apply.
-    fn set_protection(&mut self, c: &v2::ProtectChange) {
+    fn set_protection(&mut self, c: &detection::ProtectChange) {
         let flags = ProtectFlags {
             syn_cookies: c.flags.syn_cookies,
             ack_guard: c.flags.ack_guard,

@@ -1,8 +1,9 @@
 //! rampart ddos control plane, runtime half: tier backends
 //! ([`tier`]), placement modes ([`mode`]), and the mitigation daemon
 //! ([`daemon`]) with its HTTP API ([`api`]), Prometheus metrics
-//! ([`metrics`]) and JSON-lines alerts ([`alerts`]). The decisions —
-//! detectors, rate monitor, offload planner — come from
+//! ([`metrics`]) and JSON-lines alerts ([`alerts`]); the policer's
+//! bookkeeping ([`police`]). The decisions — detection (blocks, policing,
+//! protection, unbans) and the offload planner — come from
 //! `rampart-ddos-control`.
 
 pub mod alerts;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use rampart_ddos::filter::{Filter, PolicedEntry, POLICE_MAX_PPS as DDOS_POLICE_MAX_PPS};
 use rampart_ddos::Prefix;
-use rampart_ddos_control::v2::{self, LearnedPolice, SourceRate};
+use rampart_ddos_control::detection::{self, LearnedPolice, SourceRate};
 use serde::Serialize;
 
 /// A source detection polices, with its policer's counters.
@@ -71,7 +71,7 @@ pub fn plan(
 #[derive(Debug, Default)]
 pub struct Policing {
     /// Sources policed now, with the decision that policed them.
-    policed: BTreeMap<Prefix, v2::Police>,
+    policed: BTreeMap<Prefix, detection::Police>,
     /// The policer's counters at the last interval.
     last: HashMap<Prefix, PolicedEntry>,
     /// Dropped packets/s over the last interval.
@@ -130,7 +130,7 @@ impl Policing {
             }
             self.policed.insert(
                 p,
-                v2::Police {
+                detection::Police {
                     prefix: p,
                     victim: victims[&p],
                     vector: String::new(),
@@ -180,7 +180,7 @@ impl Policing {
     pub fn apply(
         &mut self,
         f: &Filter,
-        police: &[v2::Police],
+        police: &[detection::Police],
         unpolice: &[Prefix],
         never: impl Fn(&Prefix) -> bool,
     ) -> bool {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use rampart_ddos::filter::{Filter, FilterConfig, Scope};
 use rampart_ddos::Prefix;
-use rampart_ddos_control::v2::{LearnedPolice, Police};
+use rampart_ddos_control::detection::{LearnedPolice, Police};
 use rampart_ddosd::police::Policing;
 use rampart_ddosd::{Command, Config, Handle};
 use rampart_lab::testing::TestLab;

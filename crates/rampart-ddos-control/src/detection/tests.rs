@@ -1,4 +1,4 @@
-//! Detection v2 against synthetic intervals of each scenario family, with
+//! Detection against synthetic intervals of each scenario family, with
 //! the shipped defaults (no per-scenario tuning): who is blocked, policed
 //! or protected, the vector named, no legitimate source banned, no unban
 //! during an attack, baselines a ramp cannot poison, state discarded on a

@@ -1,4 +1,4 @@
-//! What detection v2 reads ([`Interval`]) and decides ([`Verdict`]), and
+//! What detection reads ([`Interval`]) and decides ([`Verdict`]), and
 //! the names of the attack vectors.
 
 use std::net::IpAddr;

@@ -1,4 +1,4 @@
-//! `[detect]` of detection v2: thresholds per vector, baselines,
+//! `[detect]` of detection: thresholds per vector, baselines,
 //! attribution, policing, aggregation, protection and the attack
 //! lifecycle. Every key has a default a real server can ship; the doc
 //! comment of each says why.
@@ -54,7 +54,7 @@ impl Default for Floors {
     }
 }
 
-/// `[detect]` (detection v2).
+/// `[detect]` (detection).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DetectionConfig {

@@ -1,4 +1,4 @@
-//! Detection v2: per-victim detection against learned per-victim
+//! Detection: per-victim detection against learned per-victim
 //! baselines, then attribution of sources; SYN cookies and the ACK guard
 //! for spoofed and out-of-state floods; policing before banning; prefix
 //! aggregation with bounded collateral; unban on the source's own rate;
@@ -394,7 +394,7 @@ struct Cand {
     reason: String,
 }
 
-/// Detection v2. See the module documentation.
+/// Detection. See the module documentation.
 #[derive(Debug)]
 pub struct Detection {
     cfg: DetectionConfig,
