@@ -31,6 +31,51 @@ impl Drop for Attached {
     }
 }
 
+/// A lab of its own with the filter on host0 and nginx on host; dropped in
+/// field order: the filter, nginx, its files, then the lab.
+struct Env {
+    att: Attached,
+    _nginx: Nginx,
+    work: std::path::PathBuf,
+    host: String,
+    wan: String,
+    scope: Scope,
+    _lab: TestLab,
+}
+
+impl Env {
+    fn up(prefix: &str) -> Self {
+        let lab = TestLab::up(prefix, 0);
+        let (host, wan) = (lab.host_ns(), lab.wan_ns());
+        let scope = Scope::new(Some(&host), HOST_IF).unwrap();
+        let cfg = FilterConfig {
+            sample_shift: 0,
+            features_capacity: 1 << 12,
+            ..Default::default()
+        };
+        let att = Attached {
+            filter: Filter::attach(&scope, &cfg, XdpMode::Native).expect("attach"),
+        };
+        let work = std::env::temp_dir().join(format!("rampart-e2e-protect-{}", lab.prefix()));
+        let nginx = Nginx::start(&host, HOST, None, &work, &wan).expect("nginx");
+        Env {
+            att,
+            _nginx: nginx,
+            work,
+            host,
+            wan,
+            scope,
+            _lab: lab,
+        }
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
 /// Counters of `/proc/net/netstat` and `/proc/net/snmp` of namespace `ns`,
 /// as `TcpExt<Name>` / `Tcp<Name>`.
 fn netstat(ns: &str, name: &str) -> u64 {
@@ -98,19 +143,8 @@ fn request(c: &mut TcpStream) -> String {
 
 #[test]
 fn syn_cookies_from_xdp_complete_real_connections_and_the_guard_drops_an_ack_flood() {
-    let lab = TestLab::up("dpp", 0);
-    let (host, wan) = (lab.host_ns(), lab.wan_ns());
-    let scope = Scope::new(Some(&host), HOST_IF).unwrap();
-    let cfg = FilterConfig {
-        sample_shift: 0,
-        features_capacity: 1 << 12,
-        ..Default::default()
-    };
-    let att = Attached {
-        filter: Filter::attach(&scope, &cfg, XdpMode::Native).expect("attach"),
-    };
-    let work = std::env::temp_dir().join(format!("rampart-e2e-protect-{}", lab.prefix()));
-    let _nginx = Nginx::start(&host, HOST, None, &work, &wan).expect("nginx");
+    let env = Env::up("dpp");
+    let (host, wan, scope) = (env.host.clone(), env.wan.clone(), env.scope.clone());
 
     // A keep-alive connection from before protection.
     let mut kept = netns::run_in(Some(&wan), || {
@@ -189,8 +223,7 @@ fn syn_cookies_from_xdp_complete_real_connections_and_the_guard_drops_an_ack_flo
     assert!(!p.tc_attached());
     assert_eq!(curl(&wan), "rampart\n");
     drop(kept);
-    drop(att);
-    let _ = std::fs::remove_dir_all(&work);
+    drop(env);
 }
 
 /// Handshake completions from the kernel, merged into the pair records:
@@ -200,20 +233,9 @@ fn syn_cookies_from_xdp_complete_real_connections_and_the_guard_drops_an_ack_flo
 #[test]
 fn completions_count_real_handshakes_only() {
     use rampart_ddos::features::Features;
-    let lab = TestLab::up("dpc", 0);
-    let (host, wan) = (lab.host_ns(), lab.wan_ns());
-    let scope = Scope::new(Some(&host), HOST_IF).unwrap();
-    let cfg = FilterConfig {
-        sample_shift: 0,
-        features_capacity: 1 << 12,
-        ..Default::default()
-    };
-    let att = Attached {
-        filter: Filter::attach(&scope, &cfg, XdpMode::Native).expect("attach"),
-    };
-    let work = std::env::temp_dir().join(format!("rampart-e2e-compl-{}", lab.prefix()));
-    let _nginx = Nginx::start(&host, HOST, None, &work, &wan).expect("nginx");
-    let mut feats = Features::open(att.filter.name()).unwrap();
+    let env = Env::up("dpc");
+    let wan = env.wan.clone();
+    let mut feats = Features::open(env.att.filter.name()).unwrap();
     feats.snapshot().unwrap();
     let pair = |s: &rampart_ddos::Snapshot| {
         s.records
@@ -256,8 +278,7 @@ fn completions_count_real_handshakes_only() {
         !s.records.iter().any(|r| r.src.is_loopback()),
         "a handshake of another namespace was counted"
     );
-    drop(att);
-    let _ = std::fs::remove_dir_all(&work);
+    drop(env);
 }
 
 /// A spoofed SYN that reached the kernel before cookies were on left a
@@ -267,19 +288,8 @@ fn completions_count_real_handshakes_only() {
 /// its tuples does not reach the stack through the request socket.
 #[test]
 fn syns_of_a_handshake_the_kernel_holds_are_dropped_under_cookies() {
-    let lab = TestLab::up("dps", 0);
-    let (host, wan) = (lab.host_ns(), lab.wan_ns());
-    let scope = Scope::new(Some(&host), HOST_IF).unwrap();
-    let cfg = FilterConfig {
-        sample_shift: 0,
-        features_capacity: 1 << 12,
-        ..Default::default()
-    };
-    let att = Attached {
-        filter: Filter::attach(&scope, &cfg, XdpMode::Native).expect("attach"),
-    };
-    let work = std::env::temp_dir().join(format!("rampart-e2e-pending-{}", lab.prefix()));
-    let _nginx = Nginx::start(&host, HOST, None, &work, &wan).expect("nginx");
+    let env = Env::up("dps");
+    let (host, wan, scope) = (env.host.clone(), env.wan.clone(), env.scope.clone());
     // From an address nobody owns (its SYN-ACK is never answered), one
     // fixed source port so that every SYN is the same handshake.
     let syn = |count: &str| {
@@ -322,6 +332,5 @@ fn syns_of_a_handshake_the_kernel_holds_are_dropped_under_cookies() {
     assert_eq!(st.syn_passed, 0, "{st:?}");
     assert_eq!(st.synack_sent, 0, "{st:?}");
     p.clear(HOST.parse().unwrap()).unwrap();
-    drop(att);
-    let _ = std::fs::remove_dir_all(&work);
+    drop(env);
 }
