@@ -84,10 +84,19 @@ fn bench_prints_one_object_per_configuration() {
         "4096",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+    let all: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // The peer engine on the same pipeline: timely-dataflow, 1 and 2 workers.
+    let (peers, rows): (Vec<_>, Vec<_>) = all.into_iter().partition(|r| r["event_type"] == "peer");
+    assert_eq!(peers.len(), 2, "{peers:?}");
+    for p in &peers {
+        assert_eq!(p["engine"], "timely-dataflow");
+        assert!(p["tuples_per_s"].as_f64().unwrap() > 0.0);
+        assert!(p["windows"].as_u64().unwrap() > 0);
+        assert!(p["rampart_best_over_peer"].as_f64().unwrap() > 0.0);
+    }
     assert_eq!(rows.len(), 12, "8 full + 4 empty configurations");
     for r in &rows {
         for k in [

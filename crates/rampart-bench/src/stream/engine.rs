@@ -15,8 +15,10 @@ use rampart_stream::engine::{
 use rampart_stream::flowid::jhash2;
 
 /// The benchmark's 32-byte packet tuple (IPv4, as in the WindFlow anchor).
+/// Serializable only because timely's exchange channels require it (the
+/// peer's workers share one process: nothing is serialized).
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct BenchTuple {
     /// Source address.
     pub saddr: u32,
@@ -207,7 +209,7 @@ pub fn process_cpu_seconds() -> f64 {
 /// hash of `i` — computed, not looked up, so the source does not add a
 /// cache miss of its own per tuple.
 #[inline]
-fn flow(i: u32) -> BenchTuple {
+pub(crate) fn flow(i: u32) -> BenchTuple {
     let mut x = u64::from(i).wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -233,6 +235,22 @@ fn flow(i: u32) -> BenchTuple {
     }
 }
 
+/// The source's random state for replica (or peer worker) `w`.
+pub(crate) fn seed(w: usize) -> u64 {
+    0x2545_f491_4f6c_dd1du64 ^ (w as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// The next flow index in `0..n` (xorshift*: cheap, so the source costs
+/// little next to the pipeline).
+#[inline]
+pub(crate) fn draw(x: &mut u64, n: u64) -> u32 {
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+    (((r >> 32) * n) >> 32) as u32
+}
+
 fn source<T: BenchItem>(
     flows: u32,
     seconds: f64,
@@ -242,18 +260,12 @@ fn source<T: BenchItem>(
        + 'static {
     move |ctx| {
         let n = u64::from(flows);
-        let mut x = 0x2545_f491_4f6c_dd1du64
-            ^ (ctx.replica() as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut x = seed(ctx.replica());
         let deadline = Instant::now() + Duration::from_secs_f64(seconds);
         let mut ts = 0u64;
         loop {
             for _ in 0..65_536 {
-                x ^= x >> 12;
-                x ^= x << 25;
-                x ^= x >> 27;
-                let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
-                let i = (((r >> 32) * n) >> 32) as u32;
-                let mut t = T::from_flow(&flow(i));
+                let mut t = T::from_flow(&flow(draw(&mut x, n)));
                 ts += 1;
                 t.set_ts(ts);
                 ctx.emit(ts, t);
@@ -474,7 +486,31 @@ pub fn run_and_print(a: &EngineSpec) -> crate::Result<()> {
         configs.extend(standard_configs(f, a.batch, a.seconds, a.tuple_bytes));
     }
     let mut runs: Vec<Vec<BenchResult>> = vec![Vec::new(); configs.len()];
+    // The peer engine, same pipeline and tuples, 1 and 2 workers, per flow
+    // count; on the 32-byte tuple only (the anchor's: its tuple is not the
+    // apps' 56-byte one, whose C layout timely's channels cannot carry).
+    let peers: Vec<(u32, usize)> = if a.tuple_bytes == 32 {
+        a.flows
+            .iter()
+            .flat_map(|&f| [(f, 1usize), (f, 2)])
+            .collect()
+    } else {
+        eprintln!("the peer engine runs on the 32-byte tuple only: --tuple-bytes 32 to compare");
+        Vec::new()
+    };
+    let mut peer_runs: Vec<Vec<super::timely_peer::TimelyResult>> = vec![Vec::new(); peers.len()];
     for rep in 0..a.repeat {
+        for (i, &(f, w)) in peers.iter().enumerate() {
+            let r = super::timely_peer::run(f, a.seconds, w)?;
+            if !a.json {
+                eprintln!(
+                    "rep {rep} timely flows {:>7} workers {w} {:>10}tuples/s",
+                    f,
+                    si(r.tuples_per_s)
+                );
+            }
+            peer_runs[i].push(r);
+        }
         for (i, c) in configs.iter().enumerate() {
             let r = run(c).map_err(rampart_stream::Error::from)?;
             if !a.json {
@@ -504,6 +540,74 @@ pub fn run_and_print(a: &EngineSpec) -> crate::Result<()> {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    // rampart's best full-pipeline medians per flow count (tuples/s and
+    // tuples per CPU-s, each the best over the configurations), for the ratios.
+    let best = |f: u32, per: fn(&BenchResult) -> f64| {
+        configs
+            .iter()
+            .zip(&runs)
+            .filter(|(c, _)| c.flows == f && c.pipeline == BenchPipeline::Full)
+            .map(|(_, rs)| med(rs.iter().map(per).collect()))
+            .fold(0.0, f64::max)
+    };
+    #[derive(serde::Serialize)]
+    struct PeerRow {
+        event_type: &'static str,
+        #[serde(flatten)]
+        median: super::timely_peer::TimelyResult,
+        repeat: usize,
+        runs_tuples_per_s: Vec<f64>,
+        runs_tuples_per_cpu_s: Vec<f64>,
+        median_tuples_per_cpu_s: f64,
+        /// rampart's best full-pipeline configuration (median tuples/s) ÷ this.
+        rampart_best_over_peer: f64,
+        /// The same per CPU-second (what each costs, not how much CPU it got).
+        rampart_best_over_peer_per_cpu_s: f64,
+        cpus: usize,
+    }
+    for (i, rs) in peer_runs.into_iter().enumerate() {
+        let raw: Vec<f64> = rs.iter().map(|r| r.tuples_per_s).collect();
+        let raw_cpu: Vec<f64> = rs.iter().map(|r| r.tuples_per_cpu_s).collect();
+        let m = med(raw.clone());
+        let m_cpu = med(raw_cpu.clone());
+        let mut row = rs
+            .iter()
+            .find(|r| r.tuples_per_s == m)
+            .cloned()
+            .unwrap_or_else(|| rs[0].clone());
+        row.tuples_per_s = m;
+        let f = peers[i].0;
+        let ratio = best(f, |r| r.tuples_per_s) / m.max(f64::EPSILON);
+        let ratio_cpu = best(f, |r| r.tuples_per_cpu_s) / m_cpu.max(f64::EPSILON);
+        if a.json {
+            print_json(&PeerRow {
+                event_type: "peer",
+                median: row,
+                repeat: rs.len(),
+                runs_tuples_per_s: raw,
+                runs_tuples_per_cpu_s: raw_cpu,
+                median_tuples_per_cpu_s: m_cpu,
+                rampart_best_over_peer: ratio,
+                rampart_best_over_peer_per_cpu_s: ratio_cpu,
+                cpus,
+            })?;
+        } else {
+            println!(
+                "peer  timely-dataflow {} flows {:>7} workers {} median {:>10}tuples/s, {:>10}tuples per CPU-s; rampart's best full pipeline {:.2}x ({:.2}x per CPU-s)",
+                row.version,
+                row.flows,
+                row.workers,
+                si(m),
+                si(m_cpu),
+                ratio,
+                ratio_cpu
+            );
+        }
+    }
     for rs in runs {
         let mut v: Vec<f64> = rs.iter().map(|r| r.tuples_per_s).collect();
         let raw = v.clone();

@@ -78,9 +78,10 @@ pub struct PlanArgs {
     /// frames passed on) or AF_XDP (the frame becomes the record).
     #[arg(long, value_enum, default_value = "tap")]
     pub via: Via,
-    /// tuples, or (the tap) per-connection counters kept in XDP.
-    #[arg(long, value_enum, default_value = "aggregate")]
-    pub offload: PlanOffload,
+    /// tuples, or (the tap) per-connection counters kept in XDP
+    /// [default: aggregate with the tap, tuples with AF_XDP].
+    #[arg(long, value_enum)]
+    pub offload: Option<PlanOffload>,
     /// --via afxdp: source replicas (AF_XDP sockets per RX queue on host-xdp; RX queues on nfp).
     #[arg(long, default_value_t = 1)]
     pub sources: u32,
@@ -488,12 +489,12 @@ fn plan_cmd(a: &PlanArgs) -> Result<()> {
             offload::plan_tap(
                 &g,
                 a.target.into(),
-                a.offload == PlanOffload::Aggregate,
+                a.offload != Some(PlanOffload::Tuples),
                 object(),
             )?
         }
         Via::Afxdp => {
-            if a.offload == PlanOffload::Aggregate {
+            if a.offload == Some(PlanOffload::Aggregate) {
                 super::util::usage_bail!(
                     "--offload aggregate needs --via tap: AF_XDP delivers a record per frame"
                 );
