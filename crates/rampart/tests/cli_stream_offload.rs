@@ -62,6 +62,12 @@ fn plan_shows_what_runs_in_xdp() {
     assert!(out.contains("userspace flows"), "{out}");
     assert!(out.contains("xdp_stream_tap"), "{out}");
     assert!(out.contains("fits host-xdp: yes"), "{out}");
+    // AF_XDP without --offload: tuples (the only offload it has), not the
+    // tap's default aggregation.
+    let o = rampart(&["stream", "plan", "portscan", "--via", "afxdp"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("the frame becomes the record"), "{out}");
     // The nfp cannot aggregate (nor run the tap at all): refused, with why.
     let e = one_error_line(
         &rampart(&["stream", "plan", "synflood", "--target", "nfp"]),
