@@ -485,7 +485,7 @@ fn portscan_flags_the_scanner_and_only_it() {
 }
 
 #[test]
-fn portscan_vertical_scan_needs_service_first_contacts() {
+fn portscan_flags_a_vertical_scan_by_default() {
     let mut p = Vec::new();
     let (scanner, target) = (v4(198, 51, 100, 9), v4(10, 10, 1, 1));
     for port in 1..=60u16 {
@@ -510,7 +510,8 @@ fn portscan_vertical_scan_needs_service_first_contacts() {
             workers: 2,
             ..EngineOpts::default()
         },
-        FirstContact::Service,
+        // The default: a responder's service is a first contact.
+        PortscanConfig::default().first_contact,
     );
     assert_eq!(a.len(), 1);
     assert_eq!(a[0].src.to_string(), "198.51.100.9");
@@ -658,4 +659,53 @@ fn synflood_flags_the_flood_and_not_the_normal_mix() {
         .collect();
     let f = write_pcap("normal.pcap", &normal);
     assert!(run_synflood(f.path(), 2, EngineOpts::default()).is_empty());
+}
+
+/// What the tap on the server's own interface sees: its ingress only, no
+/// SYN-ACK and no RST of the server. A flood's SYNs to one port still
+/// alert; a SYN scan of 2,000 ports of one host (nmap -sS: the closed
+/// ports' refusals unseen, so every SYN looks incomplete) does not.
+#[test]
+fn synflood_from_the_servers_ingress_alone_flags_the_flood_not_a_scan() {
+    let victim = v4(10, 10, 0, 3);
+    let ingress: Vec<_> = flood_traffic()
+        .into_iter()
+        .filter(|(_, fr)| {
+            let t = rampart_stream::parse::parse_frame(fr, 0).unwrap();
+            t.src_ip() != victim && t.src_ip() != v4(10, 10, 0, 2)
+        })
+        .collect();
+    let f = write_pcap("flood-ingress.pcap", &ingress);
+    let a = run_synflood(f.path(), 2, EngineOpts::default());
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(
+        (a[0].dst.to_string(), a[0].port),
+        ("10.10.0.3".to_string(), 443)
+    );
+    assert_eq!(a[0].details.synack, 0, "no answer seen");
+    assert!(
+        a[0].details.incomplete_handshakes >= 3000,
+        "{:?}",
+        a[0].details
+    );
+
+    // nmap -sS of ports 1-2000: a SYN each (two for the open ones, whose
+    // SYN-ACK the scanner resets), in 2 s; also the client's RSTs.
+    let (scanner, target) = (v4(198, 51, 100, 7), v4(10, 10, 0, 2));
+    let mut p = Vec::new();
+    for port in 1..=2000u16 {
+        let t = T0_NS + u64::from(port) * 1_000_000;
+        p.push((t, frame(scanner, target, 45000, port, L4::Tcp(0x02), 0)));
+        if port == 22 || port == 80 {
+            p.push((
+                t + 500,
+                frame(scanner, target, 45000, port, L4::Tcp(0x04), 0),
+            ));
+        }
+    }
+    let f = write_pcap("scan-ingress.pcap", &p);
+    assert!(
+        run_synflood(f.path(), 2, EngineOpts::default()).is_empty(),
+        "a port scan is not a SYN flood"
+    );
 }

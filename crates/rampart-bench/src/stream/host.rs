@@ -130,10 +130,14 @@ struct Run {
     host_cpu_s: f64,
     /// ... minus the matching baseline's (`baseline-taken` for AF_XDP).
     monitor_cpu_s: f64,
-    /// Packets analysed per `monitor_cpu_s` (null below the 10 ms tick).
+    /// Packets analysed per `monitor_cpu_s`, the CPU taken as at least one
+    /// /proc/stat tick per CPU (null for the baselines).
     packets_per_cpu_s: Option<f64>,
-    /// Packets analysed per `host_cpu_s` (null below the 10 ms tick).
+    /// Packets analysed per `host_cpu_s` (the same floor).
     packets_per_host_cpu_s: Option<f64>,
+    /// `monitor_cpu_s` was below that floor: `packets_per_cpu_s` is a lower
+    /// bound (the feed cost less than the counters can tell).
+    cpu_below_resolution: bool,
     service_rps: f64,
     service_rps_ratio: f64,
     flow_records: u64,
@@ -155,6 +159,8 @@ struct FeedSummary {
     service_rps_ratio: f64,
     runs_packets_per_cpu_s: Vec<f64>,
     runs_service_rps_ratio: Vec<f64>,
+    /// Repetitions whose monitor CPU was below the counters' resolution.
+    runs_cpu_below_resolution: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -471,10 +477,28 @@ fn one(
     let running = start(c, feed)?;
     std::thread::sleep(Duration::from_millis(300));
     let url = "http://10.10.0.2/";
-    let wrk = Wrk::spawn(&c.lab.wan_ns(), url, a.wrk_seconds, a.wrk_conns, None)?;
-    let rps = wrk.finish().map(|w| w.rps()).unwrap_or(0.0);
+    // wrk first checks the address with a blocking connect: when the feed
+    // takes every frame (AF_XDP) it would wait out the kernel's SYN retries
+    // (minutes). So one request first; none answered is 0 requests/s.
+    let rps = if answers(&c.lab.wan_ns(), url) {
+        let wrk = Wrk::spawn(&c.lab.wan_ns(), url, a.wrk_seconds, a.wrk_conns, None)?;
+        wrk.finish().map(|w| w.rps()).unwrap_or(0.0)
+    } else {
+        0.0
+    };
     stop(running)?;
     Ok((g.sent_packets, analysed, busy_s, rps, records, g.seconds))
+}
+
+/// Does `url` answer 200 from `ns` (two tries of 2 s)?
+fn answers(ns: &str, url: &str) -> bool {
+    (0..2).any(|_| {
+        Command::new("ip")
+            .args(["netns", "exec", ns, "curl", "-s", "-o", "/dev/null"])
+            .args(["-m", "2", "-w", "%{http_code}", url])
+            .output()
+            .is_ok_and(|o| o.stdout == b"200")
+    })
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -582,9 +606,13 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                     Feed::AfxdpRaw => busy_s - taken.unwrap_or(base_busy),
                     _ => host_cpu_s,
                 };
-                // One /proc/stat tick per CPU is the resolution.
-                let per = |cpu: f64| (cpu > 0.01 * ncpu as f64).then(|| analysed as f64 / cpu);
-                let (analysed, lost) = if matches!(feed, Feed::Baseline | Feed::BaselineTaken) {
+                // One /proc/stat tick per CPU is the resolution: a feed that
+                // cost less is counted as costing that much (a lower bound
+                // on its rate, flagged), never as free or negative.
+                let floor = ncpu as f64 / rampart_lab::hostcpu::user_hz() as f64;
+                let baseline = matches!(feed, Feed::Baseline | Feed::BaselineTaken);
+                let per = |cpu: f64| (!baseline).then(|| analysed as f64 / cpu.max(floor));
+                let (analysed, lost) = if baseline {
                     (0, 0.0)
                 } else {
                     (
@@ -605,6 +633,7 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                     monitor_cpu_s,
                     packets_per_cpu_s: per(monitor_cpu_s),
                     packets_per_host_cpu_s: per(host_cpu_s),
+                    cpu_below_resolution: !baseline && monitor_cpu_s < floor,
                     service_rps: rps,
                     service_rps_ratio: rps / base_rps.max(f64::EPSILON),
                     flow_records: records,
@@ -659,6 +688,7 @@ fn report_all(a: &HostSpec, runs: &[Run], refusal: &str, machine: &Machine) -> R
                     .map(|r| r.packets_per_cpu_s.unwrap_or(0.0))
                     .collect(),
                 runs_service_rps_ratio: rs.iter().map(|r| r.service_rps_ratio).collect(),
+                runs_cpu_below_resolution: rs.iter().filter(|r| r.cpu_below_resolution).count(),
             }
         })
         .collect();
@@ -734,13 +764,21 @@ fn report_all(a: &HostSpec, runs: &[Run], refusal: &str, machine: &Machine) -> R
     } else {
         for f in &feeds {
             eprintln!(
-                "{:<15} {:>9}packets/CPU-s ({:>9} per host CPU-s)  lost {:>5.1}%  monitor CPU {:>6.2} s  service {:.2}",
+                "{:<15} {:>9}packets/CPU-s ({:>9} per host CPU-s)  lost {:>5.1}%  monitor CPU {:>6.2} s  service {:.2}{}",
                 f.feed,
                 si(f.packets_per_cpu_s),
                 si(f.packets_per_host_cpu_s),
                 f.lost_pct,
                 f.monitor_cpu_s,
-                f.service_rps_ratio
+                f.service_rps_ratio,
+                if f.runs_cpu_below_resolution > 0 {
+                    format!(
+                        "  ({} of {} runs below the CPU counters' resolution: a lower bound)",
+                        f.runs_cpu_below_resolution, f.repeat
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
         let b = &summary.bar;

@@ -1,5 +1,5 @@
 //! SYN-flood detection: TCP handshakes that never complete, per
-//! destination per window (default 10 s).
+//! destination service (address and port) per window (default 10 s).
 //!
 //! Graph: Source → Filter (TCP) → Map (tuple → connection part,
 //! [`crate::part`]) → Keyed Window (tumbling, per connection: both
@@ -13,6 +13,12 @@
 //! after the SYN-ACK — what `nmap -sS` does) costs the server no backlog
 //! and is not counted, so a port scan is not a SYN flood. With the tap's
 //! aggregation the per-connection counts come from XDP.
+//!
+//! The tap on a server's own interface sees its ingress only: the server's
+//! RST to a SYN for a closed port is never seen, so that SYN looks
+//! incomplete. The threshold therefore applies per destination *port*: a
+//! flood fills one service's backlog with thousands of SYNs, a vertical
+//! scan sends one or two per port.
 
 use std::time::Duration;
 
@@ -34,7 +40,7 @@ use crate::tuple::ST_FLOWID_SEED;
 pub struct SynfloodConfig {
     /// Window length (default 10 s).
     pub window: Duration,
-    /// Incomplete handshakes per destination per window that raise an alert.
+    /// Incomplete handshakes per destination port per window that raise an alert.
     pub threshold: u64,
     /// Engine settings.
     pub engine: EngineOpts,
@@ -80,8 +86,11 @@ pub struct FloodDetails {
     pub window_start: String,
     /// Window end.
     pub window_end: String,
-    /// Incomplete handshakes in the window.
+    /// Incomplete handshakes to the alert's port in the window (what
+    /// crossed the threshold).
     pub incomplete_handshakes: u64,
+    /// Incomplete handshakes to the destination's other ports.
+    pub incomplete_other_ports: u64,
     /// SYNs seen.
     pub syn: u64,
     /// SYN-ACKs seen.
@@ -105,7 +114,7 @@ pub struct FloodAlert {
     pub window_end_ns: u64,
     /// Victim.
     pub dst: Addr,
-    /// Port with most incomplete handshakes.
+    /// The port with most incomplete handshakes (the service flooded).
     pub port: u16,
     /// Details.
     pub details: FloodDetails,
@@ -130,8 +139,9 @@ impl FloodAlert {
             proto: "TCP".into(),
             note: "SYN_Flood",
             msg: format!(
-                "{} got {} incomplete TCP handshakes in {} s",
+                "{} port {} got {} incomplete TCP handshakes in {} s",
                 self.dst,
+                self.port,
                 self.details.incomplete_handshakes,
                 (self.window_end_ns - self.window_start_ns) / 1_000_000_000
             ),
@@ -223,12 +233,12 @@ pub fn graph(cfg: &SynfloodConfig) -> AppGraph {
                     note: None,
                     parallelism: w,
                 },
-                "incomplete handshakes per destination",
+                "incomplete handshakes per destination (and per port)",
             ),
             OpDesc::new(
                 "over-threshold",
                 OpKind::Stateless,
-                "Filter: over the threshold",
+                "Filter: a port over the threshold",
             ),
             OpDesc::new("alert", OpKind::Stateless, "Map: the alert"),
             OpDesc::new("alerts", OpKind::Sink, "SYN-flood alerts"),
@@ -318,13 +328,13 @@ pub fn build<S: PacketSource>(
                     },
                     move |dst: &Addr, a: DstAcc, w: &WindowInfo| {
                         // The port with most incomplete handshakes (the lowest on a tie).
-                        let port = a
+                        let (port, n) = a
                             .ports
                             .iter()
                             .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
-                            .map_or(0, |(p, _)| *p);
+                            .map_or((0, 0), |(p, n)| (*p, *n));
                         (
-                            a.incomplete,
+                            n,
                             FloodAlert {
                                 window_start_ns: w.start,
                                 window_end_ns: w.end,
@@ -333,7 +343,8 @@ pub fn build<S: PacketSource>(
                                 details: FloodDetails {
                                     window_start: iso8601(w.start),
                                     window_end: iso8601(w.end),
-                                    incomplete_handshakes: a.incomplete,
+                                    incomplete_handshakes: n,
+                                    incomplete_other_ports: a.incomplete - n,
                                     syn: a.syn,
                                     synack: a.synack,
                                     half_open_keys: a.sources,

@@ -109,7 +109,7 @@ pub enum PlanOffload {
     Aggregate,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum App {
     /// Flow records (EVE flow JSON lines, IPFIX).
     Flowmeter,
@@ -582,10 +582,20 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
     };
     let listen = a.listen;
     let src_for_metrics = src.clone();
+    let kind = if a.app == App::Flowmeter {
+        "records"
+    } else {
+        "alerts"
+    };
     let metrics = move |p: &Pipeline| -> Result<Option<rampart_service::Server>> {
         listen
             .map(|addr| {
-                super::stream_metrics::serve(addr, src_for_metrics.clone(), Some(p.queue_gauges()))
+                super::stream_metrics::serve(
+                    addr,
+                    src_for_metrics.clone(),
+                    Some(p.queue_gauges()),
+                    kind,
+                )
             })
             .transpose()
     };

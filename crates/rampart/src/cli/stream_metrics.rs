@@ -13,11 +13,12 @@ use rampart_service::{
 use rampart_stream::engine::QueueGauges;
 use rampart_stream::source::{AnySource, PacketSource};
 
-/// Counts the app's outputs (flow records or alerts), for the metrics.
+/// Counts the app's outputs (flow records or alerts: the `kind` given to
+/// [`serve`]), for the metrics.
 pub static OUTPUTS: AtomicU64 = AtomicU64::new(0);
 
 /// The samples of one scrape.
-fn read(src: &AnySource, queues: Option<&QueueGauges>, m: &mut Samples) {
+fn read(src: &AnySource, queues: Option<&QueueGauges>, kind: &str, m: &mut Samples) {
     let packets = "rampart_stream_packets_total";
     let s = src.stats().snapshot();
     for (l, v) in [
@@ -38,7 +39,7 @@ fn read(src: &AnySource, queues: Option<&QueueGauges>, m: &mut Samples) {
     }
     m.set(
         "rampart_stream_outputs_total",
-        &["records"],
+        &[kind],
         OUTPUTS.load(Ordering::Relaxed) as f64,
     );
     for (op, d) in queues.map(QueueGauges::depths).unwrap_or_default() {
@@ -46,15 +47,21 @@ fn read(src: &AnySource, queues: Option<&QueueGauges>, m: &mut Samples) {
     }
 }
 
-/// Serve `/metrics` on `addr` until the returned server is dropped.
+/// Serve `/metrics` on `addr` until the returned server is dropped; the
+/// app's outputs are counted as `kind` (`records` or `alerts`).
 ///
 /// # Errors
 /// The address cannot be bound (in use, not local) — said with the OS error.
-pub fn serve(addr: SocketAddr, src: AnySource, queues: Option<QueueGauges>) -> Result<Server> {
+pub fn serve(
+    addr: SocketAddr,
+    src: AnySource,
+    queues: Option<QueueGauges>,
+    kind: &'static str,
+) -> Result<Server> {
     let metrics = Metrics::new();
     metrics.register(
         StateCollector::new(move |m| {
-            read(&src, queues.as_ref(), m);
+            read(&src, queues.as_ref(), kind, m);
             Ok(())
         })
         .counter(
@@ -64,7 +71,7 @@ pub fn serve(addr: SocketAddr, src: AnySource, queues: Option<QueueGauges>) -> R
         )
         .counter(
             "rampart_stream_outputs_total",
-            "What the app emitted: flow records (flowmeter) or alerts (portscan, synflood)",
+            "What the app emitted: kind=records (flowmeter's flow records) or kind=alerts (portscan, synflood)",
             &["kind"],
         )
         .gauge(
