@@ -777,3 +777,24 @@ fn report(
     ));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ipfix_addr;
+
+    /// `--ipfix HOST[:PORT]`: the IANA port when none is given, for names,
+    /// IPv4 and bare IPv6 addresses; a given port kept.
+    #[test]
+    fn ipfix_collector_port_defaults_to_4739() {
+        for (arg, want) in [
+            ("127.0.0.1", "127.0.0.1:4739"),
+            ("127.0.0.1:9995", "127.0.0.1:9995"),
+            ("::1", "[::1]:4739"),
+            ("[::1]:9995", "[::1]:9995"),
+        ] {
+            assert_eq!(ipfix_addr(arg).unwrap().to_string(), want, "{arg}");
+        }
+        assert_eq!(ipfix_addr("localhost").unwrap().port(), 4739);
+        assert!(ipfix_addr("127.0.0.1:99999").is_err());
+    }
+}
