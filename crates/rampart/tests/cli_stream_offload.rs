@@ -258,3 +258,100 @@ fn bench_stream_removes_its_lab_on_ctrl_c() {
     assert!(err.contains("interrupted"), "{err}");
     assert_eq!(bench_labs(), before, "the lab is removed on Ctrl-C");
 }
+
+/// `rampart bench stream-host`, a smoke run (its numbers mean nothing):
+/// one object per run, one per feed with the fields — every feed
+/// analysed packets —, a summary stating each condition of the bar, the
+/// CSVs and plots with `--out`, and its lab removed.
+#[test]
+fn bench_stream_host_runs_every_feed_and_states_the_bar() {
+    let labs = || -> BTreeSet<String> {
+        netns()
+            .into_iter()
+            .filter(|n| n.starts_with("sh") && n.ends_with("-host"))
+            .collect()
+    };
+    let before = labs();
+    let out = std::env::temp_dir().join(format!("rampart-sh-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = rampart(&[
+        "bench",
+        "stream-host",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+        "--seconds",
+        "0.5",
+        "--wrk-seconds",
+        "1",
+        "--repeat",
+        "1",
+        "--pps",
+        "50000",
+        "--flows",
+        "4096",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let objs: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let of = |t: &str| -> Vec<&serde_json::Value> {
+        objs.iter().filter(|o| o["event_type"] == t).collect()
+    };
+    assert_eq!(of("run").len(), 6, "two baselines and four feeds");
+    let feeds = of("feed");
+    let names: Vec<&str> = feeds.iter().map(|f| f["feed"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["tap-tuples", "tap-aggregate", "afxdp-raw", "peer-softflowd"]
+    );
+    for f in &feeds {
+        for k in [
+            "packets_offered",
+            "packets_analyzed",
+            "lost_pct",
+            "host_cpu_s",
+            "packets_per_cpu_s",
+            "service_rps_ratio",
+        ] {
+            assert!(f[k].is_number(), "{k} in {f}");
+        }
+        assert!(f["packets_analyzed"].as_f64().unwrap() > 0.0, "{f}");
+        assert!(f["packets_per_cpu_s"].as_f64().unwrap() > 0.0, "{f}");
+    }
+    // AF_XDP holds every frame: nginx cannot answer.
+    assert_eq!(feeds[2]["service_rps_ratio"], 0.0, "{}", feeds[2]);
+    let s = of("summary");
+    assert_eq!(s.len(), 1);
+    let bar = &s[0]["bar"];
+    for k in [
+        "tap_aggregate_over_afxdp_raw",
+        "tap_aggregate_over_peer",
+        "tap_tuples_over_afxdp_raw",
+    ] {
+        assert!(bar[k].as_f64().unwrap() > 0.0, "{k} in {bar}");
+    }
+    for k in [
+        "aggregate_at_least_3x_afxdp",
+        "aggregate_at_least_5x_peer",
+        "tuples_at_least_1x_afxdp",
+        "taps_keep_095_of_the_service",
+        "met",
+    ] {
+        assert!(bar[k].is_boolean(), "{k} in {bar}");
+    }
+    assert_eq!(bar["afxdp_refused_without_consume"], true, "{bar}");
+    for f in [
+        "runs.csv",
+        "feeds.csv",
+        "summary.json",
+        "stream_host_packets_per_cpu.png",
+        "stream_host_service.png",
+    ] {
+        let b = std::fs::read(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert!(!b.is_empty(), "{f}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    assert_eq!(labs(), before, "the benchmark's lab is gone");
+}
