@@ -346,8 +346,8 @@ fn bench_stream_host_runs_every_feed_and_states_the_bar() {
         "runs.csv",
         "feeds.csv",
         "summary.json",
-        "stream_host_packets_per_cpu.png",
-        "stream_host_service.png",
+        "stream-host-packets-per-cpu.png",
+        "stream-host-service.png",
     ] {
         let b = std::fs::read(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         assert!(!b.is_empty(), "{f}");

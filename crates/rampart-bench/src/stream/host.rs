@@ -877,7 +877,7 @@ fn write_out(
         .map_err(|e| Error::Failed(format!("writing summary.json: {e}")))?;
     let cats: Vec<String> = feeds.iter().map(|f| f.feed.to_string()).collect();
     report::bar_chart(
-        &dir.join("stream_host_packets_per_cpu.png"),
+        &dir.join("stream-host-packets-per-cpu.png"),
         &BarChart {
             title: "Flow monitoring on a server: packets analysed per host CPU-second",
             y_label: "packets / CPU-s (median)",
@@ -896,7 +896,7 @@ fn write_out(
         machine,
     )?;
     report::bar_chart(
-        &dir.join("stream_host_service.png"),
+        &dir.join("stream-host-service.png"),
         &BarChart {
             title: "nginx requests/s with the monitor on, over off",
             y_label: "service_rps_ratio (median)",
