@@ -117,8 +117,16 @@ pub struct Status {
     pub interval_s: f64,
     /// Intervals run.
     pub intervals: u64,
+    /// The last intervals' measured lengths (s), oldest first (at most 64).
+    pub recent_intervals_s: Vec<f64>,
+    /// Pair records in the last feature interval.
+    pub feature_pairs: usize,
+    /// Victim records in the last feature interval.
+    pub feature_victims: usize,
     /// Attack in progress (on any victim).
     pub under_attack: bool,
+    /// Victims detection follows.
+    pub victims: usize,
     /// Victims under attack now.
     pub victims_under_attack: usize,
     /// Victims with SYN cookies or the ACK guard on.
@@ -171,7 +179,11 @@ async fn status(State(st): State<ApiState>) -> Json<Status> {
         mode: v.mode,
         interval_s: v.interval_s,
         intervals: v.intervals,
+        recent_intervals_s: v.recent_intervals_s.clone(),
+        feature_pairs: v.feature_pairs,
+        feature_victims: v.feature_victims,
         under_attack: v.under_attack,
+        victims: v.victims.len(),
         victims_under_attack: v.victims.iter().filter(|x| x.under_attack).count(),
         victims_protected: v.victims.iter().filter(|x| !x.protection.is_off()).count(),
         policed: v.policed.len(),

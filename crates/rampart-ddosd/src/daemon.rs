@@ -96,6 +96,9 @@ pub struct TierView {
     pub dropped_packets: u64,
 }
 
+/// Interval lengths the view keeps (a reader polling every few seconds sees each one).
+pub const RECENT_INTERVALS: usize = 64;
+
 /// What the API and the demo read (replaced every interval and after every command).
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct View {
@@ -105,6 +108,13 @@ pub struct View {
     pub interval_s: f64,
     /// Intervals run.
     pub intervals: u64,
+    /// The last intervals' measured lengths (s), oldest first (at most
+    /// [`RECENT_INTERVALS`]): how steadily the loop keeps its interval.
+    pub recent_intervals_s: Vec<f64>,
+    /// Pair records in the last feature interval.
+    pub feature_pairs: usize,
+    /// Victim records in the last feature interval.
+    pub feature_victims: usize,
     /// Attack in progress (on any victim).
     pub under_attack: bool,
     /// Victims detection follows: rates, baselines, thresholds, protection.
@@ -280,6 +290,7 @@ pub struct Daemon {
     /// Interval of the last state-file write (baselines are saved now and then).
     saved_at: u64,
     intervals: u64,
+    recent_intervals: std::collections::VecDeque<f64>,
     resumed: bool,
     unbanned_total: u64,
     blocked_total: u64,
@@ -611,6 +622,7 @@ impl Daemon {
             state_path,
             saved_at: 0,
             intervals: 0,
+            recent_intervals: std::collections::VecDeque::with_capacity(RECENT_INTERVALS),
             resumed: false,
             unbanned_total: 0,
             blocked_total: 0,
@@ -1036,6 +1048,10 @@ impl Daemon {
         let secs = t_end.duration_since(self.last_snap).as_secs_f64().max(1e-3);
         self.last_snap = t_end;
         self.intervals += 1;
+        if self.recent_intervals.len() == RECENT_INTERVALS {
+            self.recent_intervals.pop_front();
+        }
+        self.recent_intervals.push_back(secs);
         let mut rates = self.measure(secs)?;
         self.estimate_counterless(&mut rates);
         let blocked_rates: Vec<SourceRate> = self
@@ -1238,6 +1254,9 @@ impl Daemon {
             mode: self.cfg.daemon.mode.name().into(),
             interval_s: self.cfg.daemon.interval_s,
             intervals: self.intervals,
+            recent_intervals_s: self.recent_intervals.iter().copied().collect(),
+            feature_pairs: self.snap.records.len(),
+            feature_victims: self.snap.victims.len(),
             under_attack: self.detection.under_attack(),
             victims: self.detection.victims(),
             gauges: self.detection.gauges(MAX_VICTIM_GAUGES),

@@ -9,13 +9,16 @@
 //! - [`update`]: blacklist updates of up to 1M entries under a flood;
 //! - [`experiments`]: the four figures of the placement modes (drop rate,
 //!   CPU, requests/s under attack, hybrid offload quality);
-//! - [`peers`]: the peers the blacklist is measured against.
+//! - [`peers`]: the peers the blacklist is measured against;
+//! - [`soak`]: the daemon for N minutes under the demo's mix (memory,
+//!   maps, loop jitter, errors, leaks).
 
 pub mod detect;
 pub mod experiments;
 pub mod features;
 pub mod filter;
 pub mod peers;
+pub mod soak;
 pub mod update;
 
 use std::process::Command;

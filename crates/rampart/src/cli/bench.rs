@@ -49,6 +49,28 @@ pub enum BenchCmd {
     /// ddos detection scenario suite: real tools against the daemon on the shipped
     /// dist/rampart-ddos.toml, one lab per scenario; one JSON object per scenario and a summary.
     Detect(DetectArgs),
+    /// ddos soak: the daemon on the shipped config for N minutes under the demo's traffic mix
+    /// (attack cycles); RSS, map occupancy, loop jitter, errors and leaked packets.
+    Soak(SoakArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// Minutes the daemon runs under the mix (10 for the bar; 60 or more for the recorded run).
+    #[arg(long, default_value_t = 10.0)]
+    pub minutes: f64,
+    /// UDP flood rate during each attack (packets/s, 4000 Zipf sources).
+    #[arg(long, default_value_t = 100_000.0)]
+    pub udp_pps: f64,
+    /// SYN flood rate during each attack (packets/s, 2000 Zipf sources).
+    #[arg(long, default_value_t = 50_000.0)]
+    pub syn_pps: f64,
+    /// Print one JSON object (the report).
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for summary.json, samples.jsonl, the daemon's log and config (created).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -313,6 +335,35 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
                 rampart_bin: std::env::current_exe()?,
             };
             Ok(rampart_bench::ddos::detect::run_and_print(&spec, cancel)?)
+        }
+        BenchCmd::Soak(a) => {
+            if !(a.minutes >= 1.0 && a.minutes <= 1440.0) {
+                super::util::usage_bail!(
+                    "--minutes {} is out of range: pick 1 to 1440 (10 for the bar, 60 or more for the recorded run)",
+                    a.minutes
+                );
+            }
+            if !(a.udp_pps > 0.0 && a.syn_pps > 0.0) {
+                super::util::usage_bail!("--udp-pps and --syn-pps must be positive");
+            }
+            let spec = rampart_bench::ddos::soak::SoakSpec {
+                minutes: a.minutes,
+                udp_pps: a.udp_pps,
+                syn_pps: a.syn_pps,
+                json: a.json,
+                out: a.out,
+                rampart_bin: std::env::current_exe()?,
+            };
+            let r = rampart_bench::ddos::soak::run_and_print(&spec, cancel)?;
+            if !r.pass {
+                anyhow::bail!(
+                    "the soak missed its bar (leaked {}, errors {}, RSS growth {:.1} %)",
+                    r.leaked,
+                    r.errors,
+                    r.rss_growth_pct
+                );
+            }
+            Ok(())
         }
         BenchCmd::Filter(a) => {
             let dist = if a.dist == "random" {

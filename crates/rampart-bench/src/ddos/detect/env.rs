@@ -429,6 +429,11 @@ impl Daemon {
         self.api
     }
 
+    /// The daemon's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Stop it as an operator would (SIGTERM; SIGKILL after 10 s).
     pub fn stop(mut self) {
         self.halt();
