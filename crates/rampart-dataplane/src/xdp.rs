@@ -159,6 +159,30 @@ impl XdpLink {
         Ok(())
     }
 
+    /// The program the link runs and the interface it is attached to:
+    /// `(prog_id, ifindex)`; ifindex 0 once the link is defunct (its
+    /// interface was deleted, or it was detached).
+    ///
+    /// # Errors
+    /// The kernel's error.
+    pub fn info(&self) -> Result<(u32, u32)> {
+        // SAFETY: a C struct of integers and a union of them: all zeroes is valid.
+        let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+        // SAFETY: `info` is valid for `len` bytes of writes.
+        let rc = unsafe {
+            libbpf_sys::bpf_link_get_info_by_fd(self.fd.as_raw_fd(), &mut info, &mut len)
+        };
+        if rc != 0 {
+            return Err(Error::Io {
+                context: "reading an XDP link's info".into(),
+                err: errno(rc),
+            });
+        }
+        // SAFETY: the union's `xdp` member is the one the kernel fills for XDP links.
+        Ok((info.prog_id, unsafe { info.__bindgen_anon_1.xdp.ifindex }))
+    }
+
     /// Raw fd of the link.
     pub fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()

@@ -291,6 +291,10 @@ pub struct Daemon {
     saved_at: u64,
     intervals: u64,
     recent_intervals: std::collections::VecDeque<f64>,
+    /// The host filter's XDP link, held and checked every interval.
+    attachment: crate::watch::Attachment,
+    /// The last state-file write failed (logged once until one succeeds).
+    save_failing: bool,
     resumed: bool,
     unbanned_total: u64,
     blocked_total: u64,
@@ -526,6 +530,10 @@ impl Daemon {
             None
         };
         let (host_f, mut resumed) = open_or_attach(&scope, &fcfg, xdp_mode(&cfg.filter.xdp_mode))?;
+        let mut attachment =
+            crate::watch::Attachment::open(&scope, &host_f, xdp_mode(&cfg.filter.xdp_mode))?;
+        // A pinned link whose interface was deleted and created again while the daemon was down.
+        attachment.check();
         let features = Features::open(&scope.name())?;
         let (host, host_filter) = match mode {
             Mode::XdpHost | Mode::HwXdpHost => {
@@ -623,6 +631,8 @@ impl Daemon {
             saved_at: 0,
             intervals: 0,
             recent_intervals: std::collections::VecDeque::with_capacity(RECENT_INTERVALS),
+            attachment,
+            save_failing: false,
             resumed: false,
             unbanned_total: 0,
             blocked_total: 0,
@@ -670,6 +680,30 @@ impl Daemon {
                 operator: false,
             });
             me.blocked.insert(p, b);
+        }
+        // Blocks the operator made that no tier holds any more (the pins
+        // were removed behind the daemon's back): the state file has them.
+        let lost: Vec<BlockDecision> = reasons
+            .values()
+            .filter(|b| b.operator)
+            .filter_map(|b| {
+                let prefix = Prefix::parse(&b.prefix).ok()?;
+                (!me.blocked.contains_key(&prefix)).then(|| BlockDecision {
+                    prefix,
+                    detector: "operator",
+                    reason: b.reason.clone(),
+                    pps: 0.0,
+                    bps: 0.0,
+                })
+            })
+            .collect();
+        if !lost.is_empty() {
+            me.block_now(&lost, true)?;
+            tracing::warn!(
+                "{} operator block(s) of {} were in no tier (its pins were removed?): installed again",
+                lost.len(),
+                me.state_path.display()
+            );
         }
         // Blocks detection remembers but the tiers lost (a tier emptied
         // behind the daemon's back) are forgotten, so they are re-detected.
@@ -1210,7 +1244,7 @@ impl Daemon {
         }
     }
 
-    fn save(&self) {
+    fn save(&mut self) {
         let s = SavedState {
             blocked: self.blocked.values().cloned().collect(),
             whitelist: self
@@ -1220,13 +1254,37 @@ impl Daemon {
                 .collect(),
             detection: Some(self.detection.learned()),
         };
-        if let Some(d) = self.state_path.parent() {
-            let _ = std::fs::create_dir_all(d);
-        }
         let tmp = self.state_path.with_extension("json.tmp");
-        if let Ok(t) = serde_json::to_string(&s) {
-            if std::fs::write(&tmp, t).is_ok() {
-                let _ = std::fs::rename(&tmp, &self.state_path);
+        let r = (|| -> std::io::Result<()> {
+            if let Some(d) = self.state_path.parent() {
+                std::fs::create_dir_all(d)?;
+            }
+            let t = serde_json::to_string(&s).map_err(std::io::Error::other)?;
+            std::fs::write(&tmp, t)?;
+            std::fs::rename(&tmp, &self.state_path)
+        })();
+        // One line when saving starts failing (a full or read-only state
+        // directory) and one when it works again: not one per interval.
+        match r {
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                if !self.save_failing {
+                    tracing::error!(
+                        "cannot save the daemon's state to {}: {e}; blocking goes on, but a restart would lose the reasons and learned baselines since (free space in or make writable {})",
+                        self.state_path.display(),
+                        self.state_path.parent().unwrap_or(&self.state_path).display()
+                    );
+                    self.save_failing = true;
+                }
+            }
+            Ok(()) => {
+                if self.save_failing {
+                    tracing::info!(
+                        "the daemon's state is saved to {} again",
+                        self.state_path.display()
+                    );
+                    self.save_failing = false;
+                }
             }
         }
     }
@@ -1361,6 +1419,7 @@ impl Owned for Daemon {
     }
 
     fn tick(&mut self) {
+        self.attachment.check();
         if let Err(e) = self.step() {
             tracing::warn!("interval failed: {e}");
         }

@@ -2,7 +2,7 @@
 //! ([`tier`]), placement modes ([`mode`]), and the mitigation daemon
 //! ([`daemon`]) with its HTTP API ([`api`]), Prometheus metrics
 //! ([`metrics`]) and JSON-lines alerts ([`alerts`]); the policer's
-//! bookkeeping ([`police`]). The decisions — detection (blocks, policing,
+//! bookkeeping ([`police`]); the host attachment's watchdog ([`watch`]). The decisions — detection (blocks, policing,
 //! protection, unbans) and the offload planner — come from
 //! `rampart-ddos-control`.
 
@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod mode;
 pub mod police;
 pub mod tier;
+pub mod watch;
 
 pub use config::Config;
 pub use daemon::{Command, Daemon, Handle, View};
