@@ -234,7 +234,21 @@ struct ddos_addr6 {
  * so a source may send a second's worth at once after a quiet spell but
  * never more than its rate on average over longer times; the floor keeps
  * a TCP initial window and its retransmissions whole at very low rates.
+ *
+ * An entry may police only some of the source's packets (`classes`, a
+ * mask of DDOS_POLICE_*): the kind of traffic that made it suspect, such
+ * as its SYNs under a SYN flood, while its established connections pass
+ * untouched. 0 polices every packet.
  */
+/* Classes of packets an entry polices (ddos_police_val.classes). */
+/* TCP SYN without ACK (new connections). */
+#define DDOS_POLICE_SYN 1
+/* UDP (non-first fragments included: their protocol is in the IP header). */
+#define DDOS_POLICE_UDP 2
+/* ICMP and ICMPv6. */
+#define DDOS_POLICE_ICMP 4
+/* IP fragments (first and later). */
+#define DDOS_POLICE_FRAG 8
 /* One packet in tokens. */
 #define DDOS_POLICE_NS 1000000000ull /* rust: u64 */
 /* Smallest bucket (packets). */
@@ -267,7 +281,8 @@ struct ddos_police_val {
 	/* Rate (packets/s, 1..=DDOS_POLICE_MAX_PPS) and bucket size (packets). */
 	__u32 rate_pps;
 	__u32 burst;
-	__u32 _pad;
+	/* DDOS_POLICE_* classes policed; 0: every packet. */
+	__u32 classes;
 	/* Tokens in the bucket (DDOS_POLICE_NS per packet, ≤ burst × DDOS_POLICE_NS). */
 	__u64 tokens;
 	/* bpf_ktime_get_ns() of the last refill (0: never, the bucket starts full). */

@@ -8,8 +8,9 @@
  * DDOS_DROP_BLACKLIST_PREFIX) and, for 1 in 2^sample_shift matches, the
  * entry's counter is advanced by 2^sample_shift packets and as many times
  * the frame length in bytes. A source that matches nothing and is policed
- * (ddos_police, consulted only while ctl.n_police > 0) takes a token from
- * its bucket or, over its rate, is dropped (DDOS_DROP_POLICED). Then, per
+ * (ddos_police, consulted only while ctl.n_police > 0) for the packet's
+ * class (its SYNs, its UDP, ... or every packet) takes a token from its
+ * bucket or, over its rate, is dropped (DDOS_DROP_POLICED). Then, per
  * parse status:
  *
  *   PARSE_OK          → DDOS_PASS_CLEAN, tail call into ddos_next[0]
@@ -415,24 +416,55 @@ static __always_inline int bucket_over(struct ddos_police_val *v)
 	return over;
 }
 
-/* Is the IPv4 source `saddr` policed and over its rate? */
-static __always_inline int police_v4(__u32 saddr)
+/* The DDOS_POLICE_* classes of a parsed packet (0 for a malformed one:
+ * only entries that police every packet take it). */
+static __always_inline __u32 police_class(const struct pkt_info *pi, int status)
+{
+	__u32 c = 0;
+
+	if (status != PARSE_OK)
+		return 0;
+	if (pi->frag != FRAG_NONE)
+		c |= DDOS_POLICE_FRAG;
+	if (pi->l4_proto == IPPROTO_UDP)
+		c |= DDOS_POLICE_UDP;
+	else if (pi->l4_proto == IPPROTO_ICMP || pi->l4_proto == IPPROTO_ICMPV6)
+		c |= DDOS_POLICE_ICMP;
+	else if (pi->l4_proto == IPPROTO_TCP && pi->frag != FRAG_LATER &&
+		 (pi->tcp_flags & 0x12) == 0x02)
+		c |= DDOS_POLICE_SYN;
+	return c;
+}
+
+/* Does the entry `v` police a packet of classes `cls`, and is it over its rate? */
+static __always_inline int police_over(struct ddos_police_val *v, __u32 cls)
+{
+	/* (Written by userspace only when the entry is created.) */
+	__u32 want = *(volatile __u32 *)&v->classes;
+
+	if (want && !(want & cls))
+		return 0;
+	return bucket_over(v);
+}
+
+/* Is the IPv4 source `saddr` policed for packets of `cls`, and over its rate? */
+static __always_inline int police_v4(__u32 saddr, __u32 cls)
 {
 	struct ddos_police_key k = { .family = 4, .addr = { saddr } };
 	struct ddos_police_val *v = bpf_map_lookup_elem(&ddos_police, &k);
 
-	return v && bucket_over(v);
+	return v && police_over(v, cls);
 }
 
-/* Is the IPv6 source `saddr` policed and over its rate? */
-static __always_inline int police_v6(const __u32 *saddr)
+/* Is the IPv6 source `saddr` policed for packets of `cls`, and over its rate? */
+static __always_inline int police_v6(const __u32 *saddr, __u32 cls)
 {
 	struct ddos_police_key k = { .family = 6 };
 	struct ddos_police_val *v;
 
 	__builtin_memcpy(k.addr, saddr, 16);
 	v = bpf_map_lookup_elem(&ddos_police, &k);
-	return v && bucket_over(v);
+	return v && police_over(v, cls);
 }
 
 /*
@@ -487,8 +519,6 @@ int xdp_filter(struct xdp_md *ctx)
 		checked4 = 1;
 		if (m != MATCH_NONE)
 			goto drop;
-		if (ctl->n_police && police_v4(saddr))
-			goto policed;
 	}
 	if (checked4)
 		status = parse_packet_ipv4(data, data_end, &pi);
@@ -508,11 +538,13 @@ drop:
 		bump(&st->drop[DDOS_DROP_BLACKLIST_PREFIX], len);
 		return XDP_DROP;
 	}
-	/* (A source the fast path saw was policed there already.) */
-	if (ctl->n_police && !checked4) {
-		if (pi.family == 4 && police_v4(pi.saddr[0]))
+	/* Policing needs the parse: an entry may police only some classes. */
+	if (ctl->n_police) {
+		__u32 cls = police_class(&pi, status);
+
+		if (pi.family == 4 && police_v4(pi.saddr[0], cls))
 			goto policed;
-		if (pi.family == 6 && police_v6(pi.saddr))
+		if (pi.family == 6 && police_v6(pi.saddr, cls))
 			goto policed;
 	}
 

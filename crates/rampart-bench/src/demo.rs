@@ -104,8 +104,11 @@ pub struct DemoReport {
     pub attack_packets: u64,
     /// Dropped by the EMULATED NIC.
     pub nic_dropped: u64,
-    /// Dropped by the XDP blacklist on host0.
+    /// Dropped in XDP on host0: blocked sources and prefixes, policed sources.
     pub xdp_dropped: u64,
+    /// Answered or dropped by the XDP protection of the victim on host0
+    /// (SYN cookies, the ACK guard).
+    pub protect_handled: u64,
     /// Reached the host's stack (counted by an iptables rule on 172.16.0.0/12).
     pub leaked: u64,
     /// Frames (all traffic) the lab's veth wire lost to queue overflow during the attack phase.
@@ -116,6 +119,10 @@ pub struct DemoReport {
     pub sources_blocked: usize,
     /// Blocks by detector.
     pub blocks_by_detector: HashMap<String, usize>,
+    /// Sources rate-limited in XDP during the attack: `source → victim: why`.
+    pub policed: Vec<String>,
+    /// Victims that had SYN cookies or the ACK guard on during the attack.
+    pub protected: Vec<String>,
     /// Sources unbanned by the rate monitor after the attack.
     pub sources_unbanned: u64,
     /// Attack end → blacklist empty (seconds), if it emptied in time.
@@ -202,47 +209,102 @@ struct Sample {
     t: f64,
     nic: u64,
     xdp: u64,
+    protect: u64,
     leaked: u64,
     nic_rules: usize,
 }
 
-/// Every 50 ms: NIC rule counters (accumulated over rule removals), XDP blacklist drops, leaks.
+/// Filter drops that are rampart's decisions about sources (not malformed frames).
+const DECIDED_DROPS: [&str; 3] = ["blacklist", "blacklist_prefix", "policed"];
+
+/// Protection counters that mean an attack packet never reached the stack
+/// (answered with a cookie, or dropped).
+fn protect_handled(s: &rampart_ddos::protect::ProtectStats) -> u64 {
+    s.synack_sent
+        + s.cookie_ack_invalid
+        + s.guard_dropped
+        + s.no_listener
+        + s.bad_syn
+        + s.syn_pending
+}
+
+/// Add the growth of per-key counters that may restart from zero (a NIC
+/// rule removed and re-added, a victim's protection switched off and on).
+fn accumulate<K: std::hash::Hash + Eq + Copy>(last: &mut HashMap<K, u64>, now: &[(K, u64)]) -> u64 {
+    let mut add = 0;
+    for (k, v) in now {
+        let prev = last.insert(*k, *v).unwrap_or(0);
+        add += if *v >= prev { v - prev } else { *v };
+    }
+    let live: std::collections::HashSet<K> = now.iter().map(|(k, _)| *k).collect();
+    last.retain(|k, _| live.contains(k));
+    add
+}
+
+/// What the sampler saw of detection's decisions besides blocks.
+#[derive(Default)]
+struct Seen {
+    policed: std::collections::BTreeMap<String, String>,
+    protected: std::collections::BTreeSet<String>,
+}
+
+/// Every 50 ms: NIC rule counters (accumulated over rule removals), XDP
+/// drops of blocked and policed sources, protection's answers, leaks.
 fn sampler(
     lab: &Lab,
-    scope: &str,
+    daemon: &Handle,
+    scope: &Scope,
     t0: Instant,
     stop: &AtomicBool,
-    out: &Mutex<Vec<Sample>>,
+    out: &Mutex<(Vec<Sample>, Seen)>,
 ) -> Result<()> {
     let nic = rampart_lab::nic::open(lab)?;
-    let filter = Filter::open(scope)?;
-    let mut last: HashMap<IpAddr, u64> = HashMap::new();
-    let mut nic_acc: u64 = 0;
-    let xdp0 = filter.stats()?.dropped("blacklist");
+    let filter = Filter::open(&scope.name())?;
+    let protect = rampart_ddos::protect::Protect::open(scope)?;
+    let decided = |f: &Filter| -> Result<u64> {
+        let s = f.stats()?;
+        Ok(DECIDED_DROPS.iter().map(|r| s.dropped(r)).sum())
+    };
+    let (mut last_nic, mut last_prot) = (HashMap::new(), HashMap::new());
+    let (mut nic_acc, mut prot_acc) = (0u64, 0u64);
+    let xdp0 = decided(&filter)?;
+    let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let rules = nic.rules()?;
-        for (a, s) in &rules {
-            let prev = last.insert(*a, s.packets).unwrap_or(0);
-            // A rule removed and re-added starts again from zero.
-            nic_acc += if s.packets >= prev {
-                s.packets - prev
-            } else {
-                s.packets
-            };
-        }
-        let live: std::collections::HashSet<IpAddr> = rules.iter().map(|(a, _)| *a).collect();
-        last.retain(|a, _| live.contains(a));
-        let xdp = filter.stats()?.dropped("blacklist") - xdp0;
+        let counts: Vec<(IpAddr, u64)> = rules.iter().map(|(a, s)| (*a, s.packets)).collect();
+        nic_acc += accumulate(&mut last_nic, &counts);
+        let entries = protect.list()?;
+        let counts: Vec<(IpAddr, u64)> = entries
+            .iter()
+            .map(|e| (e.victim, protect_handled(&e.stats)))
+            .collect();
+        prot_acc += accumulate(&mut last_prot, &counts);
+        let xdp = decided(&filter)? - xdp0;
         let leaked = ipt_leaked(lab);
-        out.lock()
-            .map_err(|_| Error::Failed("sampler lock".into()))?
-            .push(Sample {
-                t: t0.elapsed().as_secs_f64(),
-                nic: nic_acc,
-                xdp,
-                leaked,
-                nic_rules: rules.len(),
-            });
+        let mut g = out
+            .lock()
+            .map_err(|_| Error::Failed("sampler lock".into()))?;
+        g.0.push(Sample {
+            t: t0.elapsed().as_secs_f64(),
+            nic: nic_acc,
+            xdp,
+            protect: prot_acc,
+            leaked,
+            nic_rules: rules.len(),
+        });
+        for e in &entries {
+            g.1.protected.insert(e.victim.to_string());
+        }
+        // The daemon's view is updated once per interval: read it less often.
+        if n.is_multiple_of(4) {
+            for p in daemon.view().policed {
+                g.1.policed
+                    .entry(p.prefix.clone())
+                    .or_insert_with(|| format!("{} → {}: {}", p.prefix, p.victim, p.reason));
+            }
+        }
+        n += 1;
+        drop(g);
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
@@ -326,7 +388,8 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-    let scope = Scope::new(Some(&lab.host_ns()), HOST_IF)?.name();
+    let host_scope = Scope::new(Some(&lab.host_ns()), HOST_IF)?;
+    let scope = host_scope.name();
     let _ = Filter::detach(&scope);
     let mut guard = Cleanup {
         lab: Lab::new(&args.prefix)?,
@@ -403,11 +466,17 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let (nic_in0, wrk_in0) = (nic_in(&lab)?, ipt_count(&lab, "10.10.0.1/32"));
     let gu = Generator::new(&lab, &udp)?;
     let gs = Generator::with_anchor(&lab, &syn, "gen-anchor-p")?;
-    let samples = Mutex::new(Vec::new());
+    let samples = Mutex::new((Vec::new(), Seen::default()));
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();
+    if std::env::var_os("RAMPART_DEMO_TRACE").is_some() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        eprintln!("trace attack starts at unix {:.3}", now.as_secs_f64());
+    }
     let (ru, rs, sres) = std::thread::scope(|s| {
-        let smp = s.spawn(|| sampler(&lab, &scope, t0, &stop, &samples));
+        let smp = s.spawn(|| sampler(&lab, &daemon, &host_scope, t0, &stop, &samples));
         let hu = s.spawn(|| gu.run(cancel));
         let hs = s.spawn(|| gs.run(cancel));
         let ru = hu
@@ -442,15 +511,15 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     sres??;
     let under = w.finish()?;
     let rps1 = under.rps();
-    let samples = samples
+    let (samples, seen) = samples
         .into_inner()
         .map_err(|_| Error::Failed("sampler lock".into()))?;
     let last = samples.last().copied().unwrap_or_default();
     if std::env::var_os("RAMPART_DEMO_TRACE").is_some() {
         for s in &samples {
             eprintln!(
-                "trace t={:.3} nic={} xdp={} leaked={} rules={}",
-                s.t, s.nic, s.xdp, s.leaked, s.nic_rules
+                "trace t={:.3} nic={} xdp={} protect={} leaked={} rules={}",
+                s.t, s.nic, s.xdp, s.protect, s.leaked, s.nic_rules
             );
         }
     }
@@ -462,7 +531,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let mut at_ttm = Sample::default();
     for w in samples.windows(3) {
         let (a, b) = (w[0], w[2]);
-        let dropped = (b.nic + b.xdp).saturating_sub(a.nic + a.xdp);
+        let dropped = (b.nic + b.xdp + b.protect).saturating_sub(a.nic + a.xdp + a.protect);
         let leaked = b.leaked.saturating_sub(a.leaked);
         if dropped + leaked > 100 && dropped as f64 >= 0.99 * (dropped + leaked) as f64 {
             ttm = Some(b.t);
@@ -470,8 +539,8 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
             break;
         }
     }
-    let dropped = last.nic + last.xdp;
-    let after_dropped = dropped.saturating_sub(at_ttm.nic + at_ttm.xdp);
+    let dropped = last.nic + last.xdp + last.protect;
+    let after_dropped = dropped.saturating_sub(at_ttm.nic + at_ttm.xdp + at_ttm.protect);
     let after_leaked = last.leaked.saturating_sub(at_ttm.leaked);
 
     // 3. The attack is over: wait for the rate monitor to unban everything.
@@ -542,11 +611,14 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         attack_packets,
         nic_dropped: last.nic,
         xdp_dropped: last.xdp,
+        protect_handled: last.protect,
         leaked: last.leaked,
         wire_lost,
         wire_lost_by_if,
         sources_blocked: blocked_set.len(),
         blocks_by_detector: by_det,
+        policed: seen.policed.into_values().collect(),
+        protected: seen.protected.into_iter().collect(),
         sources_unbanned: view.unbanned_total,
         unbanned_all_after_s: unbanned_after,
         nic_rules_max: samples.iter().map(|s| s.nic_rules).max().unwrap_or(0),
@@ -575,9 +647,18 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         r.wrk_errors_attack
     );
     println!(
-        "  {} attack packets reached the NIC: {:.2}% dropped (NIC {}, XDP {}), {} reached the host stack",
-        r.attack_packets - r.attack_lost_before_nic, r.attack_dropped_pct, r.nic_dropped, r.xdp_dropped, r.leaked
+        "  {} attack packets reached the NIC: {:.2}% stopped (NIC {}, XDP {}, SYN cookies and ACK guard {}), {} reached the host stack",
+        r.attack_packets - r.attack_lost_before_nic, r.attack_dropped_pct, r.nic_dropped, r.xdp_dropped, r.protect_handled, r.leaked
     );
+    for p in &r.policed {
+        println!("  policed {p}");
+    }
+    if !r.protected.is_empty() {
+        println!(
+            "  SYN cookies / ACK guard on for {}",
+            r.protected.join(", ")
+        );
+    }
     if r.attack_lost_before_nic > 0 {
         println!(
             "  {} attack frames ({:.2}% of those sent) were lost on the lab's wan → nic veth before any tier ({:.2}% of all sent were dropped by rampart)",

@@ -85,6 +85,18 @@ pub mod pins {
 /// Highest rate (packets/s) a source may be policed at.
 pub const POLICE_MAX_PPS: u32 = DDOS_POLICE_MAX_PPS;
 
+/// Which packets of a policed source its rate applies to: a mask of the
+/// `POLICE_*` classes, or [`POLICE_ALL`].
+pub const POLICE_ALL: u32 = 0;
+/// TCP SYNs without ACK (new connections).
+pub const POLICE_SYN: u32 = rampart_bpf::abi::ddos::DDOS_POLICE_SYN;
+/// UDP.
+pub const POLICE_UDP: u32 = rampart_bpf::abi::ddos::DDOS_POLICE_UDP;
+/// ICMP and ICMPv6.
+pub const POLICE_ICMP: u32 = rampart_bpf::abi::ddos::DDOS_POLICE_ICMP;
+/// IP fragments.
+pub const POLICE_FRAG: u32 = rampart_bpf::abi::ddos::DDOS_POLICE_FRAG;
+
 /// Most entries of the exact IPv4 table rampart accepts at attach (2^24).
 pub const MAX_EXACT4_CAP: u32 = 1 << 24;
 
@@ -647,8 +659,10 @@ impl FilterStats {
 /// A policed source's bucket and counters ([`Filter::policed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PolicedEntry {
-    /// Rate it may send (packets/s).
+    /// Rate it may send (packets/s of its `classes`).
     pub rate_pps: u32,
+    /// The `POLICE_*` classes the rate applies to ([`POLICE_ALL`]: every packet).
+    pub classes: u32,
     /// Packets it may send at once (the bucket's size).
     pub burst: u32,
     /// Packets let through since it was policed.
@@ -1788,18 +1802,28 @@ impl Filter {
         self.ctl_atomic_u32(std::mem::offset_of!(FilterCtl, n_police))
     }
 
-    /// Police `prefix` (a single address) at `rate_pps`: its packets over
-    /// that rate are dropped in XDP (reason `policed`) instead of all of
-    /// them being blocked. A source policed already gets the new rate and
-    /// keeps its counters; a new one starts with a full bucket
-    /// ([`police_burst`] packets). A blacklisted source stays dropped as
-    /// blacklisted: the policer only sees what the blacklist lets through.
+    /// Police `prefix` (a single address) at `rate_pps`: its packets of
+    /// `classes` ([`POLICE_ALL`], or a mask of [`POLICE_SYN`],
+    /// [`POLICE_UDP`], [`POLICE_ICMP`], [`POLICE_FRAG`]) over that rate are
+    /// dropped in XDP (reason `policed`) instead of all of them being
+    /// blocked; its other packets pass untouched. A source policed already
+    /// gets the new rate and classes and keeps its counters; a new one
+    /// starts with a full bucket ([`police_burst`] packets). A blacklisted
+    /// source stays dropped as blacklisted: the policer only sees what the
+    /// blacklist lets through.
     ///
     /// # Errors
-    /// A wider prefix, a rate outside 1..=`DDOS_POLICE_MAX_PPS`,
-    /// [`Error::PoliceFull`], pins without policing, map failures.
-    pub fn police(&self, prefix: Prefix, rate_pps: u32) -> Result<()> {
+    /// A wider prefix, a rate outside 1..=`DDOS_POLICE_MAX_PPS`, unknown
+    /// class bits, [`Error::PoliceFull`], pins without policing, map failures.
+    pub fn police(&self, prefix: Prefix, rate_pps: u32, classes: u32) -> Result<()> {
         let key = police_key(&prefix)?;
+        let known = POLICE_SYN | POLICE_UDP | POLICE_ICMP | POLICE_FRAG;
+        if classes & !known != 0 {
+            return Err(Error::Invalid(format!(
+                "policing classes {classes:#x} for {prefix}: only the bits of SYN ({POLICE_SYN}), UDP ({POLICE_UDP}), \
+                 ICMP ({POLICE_ICMP}) and fragments ({POLICE_FRAG}) exist (0: every packet)"
+            )));
+        }
         if rate_pps == 0 || rate_pps > DDOS_POLICE_MAX_PPS {
             return Err(Error::Invalid(format!(
                 "policing rate {rate_pps} pps for {prefix} out of range: use 1..={DDOS_POLICE_MAX_PPS} \
@@ -1811,7 +1835,7 @@ impl Filter {
         let burst = police_burst(rate_pps);
         let mut cur = PoliceVal::default();
         let have = lookup_locked(map.raw(), &key, &mut cur)?;
-        if have && cur.rate_pps == rate_pps && cur.burst == burst {
+        if have && cur.rate_pps == rate_pps && cur.burst == burst && cur.classes == classes {
             return Ok(());
         }
         let n = self.n_police().load(Ordering::Acquire);
@@ -1827,6 +1851,7 @@ impl Filter {
             PoliceVal {
                 rate_pps,
                 burst,
+                classes,
                 tokens: cur.tokens.min(full),
                 ..cur
             }
@@ -1834,6 +1859,7 @@ impl Filter {
             PoliceVal {
                 rate_pps,
                 burst,
+                classes,
                 tokens: full,
                 ..Default::default()
             }
@@ -1905,6 +1931,7 @@ impl Filter {
                     p,
                     PolicedEntry {
                         rate_pps: v.rate_pps,
+                        classes: v.classes,
                         burst: v.burst,
                         passed: v.passed,
                         dropped: v.dropped,

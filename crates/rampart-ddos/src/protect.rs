@@ -31,7 +31,7 @@ use rampart_bpf::abi::ddos::{
     DDOS_PROTECT_SYN_COOKIES, DDOS_TC_ASSIGNED, DDOS_TC_INVALID, DDOS_TC_IN_STATE, DDOS_TC_REFUSED,
     DDOS_TC_STAT_MAX,
 };
-use rampart_bpf::tc_cookie::TcCookieSkelBuilder;
+use rampart_bpf::tc_cookie::{TcCookieSkel, TcCookieSkelBuilder};
 use rampart_dataplane::error::BpfContext;
 use rampart_dataplane::{netns, pin};
 use serde::Serialize;
@@ -263,6 +263,9 @@ pub struct Protect {
     protect: PinnedMap,
     ctl: ArrayMmap<FeatCtl>,
     _ctl_map: PinnedMap,
+    /// The TC stage loaded (verified) ahead of the first attack: see
+    /// [`Protect::prepare`].
+    prepared: Option<TcCookieSkel<'static>>,
 }
 
 impl std::fmt::Debug for Protect {
@@ -303,7 +306,48 @@ impl Protect {
             protect,
             ctl,
             _ctl_map: ctl_map,
+            prepared: None,
         })
+    }
+
+    /// Check that SYN cookies can work here and load the TC stage now, so
+    /// that the first victim to need them gets them in a map update and a
+    /// link: loading means the verifier, which takes up to a second on a
+    /// busy host — a second in which a SYN flood reaches the stack. Does
+    /// nothing while the stage is attached or already prepared.
+    ///
+    /// # Errors
+    /// What [`cookies_supported`] says, and load failures.
+    pub fn prepare(&mut self) -> Result<()> {
+        if self.prepared.is_some() || self.tc_attached() {
+            return Ok(());
+        }
+        cookies_supported(self.scope.netns.as_deref())?;
+        self.prepared = Some(self.load_tc()?);
+        Ok(())
+    }
+
+    /// Is the TC stage loaded ahead ([`Protect::prepare`])?
+    pub fn is_prepared(&self) -> bool {
+        self.prepared.is_some()
+    }
+
+    fn load_tc(&self) -> Result<TcCookieSkel<'static>> {
+        let mut open = TcCookieSkelBuilder::default()
+            .open(rampart_dataplane::skel::object_storage())
+            .bpf_context(|| "opening tc_cookie".into())?;
+        let ckey = pin::open_pinned(&self.dir.join(pins::COOKIE_KEY))?;
+        open.maps
+            .ddos_protect
+            .reuse_fd(self.protect.fd.as_fd())
+            .bpf_context(|| "sharing ddos_protect with tc_cookie".into())?;
+        open.maps
+            .ddos_ckey
+            .reuse_fd(ckey.as_fd())
+            .bpf_context(|| "sharing ddos_ckey with tc_cookie".into())?;
+        Ok(open
+            .load()
+            .bpf_context(|| "loading tc_cookie (verifier)".into())?)
     }
 
     fn n_protect(&self) -> &AtomicU32 {
@@ -452,24 +496,15 @@ impl Protect {
         Ok(())
     }
 
-    fn attach_tc(&self) -> Result<()> {
-        cookies_supported(self.scope.netns.as_deref())?;
+    fn attach_tc(&mut self) -> Result<()> {
+        let skel = match self.prepared.take() {
+            Some(s) => s,
+            None => {
+                cookies_supported(self.scope.netns.as_deref())?;
+                self.load_tc()?
+            }
+        };
         let ifindex = netns::ifindex(self.scope.netns.as_deref(), &self.scope.iface)?;
-        let mut open = TcCookieSkelBuilder::default()
-            .open(rampart_dataplane::skel::object_storage())
-            .bpf_context(|| "opening tc_cookie".into())?;
-        let ckey = pin::open_pinned(&self.dir.join(pins::COOKIE_KEY))?;
-        open.maps
-            .ddos_protect
-            .reuse_fd(self.protect.fd.as_fd())
-            .bpf_context(|| "sharing ddos_protect with tc_cookie".into())?;
-        open.maps
-            .ddos_ckey
-            .reuse_fd(ckey.as_fd())
-            .bpf_context(|| "sharing ddos_ckey with tc_cookie".into())?;
-        let skel = open
-            .load()
-            .bpf_context(|| "loading tc_cookie (verifier)".into())?;
         let prog_fd = skel.progs.tc_cookie.as_fd().as_raw_fd();
         let link = netns::run_in(self.scope.netns.as_deref(), || {
             let opts = libbpf_sys::bpf_link_create_opts {

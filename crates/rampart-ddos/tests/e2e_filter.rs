@@ -359,7 +359,12 @@ fn a_policed_source_far_above_its_rate_is_mostly_dropped_as_policed() {
             ..GenSpec::default()
         };
         let (policed, free) = (spec.source_addr(0), spec.source_addr(1));
-        f.police(Prefix::host(policed), RATE).unwrap();
+        f.police(
+            Prefix::host(policed),
+            RATE,
+            rampart_ddos::filter::POLICE_ALL,
+        )
+        .unwrap();
         let mut feats = Features::open(f.name()).unwrap();
         feats.snapshot().unwrap();
         let dropped_before = f.stats().unwrap().dropped("policed");

@@ -599,11 +599,24 @@ impl Daemon {
                 state_path.display()
             ),
         }
-        // Protection the data path keeps (pinned) is reopened so that it
-        // can be switched off; none pinned: opened at the first change.
+        // Protection: reopened (what the data path keeps pinned can be
+        // switched off), and the SYN-cookie stage loaded now rather than
+        // in the first second of the first SYN flood.
         let protect = match Protect::open(&scope) {
-            Ok(p) if p.list().is_ok_and(|l| !l.is_empty()) => Some(p),
-            _ => None,
+            Ok(mut p) => {
+                match p.prepare() {
+                    Ok(()) => tracing::info!("SYN cookies ready on {}", scope.describe()),
+                    Err(e) => tracing::warn!(
+                        "SYN cookies unavailable on {}: {e}; SYN floods get blocks and the ACK guard only",
+                        scope.describe()
+                    ),
+                }
+                Some(p)
+            }
+            Err(e) => {
+                tracing::warn!("no protection stage on {}: {e}", scope.describe());
+                None
+            }
         };
         let mut me = Self {
             exclusive: mode == Mode::HwXdpNic,
@@ -1114,6 +1127,22 @@ impl Daemon {
             policed: &policed_rates,
         };
         let verdict = self.detection.observe(&iv);
+        if !(verdict.blocks.is_empty()
+            && verdict.unblocks.is_empty()
+            && verdict.police.is_empty()
+            && verdict.unpolice.is_empty()
+            && verdict.protect.is_empty())
+        {
+            tracing::debug!(
+                "interval {index}: {} pair records; {} blocks, {} unblocks, {} policed, {} unpoliced, protection {:?}",
+                self.snap.records.len(),
+                verdict.blocks.len(),
+                verdict.unblocks.len(),
+                verdict.police.len(),
+                verdict.unpolice.len(),
+                verdict.protect
+            );
+        }
         let changed = self.apply(&verdict, t_end)?;
         self.offload(&rates)?;
         self.drop_stats();
@@ -1154,6 +1183,18 @@ impl Daemon {
     /// Carry out one verdict: blocks, unblocks, policing, protection,
     /// events. Returns whether anything the state file holds changed.
     fn apply(&mut self, v: &Verdict, t_end: Instant) -> Result<bool> {
+        // Protection first: SYN cookies answer a whole flood at once, the
+        // blocks below take its sources one by one.
+        let t = Instant::now();
+        for c in &v.protect {
+            self.set_protection(c);
+        }
+        if !v.protect.is_empty() {
+            tracing::debug!(
+                "protection switched in {:.1} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            );
+        }
         let mut decisions = Vec::new();
         let mut attacks = Vec::new();
         for b in &v.blocks {
@@ -1170,7 +1211,13 @@ impl Daemon {
             attacks.push((b.victim, b.vector.clone()));
         }
         if !decisions.is_empty() {
+            let t = Instant::now();
             self.block_for(&decisions, &attacks, false)?;
+            tracing::debug!(
+                "{} block(s) installed in {:.1} ms",
+                decisions.len(),
+                t.elapsed().as_secs_f64() * 1e3
+            );
             self.metrics
                 .detection_latency
                 .observe(t_end.elapsed().as_secs_f64());
@@ -1193,9 +1240,6 @@ impl Daemon {
             policing_changed = self
                 .policing
                 .apply(f, &v.police, &v.unpolice, |p| never_police(det, blocked, p));
-        }
-        for c in &v.protect {
-            self.set_protection(c);
         }
         for e in &v.events {
             self.alerts
@@ -1229,7 +1273,8 @@ impl Daemon {
         }
         let p = self.protect.as_mut().expect("opened above");
         let r = if flags.is_empty() {
-            p.clear(victim).map(|_| ())
+            // Loaded again for the next flood once the stage is detached.
+            p.clear(victim).and_then(|_| p.prepare())
         } else {
             p.set(victim, flags)
         };

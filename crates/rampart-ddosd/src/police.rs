@@ -11,9 +11,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rampart_ddos::filter::{Filter, PolicedEntry, POLICE_MAX_PPS as DDOS_POLICE_MAX_PPS};
+use rampart_ddos::filter::{
+    Filter, PolicedEntry, POLICE_ALL, POLICE_MAX_PPS as DDOS_POLICE_MAX_PPS, POLICE_SYN, POLICE_UDP,
+};
 use rampart_ddos::Prefix;
-use rampart_ddos_control::detection::{self, LearnedPolice, SourceRate};
+use rampart_ddos_control::detection::{self, LearnedPolice, PoliceScope, SourceRate};
 use serde::Serialize;
 
 /// A source detection polices, with its policer's counters.
@@ -25,7 +27,9 @@ pub struct Policed {
     pub victim: String,
     /// The victim's anomalous vector.
     pub vector: String,
-    /// Rate it may send (packets/s).
+    /// Which of its packets the rate applies to: `all`, `syn` or `udp`.
+    pub scope: String,
+    /// Rate it may send (packets/s of its `scope`).
     pub rate_pps: f64,
     /// Packets it may send at once (the bucket's size).
     pub burst: u32,
@@ -46,13 +50,28 @@ pub fn rate_of(pps: f64) -> u32 {
     pps.ceil().clamp(1.0, f64::from(DDOS_POLICE_MAX_PPS)) as u32
 }
 
+/// The filter's policing classes of a detection scope.
+pub fn classes_of(scope: PoliceScope) -> u32 {
+    match scope {
+        PoliceScope::All => POLICE_ALL,
+        PoliceScope::Syn => POLICE_SYN,
+        PoliceScope::Udp => POLICE_UDP,
+    }
+}
+
+/// A policer setting: (packets/s, classes).
+pub type Setting = (u32, u32);
+
 /// What to change so the pinned policer holds exactly `wanted`: (sources
 /// to police or re-rate, sources to unpolice).
 pub fn plan(
-    wanted: &BTreeMap<Prefix, u32>,
+    wanted: &BTreeMap<Prefix, Setting>,
     pinned: &[(Prefix, PolicedEntry)],
-) -> (Vec<(Prefix, u32)>, Vec<Prefix>) {
-    let have: HashMap<Prefix, u32> = pinned.iter().map(|(p, e)| (*p, e.rate_pps)).collect();
+) -> (Vec<(Prefix, Setting)>, Vec<Prefix>) {
+    let have: HashMap<Prefix, Setting> = pinned
+        .iter()
+        .map(|(p, e)| (*p, (e.rate_pps, e.classes)))
+        .collect();
     let police = wanted
         .iter()
         .filter(|(p, r)| have.get(p) != Some(r))
@@ -90,8 +109,8 @@ impl Policing {
         wanted: &[LearnedPolice],
         never: impl Fn(&Prefix) -> bool,
     ) {
-        let mut want: BTreeMap<Prefix, u32> = BTreeMap::new();
-        let mut victims: HashMap<Prefix, Prefix> = HashMap::new();
+        let mut want: BTreeMap<Prefix, Setting> = BTreeMap::new();
+        let mut victims: HashMap<Prefix, (Prefix, PoliceScope)> = HashMap::new();
         for w in wanted {
             if never(&w.prefix) {
                 tracing::info!(
@@ -100,8 +119,8 @@ impl Policing {
                 );
                 continue;
             }
-            want.insert(w.prefix, rate_of(w.rate_pps));
-            victims.insert(w.prefix, w.victim);
+            want.insert(w.prefix, (rate_of(w.rate_pps), classes_of(w.scope)));
+            victims.insert(w.prefix, (w.victim, w.scope));
         }
         let pinned = match f.policed() {
             Ok(p) => p,
@@ -118,22 +137,24 @@ impl Policing {
             }
         }
         let mut failed = Vec::new();
-        for (p, rate) in &police {
-            if let Err(e) = f.police(*p, *rate) {
+        for (p, (rate, classes)) in &police {
+            if let Err(e) = f.police(*p, *rate, *classes) {
                 tracing::warn!("{p} not policed again: {e}");
                 failed.push(*p);
             }
         }
-        for (p, rate) in want {
+        for (p, (rate, _)) in want {
             if failed.contains(&p) {
                 continue;
             }
+            let (victim, scope) = victims[&p];
             self.policed.insert(
                 p,
                 detection::Police {
                     prefix: p,
-                    victim: victims[&p],
+                    victim,
                     vector: String::new(),
+                    scope,
                     rate_pps: f64::from(rate),
                     reason: "policed before the daemon restarted".into(),
                 },
@@ -193,12 +214,13 @@ impl Policing {
                 );
                 continue;
             }
-            match f.police(p.prefix, rate_of(p.rate_pps)) {
+            match f.police(p.prefix, rate_of(p.rate_pps), classes_of(p.scope)) {
                 Ok(()) => {
                     tracing::info!(
-                        "{} policed at {:.0} pps ({}): {}",
+                        "{} policed at {:.0} pps of {} packets ({}): {}",
                         p.prefix,
                         p.rate_pps,
+                        p.scope.name(),
                         p.vector,
                         p.reason
                     );
@@ -253,6 +275,7 @@ impl Policing {
                     prefix: p.prefix.to_string(),
                     victim: p.victim.to_string(),
                     vector: p.vector.clone(),
+                    scope: p.scope.name().to_string(),
                     rate_pps: p.rate_pps,
                     burst: c.map_or(0, |c| c.burst),
                     passed: c.map_or(0, |c| c.passed),
@@ -273,13 +296,14 @@ mod tests {
         Prefix::parse(s).unwrap()
     }
 
-    fn pinned(list: &[(&str, u32)]) -> Vec<(Prefix, PolicedEntry)> {
+    fn pinned(list: &[(&str, u32, u32)]) -> Vec<(Prefix, PolicedEntry)> {
         list.iter()
-            .map(|(s, r)| {
+            .map(|(s, r, c)| {
                 (
                     p(s),
                     PolicedEntry {
                         rate_pps: *r,
+                        classes: *c,
                         burst: *r,
                         passed: 0,
                         dropped: 0,
@@ -291,29 +315,45 @@ mod tests {
 
     #[test]
     fn the_plan_makes_the_pins_exactly_what_is_wanted() {
-        let want: BTreeMap<Prefix, u32> = [
-            (p("192.0.2.1"), 1000),
-            (p("192.0.2.2"), 2000),
-            (p("2001:db8::1"), 500),
+        let want: BTreeMap<Prefix, Setting> = [
+            (p("192.0.2.1"), (1000, POLICE_SYN)),
+            (p("192.0.2.2"), (2000, POLICE_ALL)),
+            (p("192.0.2.3"), (1000, POLICE_UDP)),
+            (p("2001:db8::1"), (500, POLICE_ALL)),
         ]
         .into_iter()
         .collect();
         let (police, unpolice) = plan(
             &want,
             &pinned(&[
-                ("192.0.2.1", 1000),
-                ("192.0.2.2", 1500),
-                ("192.0.2.9", 1000),
+                ("192.0.2.1", 1000, POLICE_SYN),
+                ("192.0.2.2", 1500, POLICE_ALL),
+                ("192.0.2.3", 1000, POLICE_ALL),
+                ("192.0.2.9", 1000, POLICE_ALL),
             ]),
         );
-        // .1 is right already; .2 gets its rate; the IPv6 source is added.
-        assert_eq!(police, [(p("192.0.2.2"), 2000), (p("2001:db8::1"), 500)]);
+        // .1 is right already; .2 gets its rate, .3 its classes; the IPv6 source is added.
+        assert_eq!(
+            police,
+            [
+                (p("192.0.2.2"), (2000, POLICE_ALL)),
+                (p("192.0.2.3"), (1000, POLICE_UDP)),
+                (p("2001:db8::1"), (500, POLICE_ALL))
+            ]
+        );
         // .9 is not wanted any more.
         assert_eq!(unpolice, [p("192.0.2.9")]);
         // Nothing wanted: everything pinned goes.
-        let (police, unpolice) = plan(&BTreeMap::new(), &pinned(&[("192.0.2.1", 1)]));
+        let (police, unpolice) = plan(&BTreeMap::new(), &pinned(&[("192.0.2.1", 1, POLICE_ALL)]));
         assert!(police.is_empty());
         assert_eq!(unpolice, [p("192.0.2.1")]);
+    }
+
+    #[test]
+    fn scopes_map_to_the_filters_classes() {
+        assert_eq!(classes_of(PoliceScope::All), POLICE_ALL);
+        assert_eq!(classes_of(PoliceScope::Syn), POLICE_SYN);
+        assert_eq!(classes_of(PoliceScope::Udp), POLICE_UDP);
     }
 
     #[test]

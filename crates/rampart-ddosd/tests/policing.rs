@@ -6,9 +6,9 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use rampart_ddos::filter::{Filter, FilterConfig, Scope};
+use rampart_ddos::filter::{Filter, FilterConfig, Scope, POLICE_ALL};
 use rampart_ddos::Prefix;
-use rampart_ddos_control::detection::{LearnedPolice, Police};
+use rampart_ddos_control::detection::{LearnedPolice, Police, PoliceScope};
 use rampart_ddosd::police::Policing;
 use rampart_ddosd::{Command, Config, Handle};
 use rampart_lab::testing::TestLab;
@@ -75,6 +75,7 @@ fn decision(src: &str, rate: f64) -> Police {
         prefix: p(src),
         victim: p("198.51.100.1"),
         vector: "udp_flood".into(),
+        scope: PoliceScope::All,
         rate_pps: rate,
         reason: "test".into(),
     }
@@ -152,13 +153,14 @@ fn restore_makes_the_pins_what_the_daemon_wants() {
     let f = &b.filter;
     // Pinned: one source nobody wants any more, one at an old rate, one
     // the operator has blocked since.
-    f.police(p("192.0.2.1"), 500).unwrap();
-    f.police(p("192.0.2.2"), 500).unwrap();
-    f.police(p("192.0.2.66"), 500).unwrap();
+    f.police(p("192.0.2.1"), 500, POLICE_ALL).unwrap();
+    f.police(p("192.0.2.2"), 500, POLICE_ALL).unwrap();
+    f.police(p("192.0.2.66"), 500, POLICE_ALL).unwrap();
     let learned = |s: &str, r: f64| LearnedPolice {
         prefix: p(s),
         victim: p("198.51.100.1"),
         rate_pps: r,
+        scope: PoliceScope::All,
     };
     let mut pol = Policing::default();
     pol.restore(
@@ -226,8 +228,8 @@ fn a_restarted_daemon_removes_policed_sources_it_does_not_want() {
     h.stop().unwrap();
     // Policed behind the daemon's back while it was down.
     let f = Filter::open(&scope).unwrap();
-    f.police(p("192.0.2.1"), 1000).unwrap();
-    f.police(p("192.0.2.66"), 1000).unwrap();
+    f.police(p("192.0.2.1"), 1000, POLICE_ALL).unwrap();
+    f.police(p("192.0.2.66"), 1000, POLICE_ALL).unwrap();
     assert_eq!(f.stats().unwrap().policed, 2);
     let h = Handle::spawn(cfg).unwrap();
     assert!(f.policed().unwrap().is_empty(), "{:?}", f.policed());
@@ -237,7 +239,7 @@ fn a_restarted_daemon_removes_policed_sources_it_does_not_want() {
     // The policer's drops reach the metrics under the reason `policed`:
     // a fresh bucket at 1 pps passes 64 packets, so 100 in a burst drop
     // 36, less one per second they take.
-    f.police(p("192.0.2.1"), 1).unwrap();
+    f.police(p("192.0.2.1"), 1, POLICE_ALL).unwrap();
     let prog = f.prog_fd().unwrap();
     let frame = Frame::udp("192.0.2.1", "198.51.100.1", 40000, 53).build();
     use std::os::fd::AsRawFd;

@@ -68,9 +68,9 @@ use serde::{Deserialize, Serialize};
 
 pub use config::{DetectionConfig, Floors};
 pub use types::{
-    Action, Aggregated, AttackEvent, Block, EventKind, Gauge, Interval, Police, ProtectChange,
-    Protection, Recorded, Skips, SourceRate, Unblock, Vector, VectorView, Verdict, VictimView, NV,
-    VECTOR_NAMES,
+    Action, Aggregated, AttackEvent, Block, EventKind, Gauge, Interval, Police, PoliceScope,
+    ProtectChange, Protection, Recorded, Skips, SourceRate, Unblock, Vector, VectorView, Verdict,
+    VictimView, NV, VECTOR_NAMES,
 };
 
 use crate::error::ConfigError;
@@ -94,6 +94,10 @@ const ATTACK_SOURCES_MAX: usize = 65536;
 const SCAN_MAX: usize = 65536;
 /// Sources needed in an interval for a per-source level sample.
 const LEVEL_MIN_SOURCES: usize = 10;
+/// Packets of the attack's vector a source too slow to attribute alone
+/// must send in one interval to count towards blocking its /24: a spoofed
+/// flood's addresses send about one each.
+const TAIL_MIN_PACKETS: u64 = 2;
 
 /// What detection learned, saved across daemon restarts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -145,6 +149,10 @@ pub struct LearnedPolice {
     pub victim: Prefix,
     /// Its rate (pps).
     pub rate_pps: f64,
+    /// Which of its packets the rate applies to (every packet in a state
+    /// file written before scopes).
+    #[serde(default)]
+    pub scope: PoliceScope,
 }
 
 /// What [`Detection::restore`] did.
@@ -257,12 +265,50 @@ struct Blocked {
     victim: Prefix,
     vector: Vector,
     quiet_s: f64,
+    /// Share of its traffic per vector when it was blocked: what it sends
+    /// once dropped is counted to its victim's vectors in these shares (a
+    /// source blocked for its SYNs that also floods UDP still counts as a
+    /// UDP flood on its victim).
+    mix: [f32; NV],
+}
+
+/// All of a source's traffic to one vector (a block restored from a state file).
+fn one_hot(v: Vector) -> [f32; NV] {
+    let mut m = [0.0; NV];
+    m[v.index()] = 1.0;
+    m
+}
+
+/// Shares of `s`'s packets per vector, for a source blocked for `v`.
+/// Fragments are judged as `fragment_flood` only when that is the vector
+/// (they are also UDP or TCP); what is none of SYN, UDP, ICMP goes to `v`.
+fn mix_of(s: &Src, v: Vector) -> [f32; NV] {
+    if v == Vector::FragmentFlood || s.packets == 0 {
+        return one_hot(v);
+    }
+    let total = s.packets as f32;
+    let mut m = [0.0f32; NV];
+    let amp = s.udp_amp.min(s.udp);
+    m[SYN] += s.syn.min(s.packets) as f32;
+    if matches!(v, Vector::UdpAmplification(_)) {
+        m[v.index()] += amp as f32;
+    } else {
+        m[UDP] += amp as f32;
+    }
+    m[UDP] += (s.udp - amp) as f32;
+    m[ICMP] += s.icmp as f32;
+    let known: f32 = m.iter().sum();
+    m[v.index()] += (total - known).max(0.0);
+    let sum: f32 = m.iter().sum();
+    m.iter_mut().for_each(|x| *x /= sum.max(1.0));
+    m
 }
 
 #[derive(Debug, Clone)]
 struct Policed {
     victim: Prefix,
     rate_pps: f64,
+    scope: PoliceScope,
     /// Kept at least until this clock (s) even with no attack on its
     /// victim: a restored source keeps its limit until detection has had
     /// `attack_end_s` to see whether the attack goes on.
@@ -389,8 +435,13 @@ struct Cand {
     vector: Vector,
     pps: f64,
     bps: f64,
-    total_pps: f64,
+    /// Its packets/s of what policing would limit ([`PoliceScope::of`] its vector).
+    scope_pps: f64,
     police: bool,
+    /// Too slow to block alone: blocked only with its /24 (/64).
+    tail: bool,
+    /// Its traffic's shares per vector.
+    mix: [f32; NV],
     reason: String,
 }
 
@@ -631,7 +682,10 @@ impl Detection {
         for r in iv.blocked {
             if let Some(b) = self.blocked.get(&r.prefix) {
                 if r.pps.is_finite() && r.pps > 0.0 {
-                    meas.entry(b.victim).or_default().dropped[b.vector.index()] += r.pps;
+                    let d = &mut meas.entry(b.victim).or_default().dropped;
+                    for (x, m) in d.iter_mut().zip(b.mix) {
+                        *x += r.pps * f64::from(m);
+                    }
                 }
             }
         }
@@ -806,11 +860,19 @@ impl Detection {
         let mut blocks: Vec<Block> = Vec::new();
         let mut police: Vec<Police> = Vec::new();
         let mut new_aggs: Vec<(Prefix, Aggregated)> = Vec::new();
+        let mut mixes: HashMap<Prefix, [f32; NV]> = HashMap::default();
         let mut ckeys: Vec<Prefix> = cands.keys().copied().collect();
         ckeys.sort();
         for key in ckeys {
             let list = cands.remove(&key).unwrap_or_default();
-            self.decide(key, list, &mut blocks, &mut police, &mut new_aggs);
+            self.decide(
+                key,
+                list,
+                &mut blocks,
+                &mut police,
+                &mut new_aggs,
+                &mut mixes,
+            );
         }
         blocks.sort_by(|a, b| b.pps.total_cmp(&a.pps).then(a.prefix.cmp(&b.prefix)));
         blocks.truncate(self.cfg.max_blocks_per_interval);
@@ -823,6 +885,10 @@ impl Detection {
                     victim: b.victim,
                     vector,
                     quiet_s: 0.0,
+                    mix: mixes
+                        .get(&b.prefix)
+                        .copied()
+                        .unwrap_or_else(|| one_hot(vector)),
                 },
             );
             if let Some(at) = self
@@ -840,6 +906,7 @@ impl Detection {
                 Policed {
                     victim: p.victim,
                     rate_pps: p.rate_pps,
+                    scope: p.scope,
                     keep_until_s: 0.0,
                 },
             );
@@ -1037,7 +1104,13 @@ impl Detection {
                 vector,
                 pps,
                 bps,
-                total_pps: total,
+                tail: false,
+                mix: mix_of(s, vector),
+                scope_pps: match PoliceScope::of(vector) {
+                    PoliceScope::Syn => s.syn as f64 / secs,
+                    PoliceScope::Udp => s.udp as f64 / secs,
+                    PoliceScope::All => total,
+                },
                 police,
                 reason,
             };
@@ -1143,10 +1216,36 @@ impl Detection {
                         thr(FRAG)
                     ),
                 ));
+                continue;
+            }
+            // Too slow to attribute alone: counted towards blocking its /24
+            // when many addresses of it take part (a botnet's long tail).
+            // Not for SYN floods (cookies answer what blocks leave) nor
+            // for sources known to be legitimate.
+            if good {
+                continue;
+            }
+            let tail = [
+                (amp.map(|v| Vector::ALL[v]), s.udp_amp),
+                (
+                    an[UDP].then_some(Vector::UdpFlood),
+                    s.udp.saturating_sub(s.udp_amp),
+                ),
+                (an[ICMP].then_some(Vector::IcmpFlood), s.icmp),
+                (an[FRAG].then_some(Vector::FragmentFlood), s.frags),
+            ]
+            .into_iter()
+            .find_map(|(v, n)| v.filter(|_| n >= TAIL_MIN_PACKETS).map(|v| (v, n)));
+            if let Some((vector, n)) = tail {
+                let mut c = cand(vector, n as f64 / secs, false, String::new());
+                c.tail = true;
+                out.push(c);
             }
         }
-        // Police only sources above the level that would be limited.
-        out.retain(|c| !c.police || c.total_pps > level.max(cfg.police_min_pps));
+        // Police only sources whose policed kind of traffic is above the
+        // rate it would be limited to (a heavy client's few new
+        // connections under a SYN flood are not worth a policer).
+        out.retain(|c| !c.police || c.scope_pps > level.max(cfg.police_min_pps));
         out
     }
 
@@ -1196,7 +1295,9 @@ impl Detection {
                     vector: Vector::PortScan,
                     pps: s.syn as f64 / span.max(1.0),
                     bps: 0.0,
-                    total_pps: 0.0,
+                    scope_pps: 0.0,
+                    tail: false,
+                    mix: mix_of(s, Vector::PortScan),
                     police: false,
                     reason: format!(
                         "port_scan of {key}: ~{} ports in {} s, {} of {} handshakes incomplete (>= {} ports)",
@@ -1218,6 +1319,7 @@ impl Detection {
         blocks: &mut Vec<Block>,
         police: &mut Vec<Police>,
         new_aggs: &mut Vec<(Prefix, Aggregated)>,
+        mixes: &mut HashMap<Prefix, [f32; NV]>,
     ) {
         let is_agg = key.family() == 4 && key.len() == 24;
         let spread = self
@@ -1239,12 +1341,23 @@ impl Detection {
                     continue;
                 }
                 let rate = self.level(&key).max(self.cfg.police_min_pps);
+                let scope = PoliceScope::of(c.vector);
                 police.push(Police {
                     prefix: p,
                     victim: key,
                     vector: carpet(c.vector),
+                    scope,
                     rate_pps: rate,
-                    reason: format!("{}; at {} pps", c.reason, si(rate)),
+                    reason: format!(
+                        "{}; at {} pps{}",
+                        c.reason,
+                        si(rate),
+                        match scope {
+                            PoliceScope::Syn => " of its SYNs",
+                            PoliceScope::Udp => " of its UDP",
+                            PoliceScope::All => "",
+                        }
+                    ),
                 });
             } else {
                 to_block.push(c);
@@ -1298,7 +1411,25 @@ impl Detection {
             let (pps, bps) = idx.iter().fold((0.0, 0.0), |(p, b), &i| {
                 (p + to_block[i].pps, b + to_block[i].bps)
             });
-            let v = to_block[idx[0]].vector;
+            // The members' mixes, weighted by their attack rates.
+            let mut mix = [0.0f32; NV];
+            for &i in idx {
+                let w = (to_block[i].pps / pps.max(f64::MIN_POSITIVE)) as f32;
+                for (m, x) in mix.iter_mut().zip(to_block[i].mix) {
+                    *m += w * x;
+                }
+            }
+            mixes.insert(*pfx, mix);
+            // The vector of its heaviest members that are not the tail.
+            let v = idx
+                .iter()
+                .map(|&i| &to_block[i])
+                .max_by(|a, b| {
+                    (!a.tail, a.pps)
+                        .partial_cmp(&(!b.tail, b.pps))
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                })
+                .map_or(to_block[idx[0]].vector, |c| c.vector);
             let agg = Aggregated {
                 prefix: *pfx,
                 sources: n as u32,
@@ -1324,9 +1455,14 @@ impl Detection {
         }
         for (i, c) in to_block.into_iter().enumerate() {
             let p = Prefix::host(c.src);
-            if skip.contains(&i) || self.is_whitelisted(&p) || self.blocked.contains_key(&p) {
+            if c.tail
+                || skip.contains(&i)
+                || self.is_whitelisted(&p)
+                || self.blocked.contains_key(&p)
+            {
                 continue;
             }
+            mixes.insert(p, c.mix);
             blocks.push(Block {
                 prefix: p,
                 victim: key,
@@ -1615,6 +1751,7 @@ impl Detection {
                 prefix: *p,
                 victim: x.victim,
                 rate_pps: x.rate_pps,
+                scope: x.scope,
             })
             .collect();
         policed.sort_by_key(|p| p.prefix);
@@ -1651,6 +1788,7 @@ impl Detection {
                     victim: b.victim,
                     vector: b.vector,
                     quiet_s: if ok(b.quiet_s) { b.quiet_s } else { 0.0 },
+                    mix: one_hot(b.vector),
                 },
             );
         }
@@ -1661,6 +1799,7 @@ impl Detection {
                     Policed {
                         victim: p.victim,
                         rate_pps: p.rate_pps,
+                        scope: p.scope,
                         keep_until_s: self.clock + self.cfg.attack_end_s,
                     },
                 );

@@ -145,7 +145,7 @@ impl Sim {
         }
     }
 
-    fn is_blocked(&self, a: &IpAddr) -> Option<Prefix> {
+    pub fn is_blocked(&self, a: &IpAddr) -> Option<Prefix> {
         self.blocked.iter().find(|p| p.contains(a)).copied()
     }
 

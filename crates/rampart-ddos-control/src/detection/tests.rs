@@ -795,6 +795,7 @@ fn a_udp_flood_polices_known_clients_and_blocks_the_rest() {
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].prefix, host(client(7000)));
     assert!(p[0].rate_pps >= cfg().police_min_pps);
+    assert_eq!(p[0].scope, PoliceScope::Udp, "only its UDP is limited");
     // Unpoliced when the attack ends.
     sim.run(200, &bg, &[]);
     assert!(sim.policed.is_empty());
@@ -1096,4 +1097,158 @@ fn recorded_intervals_replay_to_the_same_verdicts() {
     assert_eq!(text.lines().count(), sim.verdicts.len());
     assert!(sim.verdicts.iter().any(|v| !v.blocks.is_empty()));
     assert!(sim.verdicts.iter().any(|v| !v.protect.is_empty()));
+}
+
+/// A heavy client (wrk at full speed, reconnecting every 1,000 requests)
+/// whose few new connections sometimes look incomplete is not policed
+/// under a SYN flood on its server: its SYNs are far below the rate a
+/// policer would allow, and limiting all its packets would cut its
+/// established connections. A NAT gateway opening thousands of
+/// connections/s with some incomplete is policed, on its SYNs only.
+#[test]
+fn under_a_syn_flood_policing_limits_only_syns_of_sources_above_the_rate() {
+    let mut rng = Rng::new(23);
+    let mut bg = background(&mut rng, 50);
+    let heavy = client(7000);
+    let nat = client(7001);
+    bg.push(Flow {
+        src: heavy,
+        dst: server(),
+        pps: 120_000.0,
+        size: 200,
+        kind: Kind::Web { conns: 60.0 },
+    });
+    bg.push(Flow {
+        src: nat,
+        dst: server(),
+        pps: 20_000.0,
+        size: 400,
+        kind: Kind::Web { conns: 4000.0 },
+    });
+    let mut sim = Sim::new(&cfg());
+    warm(&mut sim, &bg, 60);
+    let mut atk = flood(Kind::SynRst, 40, 3000.0, 60);
+    // Handshakes of both that do not complete under the flood.
+    for (src, pps) in [(heavy, 40.0), (nat, 2000.0)] {
+        atk.push(Flow {
+            src,
+            dst: server(),
+            pps,
+            size: 60,
+            kind: Kind::SynRst,
+        });
+    }
+    sim.run(20, &with(bg, atk), &[]);
+    let blocked: Vec<_> = sim.ever_blocked().into_iter().map(|b| b.0).collect();
+    assert!(
+        !blocked.contains(&host(heavy)) && !blocked.contains(&host(nat)),
+        "{blocked:?}"
+    );
+    let p: Vec<_> = sim.verdicts.iter().flat_map(|v| &v.police).collect();
+    assert!(
+        p.iter().all(|p| p.prefix != host(heavy)),
+        "heavy client policed: {p:?}"
+    );
+    let n: Vec<_> = p.iter().filter(|p| p.prefix == host(nat)).collect();
+    assert_eq!(n.len(), 1, "{p:?}");
+    assert_eq!(n[0].scope, PoliceScope::Syn);
+    assert!(n[0].rate_pps >= cfg().police_min_pps);
+}
+
+/// A botnet's long tail: hundreds of addresses of one /24 each sending
+/// too little to block alone (10 pps < `source_min_pps`) are blocked as
+/// their /24 while the flood they are part of goes on; the heavy sources
+/// are blocked one by one; no tail address is blocked alone.
+#[test]
+fn a_udp_floods_long_tail_is_blocked_by_its_slash24() {
+    let mut rng = Rng::new(29);
+    let bg = background(&mut rng, 50);
+    let mut sim = Sim::new(&cfg());
+    warm(&mut sim, &bg, 60);
+    let mut atk = flood(Kind::Udp, 20, 3000.0, 512);
+    // 172.16.4.0 - 172.16.4.199.
+    for i in 1024..1224 {
+        atk.push(Flow {
+            src: attacker(i),
+            dst: server(),
+            pps: 10.0,
+            size: 512,
+            kind: Kind::Udp,
+        });
+    }
+    sim.run(10, &with(bg.clone(), atk), &[]);
+    let b = sim.ever_blocked();
+    let tail: Prefix = "172.16.4.0/24".parse().unwrap();
+    assert!(
+        b.iter().any(|(p, v)| *p == tail && v == "udp_flood"),
+        "{b:?}"
+    );
+    assert!(
+        b.iter()
+            .all(|(p, _)| p.len() == 24 || !tail.net().contains(&p.net().addr())),
+        "a tail address blocked alone: {b:?}"
+    );
+    // The heavy ones (all of 172.16.0.0/24 here: blocked as their /24).
+    assert!(sim.is_blocked(&attacker(3)).is_some(), "{b:?}");
+    // Nothing of the legitimate background.
+    assert!(b.iter().all(|(p, _)| !is_client(p)), "{b:?}");
+    // Unblocked once the flood is over.
+    sim.run(400, &bg, &[]);
+    assert!(sim.blocked.is_empty(), "{:?}", sim.blocked);
+}
+
+/// A spoofed UDP flood (every address of a /16 sends one packet per
+/// interval) does not block any /24: one packet per address is what
+/// random source addresses look like.
+#[test]
+fn a_spoofed_udp_floods_addresses_are_not_blocked_by_slash24() {
+    let mut rng = Rng::new(31);
+    let bg = background(&mut rng, 50);
+    let mut sim = Sim::new(&cfg());
+    warm(&mut sim, &bg, 60);
+    let atk: Vec<Flow> = (0..65536)
+        .map(|i| Flow {
+            src: attacker(i),
+            dst: server(),
+            pps: 1.0 / SECS,
+            size: 512,
+            kind: Kind::Udp,
+        })
+        .collect();
+    sim.run(6, &with(bg, atk), &[]);
+    let b = sim.ever_blocked();
+    assert!(b.is_empty(), "{} blocks, e.g. {:?}", b.len(), b.first());
+}
+
+/// A source blocked for its SYN flood that also floods UDP still counts
+/// as a UDP flood on its victim once blocked (its dropped traffic is
+/// split by what it sent), so the UDP flood's other sources are judged as
+/// part of an attack.
+#[test]
+fn a_blocked_sources_other_floods_still_count_on_its_victim() {
+    let mut rng = Rng::new(37);
+    let bg = background(&mut rng, 50);
+    let mut sim = Sim::new(&cfg());
+    warm(&mut sim, &bg, 60);
+    let mut atk = flood(Kind::SynRst, 20, 2000.0, 60);
+    atk.extend(flood(Kind::Udp, 20, 3000.0, 512));
+    sim.run(10, &with(bg, atk), &[]);
+    assert!(
+        sim.is_blocked(&attacker(3)).is_some(),
+        "{:?}",
+        sim.ever_blocked()
+    );
+    let v = sim
+        .det
+        .victims()
+        .into_iter()
+        .find(|v| v.victim == host(server()))
+        .unwrap();
+    let udp = v.vectors.iter().find(|x| x.vector == "udp_flood").unwrap();
+    assert!(
+        udp.current_pps > 50_000.0 && udp.current_pps < 70_000.0,
+        "the blocked sources' 60k UDP pps: {udp:?}"
+    );
+    let syn = v.vectors.iter().find(|x| x.vector == "syn_flood").unwrap();
+    assert!(syn.current_pps < 50_000.0, "{syn:?}");
 }

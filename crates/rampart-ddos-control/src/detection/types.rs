@@ -254,8 +254,44 @@ pub struct Unblock {
     pub reason: String,
 }
 
-/// Police a source: at most `rate_pps` packets/s pass, the rest is
-/// dropped in XDP.
+/// Which of a policed source's packets its rate applies to: the kind of
+/// traffic that made it suspect, so that a NAT gateway or a heavy client
+/// under a SYN flood has its new connections limited while its established
+/// ones pass untouched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoliceScope {
+    /// Every packet (what a state file written before scopes holds).
+    #[default]
+    All,
+    /// TCP SYNs without ACK (new connections).
+    Syn,
+    /// UDP.
+    Udp,
+}
+
+impl PoliceScope {
+    /// The scope that polices what `v` floods with.
+    pub fn of(v: Vector) -> Self {
+        match v {
+            Vector::SynFlood | Vector::PortScan => Self::Syn,
+            Vector::UdpFlood | Vector::UdpAmplification(_) => Self::Udp,
+            _ => Self::All,
+        }
+    }
+
+    /// For logs and the API: `all`, `syn`, `udp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Syn => "syn",
+            Self::Udp => "udp",
+        }
+    }
+}
+
+/// Police a source: at most `rate_pps` packets/s of its `scope` pass, the
+/// rest is dropped in XDP.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Police {
     /// The source.
@@ -264,7 +300,9 @@ pub struct Police {
     pub victim: Prefix,
     /// The victim's anomalous vector.
     pub vector: String,
-    /// Rate it may send (packets/s, all its traffic).
+    /// Which of its packets the rate applies to.
+    pub scope: PoliceScope,
+    /// Rate it may send (packets/s of its `scope`).
     pub rate_pps: f64,
     /// Why it is policed rather than blocked.
     pub reason: String,
