@@ -105,6 +105,12 @@ pub struct ScenarioResult {
     /// (the kernel's own SYN cookies only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer_legit_ok_pct: Option<f64>,
+    /// Scenarios with wrk: its requests/s under the attack.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrk_rps: Option<f64>,
+    /// ... and under the same attack with rampart off (scenarios with a peer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_wrk_rps: Option<f64>,
 }
 
 /// The final object.
@@ -466,6 +472,8 @@ fn run_once(
         blacklist_max: blocked_max.max(verdict.blacklist_max_from_alerts as u64),
         alerts: verdict.alerts as u64,
         peer_legit_ok_pct: tl.peer.map(|(w, span)| ratio_pct(ok(&w, span), ref_rate)),
+        wrk_rps: tl.wrk.as_ref().map(WrkResult::rps),
+        peer_wrk_rps: tl.peer_wrk.as_ref().map(WrkResult::rps),
     };
     let judged = (tl.a1 - tl.clock0).max(1e-9);
     let detail = RunDetail {
@@ -503,6 +511,7 @@ struct Timeline {
     gen_sent: u64,
     peer_gen_sent: u64,
     wrk: Option<WrkResult>,
+    peer_wrk: Option<WrkResult>,
     users: Vec<Window>,
 }
 
@@ -513,6 +522,7 @@ fn timeline(
     cancel: &AtomicBool,
 ) -> Result<Timeline> {
     let mut peer_gen_sent = 0;
+    let mut peer_wrk = None;
     let mut peer = None;
     let mut ref_window = (1.0, 1.0 + REF_S);
     // The peer: the same loads with rampart off (no XDP program: the
@@ -523,7 +533,7 @@ fn timeline(
         let mut r = start_loads(env, sc, "peer")?;
         wait_until(env, p0 + sc.seconds, cancel, Some(&mut r), "peer")?;
         let p1 = env.now();
-        peer_gen_sent = r.stop()?.0;
+        (peer_gen_sent, peer_wrk, _) = r.stop()?;
         peer = Some((client.window(p0, p1), (p0, p1)));
         // Let the backlog and the veth rings drain.
         wait_until(env, p1 + 3.0, cancel, None, "peer")?;
@@ -583,6 +593,7 @@ fn timeline(
         gen_sent: running_out.0,
         peer_gen_sent,
         wrk: running_out.1,
+        peer_wrk,
         users: running_out.2,
     })
 }
@@ -637,6 +648,12 @@ pub fn median_result(runs: &[ScenarioResult]) -> Option<ScenarioResult> {
         peer_legit_ok_pct: first
             .peer_legit_ok_pct
             .map(|_| med(&|r| r.peer_legit_ok_pct.unwrap_or(f64::NAN))),
+        wrk_rps: first
+            .wrk_rps
+            .map(|_| med(&|r| r.wrk_rps.unwrap_or(f64::NAN))),
+        peer_wrk_rps: first
+            .peer_wrk_rps
+            .map(|_| med(&|r| r.peer_wrk_rps.unwrap_or(f64::NAN))),
     })
 }
 
@@ -912,6 +929,8 @@ mod tests {
             blacklist_max: 5,
             alerts: 3,
             peer_legit_ok_pct: None,
+            wrk_rps: None,
+            peer_wrk_rps: None,
         }
     }
 

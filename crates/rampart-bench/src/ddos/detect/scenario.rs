@@ -178,13 +178,18 @@ pub fn all() -> Vec<Scenario> {
                 "spoofed-syn-1m",
                 "syn_flood_spoofed",
                 &["syn_flood"],
-                vec![Load::Gen {
-                    spec: GenSpec {
-                        threads: 2.min(ncpu()),
-                        ..gen(Proto::Syn, 1 << 20, None)
+                vec![
+                    Load::Gen {
+                        spec: GenSpec {
+                            threads: 2.min(ncpu()),
+                            ..gen(Proto::Syn, 1 << 20, None)
+                        },
+                        phases: vec![],
                     },
-                    phases: vec![],
-                }],
+                    // wrk at full speed through the flood (and through the
+                    // peer's run): requests/s served, rampart vs the kernel.
+                    Load::Wrk { conns: 8 },
+                ],
             )
         },
         base(
