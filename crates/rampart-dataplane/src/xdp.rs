@@ -318,16 +318,35 @@ pub fn prog_map_ids(id: u32) -> Result<Vec<u32>> {
 /// # Errors
 /// A failing `ethtool` (not installed, not a veth, no such interface).
 pub fn veth_xdp_packets(ns: Option<&str>, iface: &str) -> Result<u64> {
+    veth_xdp_counts(ns, iface).map(|(packets, _)| packets)
+}
+
+/// Frames and bytes the XDP program of veth `iface` (in `ns`) has seen:
+/// the sums of the driver's `rx_queue_<n>_xdp_packets` and `_xdp_bytes`.
+///
+/// # Errors
+/// A failing `ethtool` (not installed, not a veth, no such interface).
+pub fn veth_xdp_counts(ns: Option<&str>, iface: &str) -> Result<(u64, u64)> {
     let out = match ns {
         Some(ns) => crate::cmd::in_ns(ns, "ethtool", &["-S", iface])?,
         None => crate::cmd::run("ethtool", &["-S", iface])?,
     };
-    Ok(out
-        .lines()
-        .filter_map(|l| l.trim().split_once(": "))
-        .filter(|(k, _)| k.starts_with("rx_queue_") && k.ends_with("_xdp_packets"))
-        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-        .sum())
+    Ok(parse_veth_xdp_counts(&out))
+}
+
+fn parse_veth_xdp_counts(ethtool: &str) -> (u64, u64) {
+    let (mut packets, mut bytes) = (0u64, 0u64);
+    for (k, v) in ethtool.lines().filter_map(|l| l.trim().split_once(": ")) {
+        let (Some(rest), Ok(v)) = (k.strip_prefix("rx_queue_"), v.trim().parse::<u64>()) else {
+            continue;
+        };
+        if rest.ends_with("_xdp_packets") {
+            packets += v;
+        } else if rest.ends_with("_xdp_bytes") {
+            bytes += v;
+        }
+    }
+    (packets, bytes)
 }
 
 /// Name of a loaded program by id (as shown by `bpftool prog`).
@@ -353,4 +372,15 @@ pub fn prog_name(id: u32) -> Option<String> {
         .map(|&c| c as u8)
         .collect();
     Some(String::from_utf8_lossy(&name).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn veth_xdp_counts_sum_every_queue_and_skip_the_rest() {
+        let t = "NIC statistics:\n     peer_ifindex: 7\n     rx_queue_0_xdp_packets: 10\n     rx_queue_0_xdp_bytes: 640\n     rx_queue_1_xdp_packets: 5\n     rx_queue_1_xdp_bytes: 320\n     rx_queue_1_xdp_drops: 3\n     tx_queue_0_xdp_xmit: 99\n";
+        assert_eq!(parse_veth_xdp_counts(t), (15, 960));
+    }
 }

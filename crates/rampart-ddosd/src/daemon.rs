@@ -145,19 +145,69 @@ pub struct View {
     pub counters: Counters,
 }
 
-/// Packets counted by the daemon since it started, summed over its
-/// intervals from the tiers' own counters.
+/// Packets and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Count {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+impl std::ops::AddAssign for Count {
+    fn add_assign(&mut self, o: Self) {
+        self.packets += o.packets;
+        self.bytes += o.bytes;
+    }
+}
+
+/// What the daemon counted since it started, summed over its intervals
+/// from the data path's exact counters (the XDP filter's per-entry
+/// counters are sampled and see the same packets as its `blacklist`
+/// reasons, so they only give rates). Every reason of a filter is present
+/// from the first interval, at 0: the metrics' labels exist from the start.
 #[derive(Debug, Clone, Default)]
 pub struct Counters {
-    /// Packets dropped, by (tier, reason).
-    pub drops: BTreeMap<(&'static str, String), u64>,
-    /// Packets each tier handled (saw).
-    pub tier_packets: BTreeMap<&'static str, u64>,
+    /// Dropped, by (tier, reason).
+    pub drops: BTreeMap<(&'static str, String), Count>,
+    /// Of `drops`, the reasons counted in packets only (protection's
+    /// counters have no bytes).
+    pub packets_only: std::collections::BTreeSet<(&'static str, String)>,
+    /// Passed on by the XDP filters, by (tier, reason).
+    pub passes: BTreeMap<(&'static str, String), Count>,
+    /// Handled (seen) by each tier.
+    pub seen: BTreeMap<&'static str, Count>,
 }
 
 impl Counters {
+    /// Add `n` packets (no bytes known) dropped by `tier` for `reason`.
     pub(crate) fn add_drops(&mut self, tier: &'static str, reason: &str, n: u64) {
+        let k = (tier, reason.to_string());
+        self.drops.entry(k.clone()).or_default().packets += n;
+        self.packets_only.insert(k);
+    }
+
+    /// Add packets and bytes dropped by `tier` for `reason`.
+    pub(crate) fn add_dropped(&mut self, tier: &'static str, reason: &str, n: Count) {
         *self.drops.entry((tier, reason.to_string())).or_default() += n;
+    }
+
+    fn add_passed(&mut self, tier: &'static str, reason: &str, n: Count) {
+        *self.passes.entry((tier, reason.to_string())).or_default() += n;
+    }
+
+    fn add_seen(&mut self, tier: &'static str, n: Count) {
+        *self.seen.entry(tier).or_default() += n;
+    }
+
+    /// Everything dropped, every tier and reason (packets-only reasons
+    /// add no bytes).
+    pub fn dropped(&self) -> Count {
+        let mut c = Count::default();
+        for n in self.drops.values() {
+            c += *n;
+        }
+        c
     }
 }
 
@@ -278,8 +328,8 @@ pub struct Daemon {
     planner: Planner,
     blocked: BTreeMap<Prefix, Blocked>,
     operator_whitelist: Vec<Prefix>,
-    prev: HashMap<(u8, Prefix), u64>,
-    prev_stats: HashMap<(&'static str, String), u64>,
+    prev: HashMap<(u8, Prefix), Count>,
+    prev_stats: HashMap<(&'static str, String), Count>,
     last_snap: Instant,
     /// The last feature interval: pair and victim records.
     snap: Snapshot,
@@ -300,7 +350,7 @@ pub struct Daemon {
     blocked_total: u64,
     last_rates: Vec<RateView>,
     counters: Counters,
-    nic_seen_prev: Option<u64>,
+    nic_seen_prev: Option<Count>,
     /// Rates of sources held by a hardware tier without counters.
     estimates: HashMap<Prefix, Estimate>,
     /// Withdrawn from such a tier to be measured in XDP (not re-planned until measured).
@@ -732,6 +782,12 @@ impl Daemon {
                 .restore(f, &det.learned().policed, |p| never_police(det, blocked, p));
         }
         me.resumed = resumed;
+        let hw = me.hw.as_ref().map(HwWorker::info);
+        me.metrics.tiers(
+            me.host_name(),
+            hw.as_ref()
+                .map(|i| (i.name, i.counters == CounterKind::None)),
+        );
         // Start a fresh interval so the first one has a known length.
         me.features.snapshot_full(&mut me.snap)?;
         me.last_snap = Instant::now();
@@ -762,16 +818,24 @@ impl Daemon {
             }
         }
         for (t, rules, name) in tiers {
-            let mut delta_sum = 0u64;
+            let mut delta_sum = Count::default();
             for (p, c) in rules {
-                let before = self.prev.get(&(t, p)).copied();
-                let d = match before {
-                    Some(b) if c.packets >= b => c.packets - b,
-                    _ => c.packets,
+                let c = Count {
+                    packets: c.packets,
+                    bytes: c.bytes,
                 };
-                next.insert((t, p), c.packets);
+                let before = self.prev.get(&(t, p)).copied();
+                let dc = match before {
+                    Some(b) if c.packets >= b.packets => Count {
+                        packets: c.packets - b.packets,
+                        bytes: c.bytes.saturating_sub(b.bytes),
+                    },
+                    _ => c,
+                };
+                let d = dc.packets;
+                next.insert((t, p), c);
                 dropped[t as usize] += c.packets;
-                delta_sum += d;
+                delta_sum += dc;
                 let e = out.entry(p).or_default();
                 if t == 0 {
                     e.0 += d as f64 / secs;
@@ -779,8 +843,12 @@ impl Daemon {
                     e.1 += d as f64 / secs;
                 }
             }
-            let reason = if t == 1 { "hw_rule" } else { "blacklist_entry" };
-            self.counters.add_drops(name, reason, delta_sum);
+            // The XDP filter counts its own drops exactly (drop_stats).
+            if t == 1 {
+                self.counters.add_dropped(name, "hw_rule", delta_sum);
+            } else if !matches!(self.host, HostTier::Xdp(_)) {
+                self.counters.add_dropped(name, "blacklist", delta_sum);
+            }
         }
         self.prev = next;
         Ok(out)
@@ -788,7 +856,7 @@ impl Daemon {
 
     /// Drop/pass counters of the XDP filters and the NIC hop → metrics.
     fn drop_stats(&mut self) {
-        let mut cur: Vec<(&'static str, String, u64, bool)> = Vec::new();
+        let mut cur: Vec<(&'static str, String, Count, bool)> = Vec::new();
         let filters: Vec<(&'static str, &Filter)> = {
             let mut v = Vec::new();
             if let HostTier::Xdp(x) = &self.host {
@@ -808,11 +876,15 @@ impl Daemon {
         };
         for (tier, f) in filters {
             if let Ok(s) = f.stats() {
+                let count = |c: &filter::PktBytes| Count {
+                    packets: c.packets,
+                    bytes: c.bytes,
+                };
                 for (r, c) in &s.drops {
-                    cur.push((tier, format!("drop:{r}"), c.packets, true));
+                    cur.push((tier, format!("drop:{r}"), count(c), true));
                 }
                 for (r, c) in &s.passes {
-                    cur.push((tier, format!("pass:{r}"), c.packets, false));
+                    cur.push((tier, format!("pass:{r}"), count(c), false));
                 }
             }
         }
@@ -844,39 +916,55 @@ impl Daemon {
                 {
                     // Not added to the tier's packets: the filter counted
                     // them as passed to this stage already.
+                    let v = Count {
+                        packets: v,
+                        bytes: 0,
+                    };
                     let before = self
                         .prev_stats
                         .insert(("xdp", format!("protect:{r}")), v)
                         .unwrap_or(v);
-                    let d = v.saturating_sub(before);
-                    if d > 0 {
-                        self.counters.add_drops("xdp", r, d);
-                    }
+                    // 0 included: the label exists from the start.
+                    self.counters
+                        .add_drops("xdp", r, v.packets.saturating_sub(before.packets));
                 }
             }
         }
-        let mut handled: HashMap<&'static str, u64> = HashMap::new();
+        let mut handled: HashMap<&'static str, Count> = HashMap::new();
         for (tier, key, v, is_drop) in cur {
             let before = self.prev_stats.insert((tier, key.clone()), v).unwrap_or(v);
-            let d = v.saturating_sub(before);
+            let d = Count {
+                packets: v.packets.saturating_sub(before.packets),
+                bytes: v.bytes.saturating_sub(before.bytes),
+            };
             *handled.entry(tier).or_default() += d;
-            if is_drop && d > 0 {
-                let reason = key.trim_start_matches("drop:");
-                self.counters.add_drops(tier, reason, d);
+            // 0 included: every reason's label exists from the start.
+            if is_drop {
+                self.counters
+                    .add_dropped(tier, key.trim_start_matches("drop:"), d);
+            } else {
+                self.counters
+                    .add_passed(tier, key.trim_start_matches("pass:"), d);
             }
         }
         for (tier, d) in handled {
-            *self.counters.tier_packets.entry(tier).or_default() += d;
+            self.counters.add_seen(tier, d);
         }
         if self.hw.is_some() && self.cfg.hw.backend == "emulated" {
             // Frames the EMULATED NIC saw: its program's veth counters on the hop.
             let hop = self.cfg.nic_hop();
-            if let Ok(n) =
-                rampart_dataplane::xdp::veth_xdp_packets(hop.netns.as_deref(), &hop.iface)
+            if let Ok((packets, bytes)) =
+                rampart_dataplane::xdp::veth_xdp_counts(hop.netns.as_deref(), &hop.iface)
             {
+                let n = Count { packets, bytes };
                 if let Some(p) = self.nic_seen_prev {
-                    *self.counters.tier_packets.entry("emulated").or_default() +=
-                        n.saturating_sub(p);
+                    self.counters.add_seen(
+                        "emulated",
+                        Count {
+                            packets: n.packets.saturating_sub(p.packets),
+                            bytes: n.bytes.saturating_sub(p.bytes),
+                        },
+                    );
                 }
                 self.nic_seen_prev = Some(n);
             }

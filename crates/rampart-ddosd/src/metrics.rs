@@ -1,17 +1,38 @@
 //! Prometheus metrics of the daemon (`GET /metrics`).
 //!
-//! One registry. The daemon's state — drops and packets per tier, sources
-//! held per tier, the heaviest sources, attack state, planner threshold —
-//! is read from the published [`View`] at every scrape (what the API
-//! shows, so the two agree). Only events (rule updates, blocks, unblocks,
-//! latencies) are counters and histograms updated where they happen.
+//! One registry. The daemon's state — packets and bytes dropped, passed
+//! and seen per tier, sources held per tier, the heaviest sources, attack
+//! state, planner threshold, detection's per-victim rates — is read from
+//! the published [`View`] at every scrape (what the API shows, so the two
+//! agree). Only events (rule updates, blocks, unblocks, latencies) are
+//! counters and histograms updated where they happen.
+//!
+//! Names follow Prometheus' conventions: base units (seconds, bytes,
+//! packets per second), `_total` on counters, a bytes twin of every packet
+//! counter the data path counts bytes for, and every label combination the
+//! daemon can report exists from the first scrape, at 0. `promtool check
+//! metrics` on a live daemon reports nothing (tested).
 
 use std::sync::{Arc, RwLock};
 
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, Opts};
+use rampart_ddos_control::detection::Vector;
 use rampart_service::{Samples, StateCollector};
 
 use crate::daemon::View;
+
+/// Every reason a source is unblocked (`rampart_ddos_unblocks_total`).
+pub const UNBLOCK_REASONS: [&str; 2] = ["detection", "operator"];
+
+/// Every detector that blocks (`rampart_ddos_blocks_total`): each vector
+/// family of detection, and the operator.
+pub fn detectors() -> Vec<&'static str> {
+    let mut d: Vec<&'static str> = Vector::ALL.iter().map(|v| v.family()).collect();
+    d.push("operator");
+    d.sort_unstable();
+    d.dedup();
+    d
+}
 
 /// The daemon's registry and its event counters.
 #[derive(Debug, Clone)]
@@ -22,7 +43,7 @@ pub struct Metrics {
     pub rule_updates: IntCounterVec,
     /// `rampart_ddos_detection_latency_seconds`: interval end → blocks installed.
     pub detection_latency: Histogram,
-    /// `rampart_ddos_loop_seconds`: one loop iteration.
+    /// `rampart_ddos_loop_duration_seconds`: one loop iteration.
     pub loop_seconds: Histogram,
     /// `rampart_ddos_blocks_total{detector}`.
     pub blocks: IntCounterVec,
@@ -32,18 +53,51 @@ pub struct Metrics {
 
 /// What the state collector reports, from one view.
 fn read(v: &View, out: &mut Samples) {
-    for ((tier, reason), n) in &v.counters.drops {
-        out.set("rampart_ddos_drops_total", &[tier, reason], *n as f64);
+    let c = &v.counters;
+    for ((tier, reason), n) in &c.drops {
+        out.set(
+            "rampart_ddos_dropped_packets_total",
+            &[tier, reason],
+            n.packets as f64,
+        );
+        if !c.packets_only.contains(&(*tier, reason.clone())) {
+            out.set(
+                "rampart_ddos_dropped_bytes_total",
+                &[tier, reason],
+                n.bytes as f64,
+            );
+        }
     }
-    for (tier, n) in &v.counters.tier_packets {
-        out.set("rampart_ddos_tier_packets_total", &[tier], *n as f64);
+    for ((tier, reason), n) in &c.passes {
+        out.set(
+            "rampart_ddos_passed_packets_total",
+            &[tier, reason],
+            n.packets as f64,
+        );
+        out.set(
+            "rampart_ddos_passed_bytes_total",
+            &[tier, reason],
+            n.bytes as f64,
+        );
+    }
+    for (tier, n) in &c.seen {
+        out.set("rampart_ddos_seen_packets_total", &[tier], n.packets as f64);
+        out.set("rampart_ddos_seen_bytes_total", &[tier], n.bytes as f64);
     }
     for t in &v.tiers {
-        out.set("rampart_ddos_blocked", &[t.info.name], t.rules as f64);
+        out.set(
+            "rampart_ddos_blocked_sources",
+            &[t.info.name],
+            t.rules as f64,
+        );
     }
     // `rates` is sorted heaviest first.
     for r in v.rates.iter().take(10) {
-        out.set("rampart_ddos_top_source_pps", &[&r.prefix], r.pps);
+        out.set(
+            "rampart_ddos_top_source_packets_per_second",
+            &[&r.prefix],
+            r.pps,
+        );
     }
     out.set(
         "rampart_ddos_under_attack",
@@ -51,23 +105,24 @@ fn read(v: &View, out: &mut Samples) {
         f64::from(u8::from(v.under_attack)),
     );
     out.set("rampart_ddos_planner_threshold", &[], v.threshold);
+    out.set("rampart_ddos_intervals_total", &[], v.intervals as f64);
+    out.set("rampart_ddos_policed_sources", &[], v.policed.len() as f64);
     for g in &v.gauges {
         match g.name {
             "current_pps" | "baseline_pps" | "threshold_pps" => out.set(
-                "rampart_ddos_victim_pps",
+                "rampart_ddos_victim_packets_per_second",
                 &[&g.victim, g.vector, g.name.trim_end_matches("_pps")],
                 g.value,
             ),
             "source_level_pps" => {
                 out.set(
-                    "rampart_ddos_victim_source_level_pps",
+                    "rampart_ddos_victim_source_level_packets_per_second",
                     &[&g.victim],
                     g.value,
                 );
             }
             "victims" => out.set("rampart_ddos_victims", &[], g.value),
             "attacks" => out.set("rampart_ddos_attacks", &[], g.value),
-            "policed" => out.set("rampart_ddos_policed", &[], g.value),
             "protected" => out.set("rampart_ddos_protected_victims", &[], g.value),
             _ => {}
         }
@@ -81,19 +136,43 @@ fn state(view: Arc<RwLock<View>>) -> StateCollector {
         Ok(())
     })
     .counter(
-        "rampart_ddos_drops_total",
-        "Packets dropped, by tier and reason",
+        "rampart_ddos_dropped_packets_total",
+        "Packets dropped, by tier and reason (the data path's exact counters)",
         &["tier", "reason"],
     )
     .counter(
-        "rampart_ddos_tier_packets_total",
+        "rampart_ddos_dropped_bytes_total",
+        "Bytes dropped, by tier and reason (every reason but protection's, which count packets only)",
+        &["tier", "reason"],
+    )
+    .counter(
+        "rampart_ddos_passed_packets_total",
+        "Packets the XDP filters passed on, by tier and reason",
+        &["tier", "reason"],
+    )
+    .counter(
+        "rampart_ddos_passed_bytes_total",
+        "Bytes the XDP filters passed on, by tier and reason",
+        &["tier", "reason"],
+    )
+    .counter(
+        "rampart_ddos_seen_packets_total",
         "Packets each tier handled",
         &["tier"],
     )
-    .gauge("rampart_ddos_blocked", "Sources held per tier", &["tier"])
+    .counter(
+        "rampart_ddos_seen_bytes_total",
+        "Bytes each tier handled",
+        &["tier"],
+    )
     .gauge(
-        "rampart_ddos_top_source_pps",
-        "The 10 heaviest blocked sources (pps, all tiers)",
+        "rampart_ddos_blocked_sources",
+        "Sources (prefixes) held per tier",
+        &["tier"],
+    )
+    .gauge(
+        "rampart_ddos_top_source_packets_per_second",
+        "The 10 heaviest blocked sources, packets per second over all tiers",
         &["prefix"],
     )
     .gauge(
@@ -103,22 +182,31 @@ fn state(view: Arc<RwLock<View>>) -> StateCollector {
     )
     .gauge(
         "rampart_ddos_planner_threshold",
-        "Offload planner swap threshold",
+        "Offload planner swap threshold (a rate ratio)",
+        &[],
+    )
+    .counter(
+        "rampart_ddos_intervals_total",
+        "Detection intervals run",
         &[],
     )
     .gauge(
-        "rampart_ddos_victim_pps",
-        "Per victim and vector: the last interval's rate (kind current), the learned baseline and the threshold (packets/s; the most loaded victims)",
+        "rampart_ddos_policed_sources",
+        "Sources policed (rate-limited in XDP instead of blocked)",
+        &[],
+    )
+    .gauge(
+        "rampart_ddos_victim_packets_per_second",
+        "Per victim and vector: the last interval's rate (kind current), the learned baseline and the threshold (the most loaded victims)",
         &["victim", "vector", "kind"],
     )
     .gauge(
-        "rampart_ddos_victim_source_level_pps",
-        "Per victim: the per-source level (unban level and policing rate), packets/s",
+        "rampart_ddos_victim_source_level_packets_per_second",
+        "Per victim: the per-source level (unban level and policing rate)",
         &["victim"],
     )
     .gauge("rampart_ddos_victims", "Victims detection follows", &[])
     .gauge("rampart_ddos_attacks", "Attacks in progress", &[])
-    .gauge("rampart_ddos_policed", "Sources policed", &[])
     .gauge(
         "rampart_ddos_protected_victims",
         "Victims with SYN cookies or the ACK guard on",
@@ -136,7 +224,7 @@ impl Metrics {
         let rule_updates = IntCounterVec::new(
             Opts::new(
                 "rampart_ddos_rule_updates_total",
-                "Rule inserts and removals per tier",
+                "Rule inserts, removals and withdrawal probes per tier",
             ),
             &["tier", "op"],
         )
@@ -152,8 +240,11 @@ impl Metrics {
         )
         .expect("metric");
         let loop_seconds = Histogram::with_opts(
-            HistogramOpts::new("rampart_ddos_loop_seconds", "One daemon loop iteration")
-                .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]),
+            HistogramOpts::new(
+                "rampart_ddos_loop_duration_seconds",
+                "One daemon loop iteration",
+            )
+            .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]),
         )
         .expect("metric");
         let blocks = IntCounterVec::new(
@@ -169,6 +260,12 @@ impl Metrics {
             &["reason"],
         )
         .expect("metric");
+        for d in detectors() {
+            blocks.with_label_values(&[d]);
+        }
+        for r in UNBLOCK_REASONS {
+            unblocks.with_label_values(&[r]);
+        }
         registry.register(state(view)).expect("unique metric");
         registry
             .register(rule_updates.clone())
@@ -191,6 +288,23 @@ impl Metrics {
         }
     }
 
+    /// Create the rule-update labels of the daemon's tiers (at 0) once
+    /// they are known: `add`/`remove` for the host tier and the hardware
+    /// tier (if any), `probe` too for a hardware tier without counters
+    /// (`(name, counterless)`).
+    pub fn tiers(&self, host: &str, hw: Option<(&str, bool)>) {
+        let mut ops: Vec<(&str, &str)> = vec![(host, "add"), (host, "remove")];
+        if let Some((name, counterless)) = hw {
+            ops.extend([(name, "add"), (name, "remove")]);
+            if counterless {
+                ops.push((name, "probe"));
+            }
+        }
+        for (t, op) in ops {
+            self.rule_updates.with_label_values(&[t, op]);
+        }
+    }
+
     /// Text exposition format, collected now.
     pub fn render(&self) -> String {
         self.registry.render()
@@ -200,7 +314,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::daemon::{RateView, TierView};
+    use crate::daemon::{Count, RateView, TierView};
 
     #[test]
     fn scrape_reads_the_published_view() {
@@ -208,13 +322,42 @@ mod tests {
         let m = Metrics::new(view.clone());
         let before = m.render();
         assert!(before.contains("rampart_ddos_under_attack 0"), "{before}");
-        assert!(!before.contains("rampart_ddos_drops_total{"), "{before}");
+        assert!(
+            !before.contains("rampart_ddos_dropped_packets_total{"),
+            "{before}"
+        );
+        for d in ["syn_flood", "udp_amplification", "port_scan", "operator"] {
+            let line = format!("rampart_ddos_blocks_total{{detector=\"{d}\"}} 0");
+            assert!(
+                before.lines().any(|l| l == line),
+                "pre-created {d}:\n{before}"
+            );
+        }
+        assert!(
+            !before.contains("detector=\"udp_amplification/dns\""),
+            "{before}"
+        );
         {
             let mut v = view.write().unwrap();
             v.under_attack = true;
             v.threshold = 2.0;
-            v.counters.add_drops("xdp", "blacklist", 7);
-            v.counters.tier_packets.insert("xdp", 9);
+            v.intervals = 5;
+            v.counters.add_dropped(
+                "xdp",
+                "blacklist",
+                Count {
+                    packets: 7,
+                    bytes: 448,
+                },
+            );
+            v.counters.add_drops("xdp", "syn_cookie", 3);
+            v.counters.seen.insert(
+                "xdp",
+                Count {
+                    packets: 9,
+                    bytes: 576,
+                },
+            );
             v.rates = (0..12)
                 .map(|i| RateView {
                     prefix: format!("192.0.2.{i}/32"),
@@ -239,21 +382,32 @@ mod tests {
             }];
         }
         m.blocks.with_label_values(&["operator"]).inc();
+        m.tiers("xdp", Some(("emulated", true)));
         let t = m.render();
         for line in [
             "rampart_ddos_under_attack 1",
             "rampart_ddos_planner_threshold 2",
-            "rampart_ddos_drops_total{reason=\"blacklist\",tier=\"xdp\"} 7",
-            "rampart_ddos_tier_packets_total{tier=\"xdp\"} 9",
-            "rampart_ddos_blocked{tier=\"xdp\"} 12",
-            "rampart_ddos_top_source_pps{prefix=\"192.0.2.0/32\"} 100",
+            "rampart_ddos_intervals_total 5",
+            "rampart_ddos_dropped_packets_total{reason=\"blacklist\",tier=\"xdp\"} 7",
+            "rampart_ddos_dropped_bytes_total{reason=\"blacklist\",tier=\"xdp\"} 448",
+            "rampart_ddos_dropped_packets_total{reason=\"syn_cookie\",tier=\"xdp\"} 3",
+            "rampart_ddos_seen_packets_total{tier=\"xdp\"} 9",
+            "rampart_ddos_seen_bytes_total{tier=\"xdp\"} 576",
+            "rampart_ddos_blocked_sources{tier=\"xdp\"} 12",
+            "rampart_ddos_top_source_packets_per_second{prefix=\"192.0.2.0/32\"} 100",
             "rampart_ddos_blocks_total{detector=\"operator\"} 1",
+            "rampart_ddos_rule_updates_total{op=\"add\",tier=\"xdp\"} 0",
+            "rampart_ddos_rule_updates_total{op=\"probe\",tier=\"emulated\"} 0",
         ] {
             assert!(t.lines().any(|l| l == line), "missing {line:?} in:\n{t}");
         }
+        assert!(
+            !t.contains("rampart_ddos_dropped_bytes_total{reason=\"syn_cookie\""),
+            "protection counts packets only: no bytes twin\n{t}"
+        );
         assert_eq!(
             t.lines()
-                .filter(|l| l.starts_with("rampart_ddos_top_source_pps{"))
+                .filter(|l| l.starts_with("rampart_ddos_top_source_packets_per_second{"))
                 .count(),
             10,
             "the 10 heaviest only"

@@ -221,8 +221,18 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
     assert!(a.iter().any(|x| x["rampart"]["event"] == "attack_start"));
     let m = h.metrics.render();
     assert!(
-        m.contains("rampart_ddos_drops_total{reason=\"hw_rule\",tier=\"emulated\"}"),
+        m.contains("rampart_ddos_dropped_packets_total{reason=\"hw_rule\",tier=\"emulated\"}"),
         "{m}"
+    );
+    let hw_bytes = m
+        .lines()
+        .find(|l| {
+            l.starts_with("rampart_ddos_dropped_bytes_total{reason=\"hw_rule\",tier=\"emulated\"}")
+        })
+        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok());
+    assert!(
+        hw_bytes > Some(0.0),
+        "the bytes twin of the NIC's drops: {hw_bytes:?}\n{m}"
     );
     assert!(m.contains("rampart_ddos_detection_latency_seconds_count"));
     // The attack is over: every source is unbanned by its measured rate.

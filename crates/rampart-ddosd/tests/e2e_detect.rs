@@ -345,7 +345,7 @@ fn few_source_syn_flood_blocks_the_five_sources_not_the_client() {
             .counters
             .drops
             .get(&("xdp", "blacklist".to_string()))
-            > Some(&0)
+            .is_some_and(|n| n.packets > 0)
     });
     // Under the flood (the sources are blocked, hping3 still sends).
     s.expect("the client served during the flood", 15, |s| {
@@ -508,7 +508,7 @@ fn icmp_flood_blocks_its_sources() {
             .counters
             .drops
             .get(&("xdp", "blacklist".to_string()))
-            > Some(&0)
+            .is_some_and(|n| n.packets > 0)
     });
     for a in &attackers {
         let b = s.block_alerts_of(IpAddr::V4(*a));
@@ -1151,7 +1151,7 @@ fn blocked_few_source_flood_gets_no_cookies() {
 }
 
 /// What the ACK guard drops shows in the daemon's drop counters by reason
-/// (`rampart_ddos_drops_total`), as every other XDP drop does.
+/// (`rampart_ddos_dropped_packets_total`), as every other XDP drop does.
 #[test]
 fn ack_guard_drops_are_in_the_drop_metrics() {
     let mut s = Scene::up("edagm", &[], 6);
@@ -1177,7 +1177,7 @@ fn ack_guard_drops_are_in_the_drop_metrics() {
     let m = || s.h().metrics.render();
     if !poll(Duration::from_secs(10), || {
         m().lines().any(|l| {
-            l.starts_with("rampart_ddos_drops_total")
+            l.starts_with("rampart_ddos_dropped_packets_total")
                 && l.contains("guard")
                 && l.split_whitespace()
                     .last()
@@ -1187,7 +1187,7 @@ fn ack_guard_drops_are_in_the_drop_metrics() {
     }) {
         let drops: Vec<String> = m()
             .lines()
-            .filter(|l| l.starts_with("rampart_ddos_drops_total"))
+            .filter(|l| l.starts_with("rampart_ddos_dropped_packets_total"))
             .map(str::to_string)
             .collect();
         panic!("no ACK-guard drop reason in the metrics: {drops:?}");

@@ -249,7 +249,8 @@ fn a_restarted_daemon_removes_policed_sources_it_does_not_want() {
         .count();
     let refill = t0.elapsed().as_secs_f64().ceil() as usize;
     assert!(dropped + refill >= 36, "{dropped}");
-    let want = format!("rampart_ddos_drops_total{{reason=\"policed\",tier=\"xdp\"}} {dropped}");
+    let want =
+        format!("rampart_ddos_dropped_packets_total{{reason=\"policed\",tier=\"xdp\"}} {dropped}");
     let t0 = std::time::Instant::now();
     while !h.metrics.render().contains(&want) {
         assert!(

@@ -193,9 +193,28 @@ fn no_route_message(paths: &[String]) -> String {
     )
 }
 
+/// `rampart_build_info{version, daemon} 1` in the daemon's registry
+/// (once: a registry served twice keeps the first).
+fn register_build_info(svc: &Service) {
+    let g = prometheus::IntGaugeVec::new(
+        prometheus::Opts::new(
+            "rampart_build_info",
+            "rampart's version and the daemon serving these metrics (always 1)",
+        ),
+        &["version", "daemon"],
+    );
+    if let Ok(g) = g {
+        g.with_label_values(&[env!("CARGO_PKG_VERSION"), svc.name])
+            .set(1);
+        // Already registered: the same daemon's registry served again.
+        let _ = svc.metrics.register(g);
+    }
+}
+
 /// The API router and its OpenAPI document. `metrics_here`: serve
 /// `/metrics` on this router (no `server.metrics_listen`).
 pub fn build(svc: &mut Service, metrics_here: bool, auth: AuthState) -> (Router, OpenApi) {
+    register_build_info(svc);
     let routes = std::mem::take(&mut svc.routes);
     let mut r = OpenApiRouter::new()
         .merge(routes.0)

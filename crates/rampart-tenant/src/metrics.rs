@@ -1,6 +1,7 @@
 //! Prometheus metrics per tenant, read from the data path's counters at
 //! every scrape (the counters live in BPF maps and are reported as they
 //! are: nothing to keep in step by hand).
+//! Times are in seconds (the maps count nanoseconds).
 
 use rampart_service::{Samples, StateCollector};
 
@@ -21,31 +22,31 @@ pub fn read(a: &HostAgent, out: &mut Samples) -> Result<()> {
         out.set("rampart_tenant_packets_total", &[t], s.packets as f64);
         out.set("rampart_tenant_bytes_total", &[t], s.bytes as f64);
         out.set(
-            "rampart_tenant_cpu_nanoseconds_total",
+            "rampart_tenant_cpu_seconds_total",
             &[t],
-            s.cpu_ns as f64,
+            s.cpu_ns as f64 / 1e9,
         );
         out.set(
-            "rampart_tenant_stack_cpu_nanoseconds_total",
+            "rampart_tenant_stack_cpu_seconds_total",
             &[t],
-            s.stack_ns as f64,
+            s.stack_ns as f64 / 1e9,
         );
         for (k, v) in &s.verdicts {
-            out.set("rampart_tenant_verdicts_total", &[t, k], *v as f64);
+            out.set("rampart_tenant_verdict_packets_total", &[t, k], *v as f64);
         }
         for (k, v) in &s.drops {
-            out.set("rampart_tenant_drops_total", &[t, k], *v as f64);
+            out.set("rampart_tenant_dropped_packets_total", &[t, k], *v as f64);
         }
         if id != 0 {
             out.set(
-                "rampart_tenant_tokens_nanoseconds",
+                "rampart_tenant_tokens_seconds",
                 &[t],
-                s.tokens.level_ns as f64,
+                s.tokens.level_ns as f64 / 1e9,
             );
             out.set(
-                "rampart_tenant_tokens_granted_nanoseconds_total",
+                "rampart_tenant_tokens_granted_seconds_total",
                 &[t],
-                s.tokens.granted_ns as f64,
+                s.tokens.granted_ns as f64 / 1e9,
             );
             out.set(
                 "rampart_tenant_program_version",
@@ -83,33 +84,33 @@ pub fn collector(agent: AgentHandle) -> StateCollector {
         &["tenant"],
     )
     .counter(
-        "rampart_tenant_cpu_nanoseconds_total",
+        "rampart_tenant_cpu_seconds_total",
         "CPU time charged to the tenant",
         &["tenant"],
     )
     .counter(
-        "rampart_tenant_stack_cpu_nanoseconds_total",
+        "rampart_tenant_stack_cpu_seconds_total",
         "Of the CPU time charged, the part on the kernel path after XDP",
         &["tenant"],
     )
     .counter(
-        "rampart_tenant_verdicts_total",
+        "rampart_tenant_verdict_packets_total",
         "Final XDP verdicts",
         &["tenant", "verdict"],
     )
     .counter(
-        "rampart_tenant_drops_total",
+        "rampart_tenant_dropped_packets_total",
         "Packets the infrastructure dropped, by reason",
         &["tenant", "reason"],
     )
     .gauge(
-        "rampart_tenant_tokens_nanoseconds",
-        "Token bucket level (granted - used)",
+        "rampart_tenant_tokens_seconds",
+        "Token bucket level, CPU seconds (granted - used)",
         &["tenant"],
     )
     .counter(
-        "rampart_tenant_tokens_granted_nanoseconds_total",
-        "Tokens granted by Algorithm 1",
+        "rampart_tenant_tokens_granted_seconds_total",
+        "CPU seconds of tokens granted by the token generator",
         &["tenant"],
     )
     .gauge(

@@ -342,12 +342,12 @@ fn metrics_cover_every_tenant() {
     for line in [
         "rampart_tenant_packets_total{tenant=\"a\"} 1",
         "rampart_tenant_packets_total{tenant=\"b\"} 0",
-        "rampart_tenant_verdicts_total{tenant=\"a\",verdict=\"drop\"} 1",
-        "rampart_tenant_drops_total{reason=\"no_tokens\",tenant=\"a\"} 0",
+        "rampart_tenant_verdict_packets_total{tenant=\"a\",verdict=\"drop\"} 1",
+        "rampart_tenant_dropped_packets_total{reason=\"no_tokens\",tenant=\"a\"} 0",
         "rampart_tenant_program_version{tenant=\"a\"} 1",
     ] {
         assert!(m.lines().any(|l| l == line), "missing {line:?} in:\n{m}");
     }
-    assert!(m.contains("rampart_tenant_cpu_nanoseconds_total{tenant=\"a\"}"));
-    assert!(m.contains("rampart_tenant_tokens_nanoseconds{tenant=\"b\"}"));
+    assert!(m.contains("rampart_tenant_cpu_seconds_total{tenant=\"a\"}"));
+    assert!(m.contains("rampart_tenant_tokens_seconds{tenant=\"b\"}"));
 }

@@ -160,6 +160,13 @@ fn the_tap_runs_on_a_servers_interface_and_afxdp_needs_consume() {
         "{m}"
     );
     assert!(m.contains("rampart_stream_queue_depth"), "{m}");
+    let problems = rampart_service::testing::promtool_check_metrics(&m);
+    assert!(problems.is_empty(), "promtool: {problems:#?}\n{m}");
+    let missing = rampart_service::testing::dist_queries_missing(&m, &["rampart_stream_"]);
+    assert!(
+        missing.is_empty(),
+        "dist/ (Grafana board, rules) queries metrics the stream app does not serve: {missing:?}"
+    );
     let o = run.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
