@@ -628,7 +628,16 @@ impl Daemon {
                 path: state_path.clone(),
                 reason: format!("{e}; remove the file to start without saved reasons"),
             })?,
-            Err(_) => SavedState::default(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => SavedState::default(),
+            // Unreadable (not a file, an I/O error): said once, and the
+            // daemon starts without what it held rather than not at all.
+            Err(e) => {
+                tracing::error!(
+                    "cannot read the daemon's state {}: {e}; starting without saved reasons, operator blocks and learned baselines",
+                    state_path.display()
+                );
+                SavedState::default()
+            }
         };
         let mut operator_whitelist = Vec::new();
         for w in &saved.whitelist {

@@ -282,7 +282,10 @@ fn interface_deleted_and_created_again_gets_the_filter_back() {
     .trim()
     .to_string();
     let blocked = flood(1.0).source_addr(0).to_string();
-    for (src, route) in [(blocked.as_str(), "10.10.0.2/32"), ("10.99.0.1", "10.10.0.3/32")] {
+    for (src, route) in [
+        (blocked.as_str(), "10.10.0.2/32"),
+        ("10.99.0.1", "10.10.0.3/32"),
+    ] {
         fx.ip(&[
             "-n",
             &nic,

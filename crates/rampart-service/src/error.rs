@@ -231,12 +231,29 @@ pub fn parse_json<T: JsonBody>(body: &[u8]) -> Result<T, ApiError> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." || path.is_empty() {
-            bad_body::<T>(inner)
+        // The path and serde's message quote the client's keys and values,
+        // which may hold escaped control characters (`"a\nb"`): shown
+        // escaped, so the message stays one line.
+        let what = if path == "." || path.is_empty() {
+            inner.to_string()
         } else {
-            bad_body::<T>(format!("{path}: {inner}"))
-        }
+            format!("{path}: {inner}")
+        };
+        bad_body::<T>(escape_controls(&what))
     })
+}
+
+/// `s` with every control character written as its escape (`\n`, `\u{1b}`).
+fn escape_controls(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// A body that could not be read: over the size limit (413 `too_large`,
@@ -375,6 +392,11 @@ mod tests {
             (r#"{"prefix": 7}"#, "prefix: invalid type"),
             (r#"{"prefix": "x", "bogus": 1}"#, "unknown field `bogus`"),
             (r#"{}"#, "missing field `prefix`"),
+            // A key with escaped control characters (found by the api_bodies fuzz target).
+            (
+                r#"{"p\\vxl\n:7\u001b": 1}"#,
+                r"unknown field `p\vxl\n:7\u{1b}`",
+            ),
         ] {
             let e = parse_json::<Body>(body.as_bytes()).unwrap_err();
             assert_eq!(e.status(), StatusCode::BAD_REQUEST);
