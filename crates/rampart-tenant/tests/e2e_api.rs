@@ -350,4 +350,18 @@ fn metrics_cover_every_tenant() {
     }
     assert!(m.contains("rampart_tenant_cpu_seconds_total{tenant=\"a\"}"));
     assert!(m.contains("rampart_tenant_tokens_seconds{tenant=\"b\"}"));
+    assert!(
+        m.lines().any(
+            |l| l.starts_with("rampart_build_info{") && l.contains("daemon=\"rampart-tenant\"")
+        ),
+        "{m}"
+    );
+    // Prometheus's own linter, and every metric dist/ queries is served.
+    let problems = rampart_service::testing::promtool_check_metrics(&m);
+    assert!(problems.is_empty(), "promtool: {problems:#?}\n{m}");
+    let missing = rampart_service::testing::dist_queries_missing(&m, &["rampart_tenant_"]);
+    assert!(
+        missing.is_empty(),
+        "dist/ (Grafana board, rules) queries metrics the tenant service does not serve: {missing:?}"
+    );
 }
