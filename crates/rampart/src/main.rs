@@ -18,6 +18,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
+    /// One daemon for the host: ddos, stream and tenant chained on each interface (one config).
+    Run(cli::run::RunArgs),
     /// The lab: netns topology, traffic generator, counting sink.
     #[command(subcommand)]
     Lab(cli::lab::LabCmd),
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
         }
     }));
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cli.cmd {
+        Cmd::Run(a) => cli::run::run(a, &cancel),
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
         Cmd::Stream(c) => cli::stream::run(c, &cancel),

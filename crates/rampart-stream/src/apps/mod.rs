@@ -11,6 +11,7 @@
 //! output whatever the number of source replicas or workers, with batching
 //! and chaining on or off (tested).
 
+pub mod config;
 pub mod flowmeter;
 pub mod portscan;
 pub mod synflood;

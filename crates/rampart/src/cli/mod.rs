@@ -5,6 +5,7 @@ pub mod ddos;
 pub mod ddosd;
 pub mod demo;
 pub mod lab;
+pub mod run;
 pub mod stream;
 pub mod stream_metrics;
 pub mod tenant;
