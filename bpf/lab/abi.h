@@ -86,18 +86,26 @@ struct sink_src_key {
 /* ---- EMULATED NIC ---- */
 
 /*
- * EMULATED SmartNIC hardware table: an exact-match table of source
- * addresses with per-rule counters, like TC flower skip_sw rules on a
- * ConnectX/E810/Agilio card. Capacity K is the map's max_entries.
+ * EMULATED SmartNIC hardware table: source-prefix rules with per-rule
+ * counters, like TC flower skip_sw rules with a src_ip mask on a
+ * ConnectX/E810/Agilio card. Capacity K is the map's max_entries. It is a
+ * longest-prefix-match table, so an exact source (/32, /128) and a
+ * prefix holding it may both be installed: the longer one counts the
+ * packet.
  */
 /* Default K (rules the table holds), as in the evaluation of Miano et al., IEEE Access 2019. */
 #define NIC_DEFAULT_CAPACITY 512
+/* Bits of nic_rule_key.family: always matched in full, before the address. */
+#define NIC_FAMILY_BITS 32
 
+/* An LPM-trie key: the family, then the address; prefixlen counts both. */
 struct nic_rule_key {
-	/* IPv4 in addr[0] (network order), rest zero; IPv6 all 16 bytes. */
-	__u32 addr[4];
+	/* NIC_FAMILY_BITS + the prefix's length (the bits of family+addr that must match). */
+	__u32 prefixlen;
 	/* 4 or 6. */
 	__u32 family;
+	/* IPv4 in addr[0] (network order), rest zero; IPv6 all 16 bytes. */
+	__u32 addr[4];
 };
 
 /* Per-rule hardware counters. */

@@ -5,8 +5,9 @@
  * Attached to both veths of the lab's `nic` namespace, it makes that hop
  * behave like a NIC between the wire (`wan`) and the host: a transparent
  * L2 bump that forwards every frame to the other side with bpf_redirect,
- * plus a hardware-like exact-match table of source addresses (capacity K =
- * the map's max_entries) whose matches are dropped with per-rule counters.
+ * plus a hardware-like table of source-prefix rules (longest prefix match,
+ * capacity K = the map's max_entries) whose matches are dropped with
+ * per-rule counters.
  * Only frames from the wire are matched; frames from the host pass.
  *
  * With no rule installed the lookup is skipped (nic_state.rules == 0), so
@@ -25,7 +26,8 @@ const volatile __u32 nic_wan_ifindex = 0;
 const volatile __u32 nic_host_ifindex = 0;
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* required by LPM tries */
 	__uint(max_entries, NIC_DEFAULT_CAPACITY);
 	__type(key, struct nic_rule_key);
 	__type(value, struct nic_rule_stats);
@@ -50,6 +52,8 @@ static __always_inline int nic_match(struct xdp_md *ctx, struct nic_state *st)
 		__sync_fetch_and_add(&st->unparsed, 1);
 		return 0;
 	}
+	/* The whole address: a rule matches on its own prefixlen's bits. */
+	key.prefixlen = NIC_FAMILY_BITS + 128;
 	__builtin_memcpy(key.addr, pi.saddr, sizeof(key.addr));
 	key.family = pi.family;
 	r = bpf_map_lookup_elem(&nic_rules, &key);

@@ -96,7 +96,9 @@ pub struct DemoReport {
     pub false_ban_details: Vec<String>,
     /// Share of attack packets dropped by the EMULATED NIC table.
     pub nic_share_pct: f64,
-    /// Share a perfect top-K (the K heaviest sources in the NIC from the first packet) would have reached.
+    /// Share a perfect top-K of exact sources (the K heaviest in the NIC from
+    /// the first packet) would have reached. Prefix rules can beat it: one
+    /// rule for a botnet's /24 holds many sources.
     pub oracle_nic_share_pct: f64,
     /// nic_share_pct / oracle_nic_share_pct.
     pub nic_share_of_oracle_pct: f64,
@@ -271,7 +273,7 @@ fn sampler(
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let rules = nic.rules()?;
-        let counts: Vec<(IpAddr, u64)> = rules.iter().map(|(a, s)| (*a, s.packets)).collect();
+        let counts: Vec<(ipnet::IpNet, u64)> = rules.iter().map(|(a, s)| (*a, s.packets)).collect();
         nic_acc += accumulate(&mut last_nic, &counts);
         let entries = protect.list()?;
         let counts: Vec<(IpAddr, u64)> = entries

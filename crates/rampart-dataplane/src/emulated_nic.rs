@@ -1,9 +1,10 @@
 //! The EMULATED SmartNIC's hardware table, from userspace.
 //!
-//! What a real card offers through TC flower `skip_sw` (exact-match rules
+//! What a real card offers through TC flower `skip_sw` (source-prefix rules
 //! with hardware counters) is emulated by the lab's `xdp_nic_emul` program
-//! on a NIC hop: an exact-match table of source addresses with capacity K
-//! (the map's max_entries, `nic_rules`) and per-rule packet/byte counters,
+//! on a NIC hop: a longest-prefix-match table of source prefixes with
+//! capacity K (the map's max_entries, `nic_rules`; an exact source is a
+//! /32 or /128) and per-rule packet/byte counters,
 //! plus `nic_state` (the rule count the program checks before looking
 //! anything up, and a count of frames it could not parse). This handle is
 //! the only way rampart touches it: the lab opens it from its pins, the
@@ -14,12 +15,14 @@
 
 use std::mem::size_of;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::path::Path;
 
 use bytemuck::{bytes_of, bytes_of_mut};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
-use rampart_bpf::abi::lab::{NicRuleKey, NicRuleStats, NicState};
+use rampart_bpf::abi::lab::{NicRuleKey, NicRuleStats, NicState, NIC_FAMILY_BITS};
 use serde::Serialize;
 
 use crate::error::{BpfContext, Error, Result};
@@ -44,10 +47,16 @@ pub struct EmulatedNicTable {
     capacity: u32,
 }
 
-fn key(addr: IpAddr) -> [u8; size_of::<NicRuleKey>()] {
-    let mut k = NicRuleKey::default();
+fn key(net: IpNet) -> [u8; size_of::<NicRuleKey>()] {
+    // The trie compares bits up to prefixlen only, but a delete or lookup
+    // of a rule must name it exactly: always the truncated network.
+    let net = net.trunc();
+    let mut k = NicRuleKey {
+        prefixlen: NIC_FAMILY_BITS + u32::from(net.prefix_len()),
+        ..NicRuleKey::default()
+    };
     let a = bytes_of_mut(&mut k.addr);
-    match addr {
+    match net.addr() {
         IpAddr::V4(v4) => {
             a[..4].copy_from_slice(&v4.octets());
             k.family = 4;
@@ -60,12 +69,15 @@ fn key(addr: IpAddr) -> [u8; size_of::<NicRuleKey>()] {
     bytemuck::cast(k)
 }
 
-fn addr_of(k: &[u8]) -> Option<IpAddr> {
+fn net_of(k: &[u8]) -> Option<IpNet> {
     let k: NicRuleKey = bytemuck::try_pod_read_unaligned(k).ok()?;
     let a: [u8; 16] = bytemuck::cast(k.addr);
+    let len = u8::try_from(k.prefixlen.checked_sub(NIC_FAMILY_BITS)?).ok()?;
     match k.family {
-        4 => Some(IpAddr::V4(Ipv4Addr::new(a[0], a[1], a[2], a[3]))),
-        6 => Some(IpAddr::V6(Ipv6Addr::from(a))),
+        4 => Ipv4Net::new(Ipv4Addr::new(a[0], a[1], a[2], a[3]), len)
+            .ok()
+            .map(IpNet::V4),
+        6 => Ipv6Net::new(Ipv6Addr::from(a), len).ok().map(IpNet::V6),
         _ => None,
     }
 }
@@ -204,10 +216,10 @@ impl EmulatedNicTable {
     ///
     /// # Errors
     /// Map read failure.
-    pub fn rules(&self) -> Result<Vec<(IpAddr, RuleStats)>> {
+    pub fn rules(&self) -> Result<Vec<(IpNet, RuleStats)>> {
         let mut out = Vec::new();
-        // A hash map walked while rules are removed restarts from its first
-        // bucket, so a key can come twice: keep each address once.
+        // A map walked while rules are removed may restart from its first
+        // key, so a key can come twice: keep each rule once.
         let mut seen = std::collections::HashSet::new();
         for k in self.rules.keys() {
             if !seen.insert(k.clone()) {
@@ -220,8 +232,8 @@ impl EmulatedNicTable {
             else {
                 continue;
             };
-            if let Some(a) = addr_of(&k) {
-                out.push((a, stats_of(&v)));
+            if let Some(n) = net_of(&k) {
+                out.push((n, stats_of(&v)));
             }
         }
         Ok(out)
@@ -244,50 +256,47 @@ impl EmulatedNicTable {
         Ok(self.len()? == 0)
     }
 
-    /// Is there a rule for `addr`?
-    ///
-    /// # Errors
-    /// Map read failure.
-    pub fn contains(&self, addr: IpAddr) -> Result<bool> {
-        Ok(self
-            .rules
-            .lookup(&key(addr), MapFlags::ANY)
-            .bpf_context(|| "reading nic_rules".into())?
-            .is_some())
+    /// Is there a rule for exactly `net` (not only a shorter prefix holding it)?
+    /// O(K): an LPM trie's lookup answers with the longest match, so this
+    /// walks the keys.
+    pub fn contains(&self, net: IpNet) -> bool {
+        let k = key(net);
+        self.rules.keys().any(|x| x[..] == k[..])
     }
 
-    /// Add a rule for `addr` with zero counters, leaving the count alone
+    /// Add a rule for `net` with zero counters, leaving the count alone
     /// ([`set_count`](Self::set_count)). Returns false when it was there.
     ///
     /// # Errors
     /// The map update's error (e.g. the table is full).
-    pub fn add_rule(&self, addr: IpAddr) -> Result<bool> {
+    pub fn add_rule(&self, net: IpNet) -> Result<bool> {
         match self.rules.update(
-            &key(addr),
+            &key(net),
             bytes_of(&NicRuleStats::default()),
             MapFlags::NO_EXIST,
         ) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == libbpf_rs::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(Error::Bpf {
-                context: format!("installing EMULATED NIC rule for {addr}"),
+                context: format!("installing EMULATED NIC rule for {net}"),
                 err: e,
             }),
         }
     }
 
-    /// Delete the rule for `addr`, leaving the count alone. Returns false
-    /// when there was none.
-    pub fn delete_rule(&self, addr: IpAddr) -> bool {
-        self.rules.delete(&key(addr)).is_ok()
+    /// Delete the rule for exactly `net`, leaving the count alone. Returns
+    /// false when there was none.
+    pub fn delete_rule(&self, net: IpNet) -> bool {
+        self.rules.delete(&key(net)).is_ok()
     }
 
-    /// Install a drop rule for `addr`. A rule that exists keeps its counters.
+    /// Install a drop rule for `net` (an exact source: `IpNet::from(addr)`).
+    /// A rule that exists keeps its counters.
     ///
     /// # Errors
     /// [`Error::Invalid`] when the table is full (K rules), or the map update's error.
-    pub fn insert(&self, addr: IpAddr) -> Result<()> {
-        if self.contains(addr)? {
+    pub fn insert(&self, net: IpNet) -> Result<()> {
+        if self.contains(net) {
             return Ok(());
         }
         let n = self.len()? as u32;
@@ -297,16 +306,19 @@ impl EmulatedNicTable {
                 self.capacity
             )));
         }
-        self.add_rule(addr)?;
+        self.add_rule(net)?;
         self.set_count(n + 1)
     }
 
-    /// Remove the rule for `addr`; returns its final counters if it existed.
+    /// Remove the rule for exactly `net`; returns its final counters if it existed.
     ///
     /// # Errors
     /// Map failure.
-    pub fn remove(&self, addr: IpAddr) -> Result<Option<RuleStats>> {
-        let k = key(addr);
+    pub fn remove(&self, net: IpNet) -> Result<Option<RuleStats>> {
+        if !self.contains(net) {
+            return Ok(None);
+        }
+        let k = key(net);
         let Some(v) = self
             .rules
             .lookup(&k, MapFlags::ANY)
@@ -316,7 +328,7 @@ impl EmulatedNicTable {
         };
         self.rules
             .delete(&k)
-            .bpf_context(|| format!("removing EMULATED NIC rule for {addr}"))?;
+            .bpf_context(|| format!("removing EMULATED NIC rule for {net}"))?;
         let n = self.len()? as u32;
         self.set_count(n.saturating_sub(1))?;
         Ok(Some(stats_of(&v)))
@@ -348,15 +360,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_round_trip_both_families() {
-        for a in ["192.0.2.7", "2001:db8::5"] {
-            let a: IpAddr = a.parse().unwrap();
-            assert_eq!(addr_of(&key(a)), Some(a));
+    fn keys_round_trip_both_families_and_lengths() {
+        for n in [
+            "192.0.2.7/32",
+            "198.51.100.0/24",
+            "0.0.0.0/0",
+            "2001:db8::5/128",
+            "2001:db8:1::/48",
+        ] {
+            let n: IpNet = n.parse().unwrap();
+            assert_eq!(net_of(&key(n)), Some(n));
         }
-        let mut k = key("192.0.2.7".parse().unwrap());
-        k[16] = 9; // an unknown family
-        assert_eq!(addr_of(&k), None);
-        assert_eq!(addr_of(&k[..10]), None);
+        // Host bits beyond the length are cleared: one rule per network.
+        let loose: IpNet = "198.51.100.77/24".parse().unwrap();
+        assert_eq!(key(loose), key("198.51.100.0/24".parse().unwrap()));
+        let k = key("192.0.2.7/32".parse().unwrap());
+        assert_eq!(
+            u32::from_ne_bytes(k[..4].try_into().unwrap()),
+            NIC_FAMILY_BITS + 32,
+            "the family's bits count in prefixlen"
+        );
+        let mut bad = k;
+        bad[4] = 9; // an unknown family
+        assert_eq!(net_of(&bad), None);
+        assert_eq!(net_of(&k[..10]), None);
+        let mut short = k;
+        short[..4].copy_from_slice(&3u32.to_ne_bytes()); // shorter than the family
+        assert_eq!(net_of(&short), None);
     }
 
     #[test]

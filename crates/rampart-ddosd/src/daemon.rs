@@ -1130,11 +1130,12 @@ impl Daemon {
             return Ok(());
         }
         let hw_info = hw.info();
-        let full = |p: &Prefix| p.len() == if p.family() == 4 { 32 } else { 128 };
+        // Exact sources and blocked prefixes alike: a botnet's /24 is one
+        // rule in hardware, as it is one entry in XDP.
         let list: Vec<(Prefix, f64)> = self
             .blocked
             .keys()
-            .filter(|p| full(p) && !self.probing.contains(p))
+            .filter(|p| !self.probing.contains(p))
             .map(|p| (*p, rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0)))
             .collect();
         let mut plan = self.planner.plan(&list, &live);

@@ -187,7 +187,7 @@ fn the_emulated_nic_table_drops_matches_with_per_rule_counters() {
         pps: Some(300_000.0),
         ..GenSpec::default()
     };
-    let blocked = spec.source_addr(2);
+    let blocked = ipnet::IpNet::from(spec.source_addr(2));
     nic.insert(blocked).unwrap();
     nic.insert(blocked).unwrap(); // idempotent, keeps counters
     Generator::new(&lab, &spec)
@@ -220,16 +220,19 @@ fn the_emulated_nic_table_drops_matches_with_per_rule_counters() {
         (2, 0),
         "a new table, empty"
     );
-    nic.insert("fd66::1".parse().unwrap()).unwrap();
+    nic.insert("fd66::1/128".parse().unwrap()).unwrap();
     nic.insert(blocked).unwrap();
-    let e = nic.insert(spec.source_addr(3)).unwrap_err().to_string();
+    let e = nic
+        .insert(spec.source_addr(3).into())
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("table is full (2 rules)"), "{e}");
     assert_eq!(
         nic.remove(blocked).unwrap(),
         Some(rampart_lab::nic::RuleStats::default())
     );
     assert_eq!(nic.remove(blocked).unwrap(), None);
-    nic.insert(spec.source_addr(3)).unwrap();
+    nic.insert(spec.source_addr(3).into()).unwrap();
     nic.clear().unwrap();
     assert!(nic.is_empty().unwrap());
 }

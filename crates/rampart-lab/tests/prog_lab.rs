@@ -149,6 +149,64 @@ fn nic_emulation_redirects_everything() {
 }
 
 #[test]
+fn nic_emulation_drops_by_longest_prefix_match_with_per_rule_counters() {
+    rampart_lab::testing::require_kernel();
+    const XDP_DROP: u32 = 1;
+    let mut open = rampart_bpf::xdp_nic_emul::XdpNicEmulSkelBuilder::default()
+        .open(rampart_dataplane::skel::object_storage())
+        .unwrap();
+    // Frames "from the wire" arrive on lo here: the only matched side.
+    open.maps
+        .rodata_data
+        .as_deref_mut()
+        .unwrap()
+        .nic_wan_ifindex = 1;
+    let skel = open.load().unwrap();
+    let fd = skel.progs.xdp_nic_emul.as_fd().as_raw_fd();
+    let table = rampart_dataplane::emulated_nic::EmulatedNicTable::from_maps(
+        libbpf_rs::MapHandle::try_from(&skel.maps.nic_rules).unwrap(),
+        libbpf_rs::MapHandle::try_from(&skel.maps.nic_state).unwrap(),
+    );
+    // The template's source is 172.16.0.0.
+    let g = load_program(&GenSpec::default()).unwrap();
+    let verdict = || testrun::run_packet(fd, &g.frame, 1).unwrap().retval;
+    let counts = |net: &str| {
+        let net: ipnet::IpNet = net.parse().unwrap();
+        table
+            .rules()
+            .unwrap()
+            .into_iter()
+            .find(|(n, _)| *n == net)
+            .map(|(_, s)| s.packets)
+    };
+    assert_eq!(verdict(), XDP_REDIRECT, "no rule: forwarded");
+    table.insert("172.16.1.0/24".parse().unwrap()).unwrap();
+    assert_eq!(verdict(), XDP_REDIRECT, "a prefix that does not hold it");
+    table.insert("172.16.0.0/24".parse().unwrap()).unwrap();
+    assert_eq!(verdict(), XDP_DROP, "the /24 holding the source drops it");
+    assert_eq!(counts("172.16.0.0/24"), Some(1));
+    table.insert("172.16.0.0/32".parse().unwrap()).unwrap();
+    assert_eq!(verdict(), XDP_DROP);
+    assert_eq!(counts("172.16.0.0/32"), Some(1), "the longest match counts");
+    assert_eq!(counts("172.16.0.0/24"), Some(1), "the shorter one does not");
+    assert!(table.contains("172.16.0.0/24".parse().unwrap()));
+    assert_eq!(
+        table
+            .remove("172.16.0.0/32".parse().unwrap())
+            .unwrap()
+            .map(|s| s.packets),
+        Some(1)
+    );
+    assert_eq!(verdict(), XDP_DROP, "the /24 still holds it");
+    assert_eq!(counts("172.16.0.0/24"), Some(2));
+    // The same family's bits only: an IPv6 rule never matches IPv4.
+    table.clear().unwrap();
+    table.insert("::/1".parse().unwrap()).unwrap();
+    assert_eq!(verdict(), XDP_REDIRECT);
+    assert_eq!(table.len().unwrap(), 1);
+}
+
+#[test]
 fn generator_spreads_destinations_and_draws_sequence_numbers() {
     rampart_lab::testing::require_kernel();
     rampart_lab::testing::pin_this_thread(0);

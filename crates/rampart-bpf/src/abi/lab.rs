@@ -35,7 +35,7 @@ const _: () = assert!(size_of::<GenSlots>() == 4 * GEN_SLOTS_PER_ELEM);
 const _: () = assert!(size_of::<GenCpuState>() == 16);
 const _: () = assert!(size_of::<SinkCounters>() == 16);
 const _: () = assert!(size_of::<SinkSrcKey>() == 20);
-const _: () = assert!(size_of::<NicRuleKey>() == 20);
+const _: () = assert!(size_of::<NicRuleKey>() == 24);
 const _: () = assert!(size_of::<NicRuleStats>() == 16);
 const _: () = assert!(size_of::<NicState>() == 16);
 const _: () = assert!(size_of::<TgenConfig>() == 8 + (4 + 2 + 2) * TGEN_MAX_DST + 4 + GEN_HDR_MAX);

@@ -1,7 +1,7 @@
 //! `emulated`: the EMULATED SmartNIC table on a NIC hop.
 //!
-//! An exact-match table of K source addresses with per-rule packet/byte
-//! counters, run by the lab's `xdp_nic_emul` on the NIC hop in front of
+//! A longest-prefix-match table of K source prefixes (exact sources are
+//! /32 and /128) with per-rule packet/byte counters, run by the lab's `xdp_nic_emul` on the NIC hop in front of
 //! the host; the config names the hop (`[hw] netns`, `iface`) and the tier
 //! finds the table among the maps of the XDP program attached there
 //! ([`EmulatedNicTable::open_hop`]). A real card's rule update costs
@@ -15,7 +15,7 @@ use std::time::Duration;
 use rampart_dataplane::emulated_nic::EmulatedNicTable;
 use rampart_ddos::Prefix;
 
-use super::{require_host, CounterKind, Counts, Tier, TierInfo};
+use super::{CounterKind, Counts, Tier, TierInfo};
 use crate::config::NicHop;
 use crate::error::Result;
 
@@ -97,11 +97,10 @@ impl Tier for EmulatedNic {
     }
 
     fn install(&mut self, add: &[Prefix]) -> Result<usize> {
-        for p in add {
-            require_host("emulated", p)?;
-        }
         let cap = self.table.capacity() as usize;
-        let mut have = self.table.walk_count();
+        let present: std::collections::HashSet<_> =
+            self.table.rules()?.into_iter().map(|(n, _)| n).collect();
+        let mut have = present.len();
         let mut n = 0;
         // Raise the count first so the program looks rules up as soon as one is live.
         if !add.is_empty() {
@@ -109,8 +108,8 @@ impl Tier for EmulatedNic {
         }
         let mut res = Ok(());
         for p in add {
-            let a = p.net().addr();
-            if matches!(self.table.contains(a), Ok(true)) {
+            let a = p.net();
+            if present.contains(&a) {
                 continue; // present: counters kept
             }
             if have >= cap {
@@ -141,7 +140,7 @@ impl Tier for EmulatedNic {
         let mut n = 0;
         for p in remove {
             self.pause();
-            if self.table.delete_rule(p.net().addr()) {
+            if self.table.delete_rule(p.net()) {
                 n += 1;
             }
         }
@@ -165,7 +164,7 @@ impl Tier for EmulatedNic {
                 } else {
                     Counts::default()
                 };
-                (Prefix::host(a), c)
+                (Prefix::truncate(a.addr(), a.prefix_len()), c)
             })
             .collect())
     }

@@ -1,5 +1,6 @@
 //! `ethtool-ntuple`: Flow Director–style receive classification rules that
-//! drop a source in the NIC (`ethtool -N IF flow-type ip4 src-ip A action -1`),
+//! drop a source or a prefix in the NIC (`ethtool -N IF flow-type ip4 src-ip A
+//! m MASK action -1`),
 //! through the `SIOCETHTOOL` ioctl (`ETHTOOL_SRXCLSRLINS` / `SRXCLSRLDEL`).
 //!
 //! **No per-rule counters.** ntuple rules have none, so a source held here
@@ -19,12 +20,14 @@
 //! driver's answer.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::time::Duration;
+
+use ipnet::{IpNet, Ipv4Net};
 
 use rampart_ddos::Prefix;
 
-use super::{require_host, CounterKind, Counts, Tier, TierInfo};
+use super::{CounterKind, Counts, Tier, TierInfo};
 use crate::error::{Error, Result};
 
 /// `ETHTOOL_GRXCLSRLCNT`.
@@ -54,17 +57,19 @@ mod off {
     pub const RULE_CNT: usize = 184;
 }
 
-/// `ETHTOOL_SRXCLSRLINS` of "drop IPv4 source `src`" at rule `location`.
-pub fn insert_rule_bytes(src: Ipv4Addr, location: u32) -> [u8; RXNFC_LEN] {
+/// `ETHTOOL_SRXCLSRLINS` of "drop IPv4 sources in `src`" at rule `location`.
+pub fn insert_rule_bytes(src: Ipv4Net, location: u32) -> [u8; RXNFC_LEN] {
+    let src = src.trunc();
     let mut b = [0u8; RXNFC_LEN];
     b[off::CMD..off::CMD + 4].copy_from_slice(&ETHTOOL_SRXCLSRLINS.to_ne_bytes());
     b[off::FLOW_TYPE..off::FLOW_TYPE + 4].copy_from_slice(&IPV4_USER_FLOW.to_ne_bytes());
     b[off::FS_FLOW_TYPE..off::FS_FLOW_TYPE + 4].copy_from_slice(&IPV4_USER_FLOW.to_ne_bytes());
     // struct ethtool_usrip4_spec { be32 ip4src; be32 ip4dst; be32 l4_4_bytes; u8 tos; u8 ip_ver; u8 proto; }
-    b[off::FS_H_U..off::FS_H_U + 4].copy_from_slice(&src.octets());
+    b[off::FS_H_U..off::FS_H_U + 4].copy_from_slice(&src.addr().octets());
     b[off::FS_H_U + 13] = 1; // ETH_RX_NFC_IP4
-                             // mask: set bits are the ones that must match (ethtool's convention since 2.6.40)
-    b[off::FS_M_U..off::FS_M_U + 4].copy_from_slice(&[0xff; 4]);
+                             // The kernel's mask: set bits must match (the ethtool command line's
+                             // `m` is the inverse, bits to ignore).
+    b[off::FS_M_U..off::FS_M_U + 4].copy_from_slice(&src.netmask().octets());
     b[off::FS_RING_COOKIE..off::FS_RING_COOKIE + 8]
         .copy_from_slice(&RX_CLS_FLOW_DISC.to_ne_bytes());
     b[off::FS_LOCATION..off::FS_LOCATION + 4].copy_from_slice(&location.to_ne_bytes());
@@ -117,7 +122,7 @@ pub struct EthtoolNtuple {
     netns: Option<String>,
     iface: String,
     capacity: usize,
-    locs: HashMap<Ipv4Addr, u32>,
+    locs: HashMap<Ipv4Net, u32>,
 }
 
 impl EthtoolNtuple {
@@ -183,8 +188,7 @@ impl Tier for EthtoolNtuple {
     fn install(&mut self, add: &[Prefix]) -> Result<usize> {
         let mut n = 0;
         for p in add {
-            require_host("ethtool-ntuple", p)?;
-            let IpAddr::V4(a) = p.net().addr() else {
+            let IpNet::V4(a) = p.net() else {
                 return Err(Error::Refused {
                     tier: "ethtool-ntuple",
                     prefix: p.to_string(),
@@ -212,7 +216,7 @@ impl Tier for EthtoolNtuple {
     fn remove(&mut self, remove: &[Prefix]) -> Result<usize> {
         let mut n = 0;
         for p in remove {
-            if let IpAddr::V4(a) = p.net().addr() {
+            if let IpNet::V4(a) = p.net() {
                 if let Some(loc) = self.locs.get(&a).copied() {
                     self.call(delete_rule_bytes(loc))?;
                     self.locs.remove(&a);
@@ -228,7 +232,12 @@ impl Tier for EthtoolNtuple {
         Ok(self
             .locs
             .keys()
-            .map(|a| (Prefix::host(IpAddr::V4(*a)), Counts::default()))
+            .map(|a| {
+                (
+                    Prefix::truncate(IpAddr::V4(a.addr()), a.prefix_len()),
+                    Counts::default(),
+                )
+            })
             .collect())
     }
 }
@@ -239,7 +248,7 @@ mod tests {
 
     #[test]
     fn insert_rule_layout() {
-        let b = insert_rule_bytes(Ipv4Addr::new(192, 0, 2, 1), 17);
+        let b = insert_rule_bytes("192.0.2.1/32".parse().unwrap(), 17);
         assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), 0x32);
         assert_eq!(
             u32::from_ne_bytes(b[16..20].try_into().unwrap()),
@@ -255,6 +264,9 @@ mod tests {
             "action drop"
         );
         assert_eq!(u32::from_ne_bytes(b[176..180].try_into().unwrap()), 17);
+        let p = insert_rule_bytes("198.51.100.9/24".parse().unwrap(), 3);
+        assert_eq!(&p[20..24], &[198, 51, 100, 0], "host bits cleared");
+        assert_eq!(&p[92..96], &[255, 255, 255, 0], "the prefix's netmask");
         let d = delete_rule_bytes(17);
         assert_eq!(u32::from_ne_bytes(d[0..4].try_into().unwrap()), 0x31);
         assert_eq!(u32::from_ne_bytes(d[176..180].try_into().unwrap()), 17);

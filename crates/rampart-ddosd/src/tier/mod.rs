@@ -6,7 +6,9 @@
 //! the XDP blacklist (every blocked source, [`xdp::XdpTier`] or the
 //! iptables baseline) and a hardware tier holding the planner's top-K
 //! (the lab's EMULATED NIC, or — on hosts with the hardware — TC flower,
-//! ethtool ntuple, XDP offload).
+//! ethtool ntuple, XDP offload). Rules are source prefixes: an exact
+//! source (/32, /128) or a blocked network (a /24 of a botnet); the
+//! hardware backends match the mask as NICs do (TCAM masks, ntuple masks).
 
 use std::time::Duration;
 
@@ -85,17 +87,4 @@ pub trait Tier {
     /// # Errors
     /// The backend's failure.
     fn rules(&self) -> Result<Vec<(Prefix, Counts)>>;
-}
-
-/// The hardware tiers accept only exact sources (/32, /128).
-pub(crate) fn require_host(tier: &'static str, p: &Prefix) -> Result<()> {
-    let full = if p.family() == 4 { 32 } else { 128 };
-    if p.len() != full {
-        return Err(crate::Error::Refused {
-            tier,
-            prefix: p.to_string(),
-            reason: "hardware tiers hold exact source addresses only (/32 or /128); CIDR prefixes stay in XDP".into(),
-        });
-    }
-    Ok(())
 }

@@ -1,7 +1,8 @@
 //! `tc-flower`: real TC flower `skip_sw` drop rules with hardware counters.
 //!
 //! On a NIC that offloads flower (ConnectX, Agilio, ice, …) each blocked
-//! source becomes one `flower skip_sw src_ip A action drop` filter on the
+//! source or prefix becomes one `flower skip_sw src_ip A/LEN action drop`
+//! filter (the card matches the mask in its TCAM) on the
 //! interface's clsact ingress hook, installed over rtnetlink
 //! (`RTM_NEWTFILTER`); its `gact` action carries the hardware packet/byte
 //! counters, read back with an `RTM_GETTFILTER` dump. The messages are built
@@ -17,10 +18,12 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+
 use rampart_ddos::Prefix;
 
 use super::netlink::{self, Msg};
-use super::{require_host, CounterKind, Counts, Tier, TierInfo};
+use super::{CounterKind, Counts, Tier, TierInfo};
 use crate::error::{Error, Result};
 
 /// `RTM_NEWTFILTER`.
@@ -74,9 +77,10 @@ fn tcmsg(ifindex: u32, handle: u32, prio: u16, proto: u16) -> [u8; 20] {
 }
 
 /// `tc filter add dev IF ingress prio P handle H protocol ip flower skip_sw
-/// src_ip A action drop` as one rtnetlink request.
-pub fn new_filter_msg(ifindex: u32, handle: u32, src: IpAddr, seq: u32) -> Vec<u8> {
-    let (prio, proto) = prio_proto(&src);
+/// src_ip A/LEN action drop` as one rtnetlink request.
+pub fn new_filter_msg(ifindex: u32, handle: u32, src: IpNet, seq: u32) -> Vec<u8> {
+    let src = src.trunc();
+    let (prio, proto) = prio_proto(&src.addr());
     let mut m = Msg::new(
         RTM_NEWTFILTER,
         netlink::NLM_F_REQUEST | netlink::NLM_F_ACK | netlink::NLM_F_CREATE | netlink::NLM_F_EXCL,
@@ -87,13 +91,13 @@ pub fn new_filter_msg(ifindex: u32, handle: u32, src: IpAddr, seq: u32) -> Vec<u
     let opts = m.nest_start(TCA_OPTIONS);
     m.attr(TCA_FLOWER_KEY_ETH_TYPE, &proto.to_be_bytes());
     match src {
-        IpAddr::V4(a) => {
-            m.attr(TCA_FLOWER_KEY_IPV4_SRC, &a.octets());
-            m.attr(TCA_FLOWER_KEY_IPV4_SRC_MASK, &[0xff; 4]);
+        IpNet::V4(n) => {
+            m.attr(TCA_FLOWER_KEY_IPV4_SRC, &n.addr().octets());
+            m.attr(TCA_FLOWER_KEY_IPV4_SRC_MASK, &n.netmask().octets());
         }
-        IpAddr::V6(a) => {
-            m.attr(TCA_FLOWER_KEY_IPV6_SRC, &a.octets());
-            m.attr(TCA_FLOWER_KEY_IPV6_SRC_MASK, &[0xff; 16]);
+        IpNet::V6(n) => {
+            m.attr(TCA_FLOWER_KEY_IPV6_SRC, &n.addr().octets());
+            m.attr(TCA_FLOWER_KEY_IPV6_SRC_MASK, &n.netmask().octets());
         }
     }
     m.attr(TCA_FLOWER_FLAGS, &TCA_CLS_FLAGS_SKIP_SW.to_ne_bytes());
@@ -113,8 +117,8 @@ pub fn new_filter_msg(ifindex: u32, handle: u32, src: IpAddr, seq: u32) -> Vec<u
 }
 
 /// Delete the filter `handle` of `src`'s family.
-pub fn del_filter_msg(ifindex: u32, handle: u32, src: IpAddr, seq: u32) -> Vec<u8> {
-    let (prio, proto) = prio_proto(&src);
+pub fn del_filter_msg(ifindex: u32, handle: u32, src: IpNet, seq: u32) -> Vec<u8> {
+    let (prio, proto) = prio_proto(&src.addr());
     let mut m = Msg::new(
         RTM_DELTFILTER,
         netlink::NLM_F_REQUEST | netlink::NLM_F_ACK,
@@ -136,12 +140,26 @@ pub fn dump_filters_msg(ifindex: u32, seq: u32) -> Vec<u8> {
     m.finish()
 }
 
-/// One filter of a dump: handle, source, hardware counters.
-pub fn parse_filter(body: &[u8]) -> Option<(u32, IpAddr, Counts)> {
+/// Prefix length of a contiguous netmask (`None` for a mask with holes,
+/// which rampart never installs).
+fn mask_len(mask: &[u8]) -> Option<u8> {
+    let ones: u32 = mask.iter().map(|b| b.count_ones()).sum();
+    let contiguous = mask
+        .iter()
+        .flat_map(|b| (0..8).rev().map(move |i| b >> i & 1))
+        .skip(ones as usize)
+        .all(|bit| bit == 0);
+    contiguous.then_some(ones as u8)
+}
+
+/// One filter of a dump: handle, source prefix, hardware counters.
+pub fn parse_filter(body: &[u8]) -> Option<(u32, IpNet, Counts)> {
     let handle = u32::from_ne_bytes(body.get(8..12)?.try_into().ok()?);
     let attrs = body.get(20..)?;
     let mut is_flower = false;
     let mut src = None;
+    // No mask attribute: the whole address.
+    let mut len = None;
     let mut counts = Counts::default();
     for (ty, p) in netlink::attrs(attrs) {
         match ty {
@@ -154,6 +172,9 @@ pub fn parse_filter(body: &[u8]) -> Option<(u32, IpAddr, Counts)> {
                         }
                         TCA_FLOWER_KEY_IPV6_SRC if p.len() == 16 => {
                             src = Some(IpAddr::from(<[u8; 16]>::try_from(p).ok()?));
+                        }
+                        TCA_FLOWER_KEY_IPV4_SRC_MASK | TCA_FLOWER_KEY_IPV6_SRC_MASK => {
+                            len = Some(mask_len(p)?);
                         }
                         TCA_FLOWER_ACT => {
                             for (_, act) in netlink::attrs(p) {
@@ -184,7 +205,11 @@ pub fn parse_filter(body: &[u8]) -> Option<(u32, IpAddr, Counts)> {
     if !is_flower {
         return None;
     }
-    Some((handle, src?, counts))
+    let net = match src? {
+        IpAddr::V4(a) => IpNet::V4(Ipv4Net::new(a, len.unwrap_or(32)).ok()?),
+        IpAddr::V6(a) => IpNet::V6(Ipv6Net::new(a, len.unwrap_or(128)).ok()?),
+    };
+    Some((handle, net, counts))
 }
 
 /// Why this host cannot hold flower `skip_sw` rules on `iface`, if it cannot.
@@ -232,7 +257,7 @@ pub struct TcFlower {
     iface: String,
     ifindex: u32,
     capacity: usize,
-    handles: HashMap<IpAddr, u32>,
+    handles: HashMap<IpNet, u32>,
     next_handle: u32,
     seq: u32,
 }
@@ -278,7 +303,7 @@ impl TcFlower {
         r.map_err(|e| Error::io(format!("tc flower on {}", self.iface), e))
     }
 
-    fn dump(&self) -> Result<Vec<(u32, IpAddr, Counts)>> {
+    fn dump(&self) -> Result<Vec<(u32, IpNet, Counts)>> {
         let msg = dump_filters_msg(self.ifindex, self.seq);
         let r =
             rampart_dataplane::netns::run_in(self.netns.as_deref(), move || Ok(dump_raw(&msg)))?;
@@ -286,7 +311,7 @@ impl TcFlower {
     }
 }
 
-fn dump_raw(msg: &[u8]) -> std::io::Result<Vec<(u32, IpAddr, Counts)>> {
+fn dump_raw(msg: &[u8]) -> std::io::Result<Vec<(u32, IpNet, Counts)>> {
     let s = netlink::Socket::route()?;
     let mut out = Vec::new();
     s.dump(msg, |ty, body| {
@@ -316,8 +341,7 @@ impl Tier for TcFlower {
     fn install(&mut self, add: &[Prefix]) -> Result<usize> {
         let mut n = 0;
         for p in add {
-            require_host("tc-flower", p)?;
-            let a = p.net().addr();
+            let a = p.net();
             if self.handles.contains_key(&a) {
                 continue;
             }
@@ -340,7 +364,7 @@ impl Tier for TcFlower {
     fn remove(&mut self, remove: &[Prefix]) -> Result<usize> {
         let mut n = 0;
         for p in remove {
-            let a = p.net().addr();
+            let a = p.net();
             if let Some(h) = self.handles.get(&a).copied() {
                 self.seq += 1;
                 self.send(del_filter_msg(self.ifindex, h, a, self.seq))?;
@@ -355,7 +379,7 @@ impl Tier for TcFlower {
         Ok(self
             .dump()?
             .into_iter()
-            .map(|(_, a, c)| (Prefix::host(a), c))
+            .map(|(_, n, c)| (Prefix::truncate(n.addr(), n.prefix_len()), c))
             .collect())
     }
 }
@@ -370,7 +394,7 @@ mod tests {
 
     #[test]
     fn new_filter_message_bytes() {
-        let b = new_filter_msg(7, 42, "192.0.2.9".parse().unwrap(), 5);
+        let b = new_filter_msg(7, 42, "192.0.2.9/32".parse().unwrap(), 5);
         // nlmsghdr
         assert_eq!(
             u32::from_ne_bytes(b[0..4].try_into().unwrap()) as usize,
@@ -427,7 +451,7 @@ mod tests {
 
     #[test]
     fn ipv6_rule_uses_its_own_priority_and_keys() {
-        let b = new_filter_msg(3, 1, "2001:db8::1".parse().unwrap(), 1);
+        let b = new_filter_msg(3, 1, "2001:db8::1/128".parse().unwrap(), 1);
         let info = u32::from_ne_bytes(b[32..36].try_into().unwrap());
         assert_eq!(info >> 16, 2);
         assert_eq!(u16::from_be((info & 0xffff) as u16), 0x86DD);
@@ -442,8 +466,42 @@ mod tests {
     }
 
     #[test]
+    fn prefix_rules_carry_their_netmask_and_read_back() {
+        for (net, mask) in [
+            ("198.51.100.0/24", vec![255, 255, 255, 0]),
+            ("198.51.100.77/24", vec![255, 255, 255, 0]), // host bits cleared
+            ("2001:db8:1::/48", {
+                let mut m = vec![0xff; 6];
+                m.resize(16, 0);
+                m
+            }),
+        ] {
+            let n: IpNet = net.parse().unwrap();
+            let b = new_filter_msg(7, 3, n, 1);
+            let opts = find(&b[36..], TCA_OPTIONS).unwrap();
+            let (key, key_mask) = if n.addr().is_ipv4() {
+                (TCA_FLOWER_KEY_IPV4_SRC, TCA_FLOWER_KEY_IPV4_SRC_MASK)
+            } else {
+                (TCA_FLOWER_KEY_IPV6_SRC, TCA_FLOWER_KEY_IPV6_SRC_MASK)
+            };
+            assert_eq!(find(opts, key_mask), Some(&mask[..]), "{net}");
+            let addr = match n.trunc() {
+                IpNet::V4(v) => v.addr().octets().to_vec(),
+                IpNet::V6(v) => v.addr().octets().to_vec(),
+            };
+            assert_eq!(find(opts, key), Some(&addr[..]), "{net}");
+            // The kernel's dump echoes the key and mask back.
+            let (_, back, _) = parse_filter(&b[16..]).unwrap();
+            assert_eq!(back, n.trunc(), "{net}");
+        }
+        assert_eq!(mask_len(&[255, 255, 254, 0]), Some(23));
+        assert_eq!(mask_len(&[0; 4]), Some(0));
+        assert_eq!(mask_len(&[255, 0, 255, 0]), None, "a mask with holes");
+    }
+
+    #[test]
     fn delete_and_dump_messages() {
-        let d = del_filter_msg(7, 42, "192.0.2.9".parse().unwrap(), 9);
+        let d = del_filter_msg(7, 42, "192.0.2.9/32".parse().unwrap(), 9);
         assert_eq!(u16::from_ne_bytes([d[4], d[5]]), RTM_DELTFILTER);
         assert_eq!(u32::from_ne_bytes(d[24..28].try_into().unwrap()), 42);
         let g = dump_filters_msg(7, 1);
@@ -480,7 +538,7 @@ mod tests {
         let b = m.finish();
         let (h, src, c) = parse_filter(&b[16..]).unwrap();
         assert_eq!(h, 42);
-        assert_eq!(src, "198.51.100.4".parse::<IpAddr>().unwrap());
+        assert_eq!(src, "198.51.100.4/32".parse::<IpNet>().unwrap());
         assert_eq!(
             c,
             Counts {

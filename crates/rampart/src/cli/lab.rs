@@ -30,7 +30,7 @@ pub enum LabCmd {
         /// Tenant namespaces to create behind host.
         #[arg(long, default_value_t = 0)]
         tenants: u32,
-        /// Capacity K of the EMULATED NIC's exact-match table (default 512).
+        /// Capacity K (rules) of the EMULATED NIC's source-prefix table (default 512).
         #[arg(long)]
         nic_capacity: Option<u32>,
     },
