@@ -345,6 +345,8 @@ pub struct Daemon {
     attachment: crate::watch::Attachment,
     /// The last state-file write failed (logged once until one succeeds).
     save_failing: bool,
+    /// The last interval's error, logged once until it changes or clears.
+    interval_error: Option<String>,
     resumed: bool,
     unbanned_total: u64,
     blocked_total: u64,
@@ -705,6 +707,7 @@ impl Daemon {
             recent_intervals: std::collections::VecDeque::with_capacity(RECENT_INTERVALS),
             attachment,
             save_failing: false,
+            interval_error: None,
             resumed: false,
             unbanned_total: 0,
             blocked_total: 0,
@@ -1563,8 +1566,21 @@ impl Owned for Daemon {
 
     fn tick(&mut self) {
         self.attachment.check();
-        if let Err(e) = self.step() {
-            tracing::warn!("interval failed: {e}");
+        // A failure that repeats every interval is said once (and once
+        // when intervals work again), not twice a second.
+        match self.step() {
+            Err(e) => {
+                let msg = e.to_string();
+                if self.interval_error.as_deref() != Some(msg.as_str()) {
+                    tracing::warn!("interval failed: {msg} (said once until it changes)");
+                    self.interval_error = Some(msg);
+                }
+            }
+            Ok(()) => {
+                if self.interval_error.take().is_some() {
+                    tracing::info!("intervals work again");
+                }
+            }
         }
     }
 

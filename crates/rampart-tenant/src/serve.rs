@@ -110,17 +110,16 @@ impl Drop for Server {
 pub fn serve(cfg: Config, cancel: &AtomicBool) -> Result<()> {
     let name = cfg.infra.name.clone();
     let server = Server::start(cfg)?;
-    tracing::info!(instance = %name, addr = %server.addr, "rampart tenant serving");
     let metrics = server
         .metrics_addr
         .map(|m| format!(", metrics on http://{m}/metrics"))
         .unwrap_or_default();
-    eprintln!(
+    tracing::info!(
         "rampart tenant: instance {name} serving on http://{}{metrics}",
         server.addr
     );
     rampart_service::server::wait_until(cancel);
     server.stop();
-    eprintln!("rampart tenant: instance {name} stopped (program detached, pins removed)");
+    tracing::info!("rampart tenant: instance {name} stopped (program detached, pins removed)");
     Ok(())
 }

@@ -7,11 +7,20 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 mod cli;
+mod logging;
 
 /// rampart — a Linux host data plane for network security and analytics on eBPF/XDP.
 #[derive(Debug, Parser)]
 #[command(name = "rampart", version, about, propagate_version = true)]
+#[command(
+    after_help = "Logs go to stderr. RUST_LOG picks what is shown (tracing's EnvFilter syntax, \
+e.g. RUST_LOG=debug or RUST_LOG=warn,rampart_ddosd=debug); without it, daemons show info and above, \
+other commands warnings and errors."
+)]
 struct Cli {
+    /// Log lines as text (colours only on a terminal) or as JSON objects, one a line.
+    #[arg(long, value_enum, default_value_t = logging::LogFormat::Text, global = true)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -37,6 +46,23 @@ enum Cmd {
     /// Benchmarks: `rampart bench <name>`.
     #[command(subcommand)]
     Bench(cli::bench::BenchCmd),
+}
+
+impl Cmd {
+    /// Long-running services log their progress (`info`); one-shot
+    /// commands keep stderr for warnings and errors.
+    fn default_log_level(&self) -> &'static str {
+        let daemon = match self {
+            Cmd::Ddos(c) => c.is_daemon(),
+            Cmd::Tenant(c) => c.is_daemon(),
+            _ => false,
+        };
+        if daemon {
+            "info"
+        } else {
+            "warn"
+        }
+    }
 }
 
 /// clap renders errors over several lines (usage, hints); rampart's CLI
@@ -90,12 +116,8 @@ fn main() -> ExitCode {
             };
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let log_format = cli.log_format;
+    logging::init(log_format, cli.cmd.default_log_level());
 
     let cancel = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -127,7 +149,11 @@ fn main() -> ExitCode {
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            if log_format == logging::LogFormat::Json {
+                tracing::error!("{e:#}");
+            } else {
+                eprintln!("error: {e:#}");
+            }
             if is_usage_error(&e) {
                 ExitCode::from(2)
             } else {

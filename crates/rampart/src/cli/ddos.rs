@@ -118,6 +118,13 @@ pub enum DdosCmd {
     },
 }
 
+impl DdosCmd {
+    /// `rampart ddos run` is a daemon (its log shows `info`).
+    pub fn is_daemon(&self) -> bool {
+        matches!(self, DdosCmd::Run(a) if !a.print_config)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct AttachArgs {
     /// Interface to attach to.

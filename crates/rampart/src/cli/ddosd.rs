@@ -40,7 +40,7 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
     if let Some(m) = server.metrics_addr() {
         api.push_str(&format!(", metrics on http://{m}/metrics"));
     }
-    eprintln!(
+    tracing::info!(
         "rampart ddos daemon: mode {mode}, {} tiers, {} sources blocked{}{api}",
         v.tiers.len(),
         v.blocked.len(),
@@ -52,6 +52,6 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
     );
     server.run_until(cancel);
     h.stop()?;
-    eprintln!("rampart ddos daemon stopped; filtering stays in force (state pinned)");
+    tracing::info!("rampart ddos daemon stopped; filtering stays in force (state pinned)");
     Ok(())
 }

@@ -98,6 +98,13 @@ pub enum TenantCmd {
     },
 }
 
+impl TenantCmd {
+    /// `rampart tenant serve` is a daemon (its log shows `info`).
+    pub fn is_daemon(&self) -> bool {
+        matches!(self, TenantCmd::Serve { print_config, .. } if !print_config)
+    }
+}
+
 fn client(a: &ClientArgs) -> Result<Client> {
     let Some(token) = a.token.as_deref() else {
         super::util::usage_bail!("no token: pass --token or set RAMPART_TENANT_TOKEN");
