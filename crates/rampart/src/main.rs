@@ -55,6 +55,7 @@ impl Cmd {
         let daemon = match self {
             Cmd::Ddos(c) => c.is_daemon(),
             Cmd::Tenant(c) => c.is_daemon(),
+            Cmd::Run(a) => !a.check && !a.print_config,
             _ => false,
         };
         if daemon {
