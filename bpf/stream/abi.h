@@ -290,6 +290,11 @@ struct stream_agg_val {
 	struct stream_agg_dir dir[2];
 };
 
+/* The tap wakes its reader when the ring buffer's unread data crosses
+ * 1/ST_TAP_WAKEUP_DIV of it (within ST_TAP_WAKEUP_WINDOW records). */
+#define ST_TAP_WAKEUP_DIV 16
+#define ST_TAP_WAKEUP_WINDOW 8
+
 /* Frames per outcome of the tap (per CPU). */
 enum stream_tap_counter { /* rust: usize */
 	/* Frames the tap saw (every one is passed on). */

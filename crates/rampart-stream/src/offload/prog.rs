@@ -46,11 +46,31 @@ pub struct TapSizes {
     pub agg_entries: u32,
 }
 
+/// Memory each aggregation map may take by default (two maps, even and odd
+/// epochs). They are preallocated, and a per-CPU value is held once per CPU.
+pub const TAP_AGG_BUDGET_BYTES: u64 = 64 << 20;
+/// Most connections per epoch map by default.
+pub const TAP_AGG_MAX_ENTRIES: u32 = 262_144;
+
+/// Connections per epoch map that fit [`TAP_AGG_BUDGET_BYTES`] on a host
+/// with `cpus` possible CPUs: each entry costs its key and the kernel's
+/// element header once and its counters once per CPU. Connections beyond
+/// it go to the ring buffer as tuples (nothing is lost to the analysis).
+pub fn default_agg_entries(cpus: usize) -> u32 {
+    const ELEM: u64 = 64 + std::mem::size_of::<rampart_bpf::abi::stream::StreamAggKey>() as u64;
+    let val =
+        std::mem::size_of::<rampart_bpf::abi::stream::StreamAggVal>().next_multiple_of(8) as u64;
+    let per = ELEM + val * cpus.max(1) as u64;
+    u32::try_from(TAP_AGG_BUDGET_BYTES / per)
+        .unwrap_or(u32::MAX)
+        .clamp(1024, TAP_AGG_MAX_ENTRIES)
+}
+
 impl Default for TapSizes {
     fn default() -> Self {
         Self {
             ring_bytes: 8 << 20,
-            agg_entries: 262_144,
+            agg_entries: default_agg_entries(rampart_dataplane::maps::possible_cpus()),
         }
     }
 }
@@ -246,8 +266,8 @@ impl OffloadProgram {
             if entry != Entry::Tap {
                 open.progs.xdp_stream_tap.set_autoload(false);
             }
-            // Unused maps cost nothing: the hashes are not preallocated and
-            // a one-page ring is the smallest there is.
+            // Unused maps cost (almost) nothing: one entry each, and a
+            // one-page ring is the smallest there is.
             let page = 4096;
             let (ring, agg) = if entry == Entry::Tap {
                 (sizes.ring_bytes, sizes.agg_entries.max(1))
@@ -441,5 +461,29 @@ impl OffloadProgram {
             *o = rampart_dataplane::maps::lookup_percpu_u64_sum(self.stats.as_raw_fd(), k as u32)?;
         }
         Ok(Counters::from_array(&out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregation_maps_fit_their_budget_on_any_cpu_count() {
+        let val = std::mem::size_of::<rampart_bpf::abi::stream::StreamAggVal>() as u64;
+        for cpus in [1, 2, 8, 64, 512] {
+            let n = default_agg_entries(cpus);
+            assert!(
+                (1024..=TAP_AGG_MAX_ENTRIES).contains(&n),
+                "{cpus} CPUs: {n}"
+            );
+            if n > 1024 {
+                assert!(
+                    u64::from(n) * val * cpus as u64 <= TAP_AGG_BUDGET_BYTES,
+                    "{cpus} CPUs: {n} entries exceed the budget"
+                );
+            }
+        }
+        assert!(default_agg_entries(2) > default_agg_entries(64));
     }
 }

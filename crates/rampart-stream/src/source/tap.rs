@@ -203,7 +203,13 @@ impl TapSource {
         }
         cfg.offload.validate(1)?;
         let ns = cfg.netns.clone();
-        let prog = OffloadProgram::load_sized(Entry::Tap, None, None, cfg.sizes)?;
+        // The aggregation maps are preallocated: a tap that sends tuples
+        // keeps them at one entry.
+        let mut sizes = cfg.sizes;
+        if cfg.mode != TapMode::Aggregate {
+            sizes.agg_entries = 1;
+        }
+        let prog = OffloadProgram::load_sized(Entry::Tap, None, None, sizes)?;
         prog.configure(&cfg.offload)?;
         prog.configure_tap(cfg.mode == TapMode::Aggregate, epoch_ns)?;
         let start_epoch = now_ns() / epoch_ns;
