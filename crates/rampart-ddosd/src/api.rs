@@ -22,9 +22,10 @@ use std::sync::{Arc, RwLock};
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use rampart_ddos::Prefix;
+use rampart_service::alert::App;
 use rampart_service::auth::Principal;
 use rampart_service::{
-    ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, OwnerHandle, Routes, Server, Service,
+    ApiError, ApiJson, Apps, ErrorBody, ErrorKind, JsonBody, OwnerHandle, Routes, Server, Service,
     ToApiError, Tokens,
 };
 use serde::{Deserialize, Serialize};
@@ -313,8 +314,100 @@ pub fn routes(st: ApiState) -> Routes {
         .with_state(st)
 }
 
+/// The dashboard's DDoS panel, from one view: traffic by tier (cumulative
+/// counters: the page charts their rates), blocked sources with their
+/// rates and the tier holding each, tiers, detection's victims.
+pub fn panel(v: &View) -> serde_json::Value {
+    use crate::daemon::Count;
+    let role = |name: &str| {
+        v.tiers
+            .iter()
+            .find(|t| t.info.name == name)
+            .map_or("host", |t| t.info.role)
+    };
+    let host = v
+        .tiers
+        .iter()
+        .find(|t| t.info.role == "host")
+        .map_or("xdp", |t| t.info.name);
+    let hw = v
+        .tiers
+        .iter()
+        .find(|t| t.info.role == "hw")
+        .map(|t| t.info.name);
+    // NIC / XDP dropped / policed / SYN cookies / passed.
+    let mut traffic: [Count; 5] = Default::default();
+    for ((tier, reason), n) in &v.counters.drops {
+        let i = match reason.as_str() {
+            "policed" => 2,
+            "syn_cookie" => 3,
+            _ if role(tier) == "hw" => 0,
+            _ => 1,
+        };
+        traffic[i] += *n;
+    }
+    for n in v.counters.passes.values() {
+        traffic[4] += *n;
+    }
+    let rates: std::collections::HashMap<&str, &crate::daemon::RateView> =
+        v.rates.iter().map(|r| (r.prefix.as_str(), r)).collect();
+    let mut blocked: Vec<serde_json::Value> = v
+        .blocked
+        .iter()
+        .map(|b| {
+            let r = rates.get(b.prefix.as_str());
+            let tier = match (r, hw) {
+                (Some(r), Some(hw)) if r.in_hw => hw,
+                _ => host,
+            };
+            serde_json::json!({
+                "prefix": b.prefix,
+                "pps": r.map_or(0.0, |r| r.pps),
+                "tier": tier,
+                "detector": b.detector,
+                "reason": b.reason,
+                "since": b.since,
+            })
+        })
+        .collect();
+    let pps = |x: &serde_json::Value| x["pps"].as_f64().unwrap_or(0.0);
+    blocked.sort_by(|a, b| pps(b).total_cmp(&pps(a)));
+    blocked.truncate(100);
+    let tiers: Vec<serde_json::Value> = v
+        .tiers
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": t.info.name, "role": t.info.role, "location": t.info.location,
+                "capacity": t.info.capacity, "rules": t.rules,
+                "dropped_packets": t.dropped_packets, "emulated": t.info.emulated,
+            })
+        })
+        .collect();
+    let dropped = v.counters.dropped();
+    serde_json::json!({
+        "mode": v.mode,
+        "interval_s": v.interval_s,
+        "intervals": v.intervals,
+        "under_attack": v.under_attack,
+        "traffic": {
+            "nic_dropped": traffic[0], "xdp_dropped": traffic[1], "policed": traffic[2],
+            "cookies": traffic[3], "passed": traffic[4],
+        },
+        "dropped_packets_total": dropped.packets,
+        "dropped_bytes_total": dropped.bytes,
+        "blocked_count": v.blocked.len(),
+        "blocked": blocked,
+        "policed": v.policed.len(),
+        "tiers": tiers,
+        "victims": v.victims,
+        "threshold": v.threshold,
+    })
+}
+
 /// The daemon as a service of the shell.
 pub fn service(h: &Handle, tokens: Tokens) -> Service {
+    let view = h.view.clone();
     Service {
         name: "rampart-ddosd",
         title: "rampart ddos",
@@ -324,6 +417,13 @@ pub fn service(h: &Handle, tokens: Tokens) -> Service {
         routes: routes(ApiState::of(h)),
         metrics: h.metrics.registry.clone(),
         tokens,
+        apps: Apps::none()
+            .with(App::Ddos, move || {
+                view.read()
+                    .map(|v| panel(&v))
+                    .unwrap_or(serde_json::Value::Null)
+            })
+            .with_alerts(h.alerts.clone()),
     }
 }
 
@@ -377,6 +477,7 @@ mod tests {
             routes: routes(st),
             metrics: rampart_service::Metrics::new(),
             tokens: Tokens::none(),
+            apps: Apps::none(),
         };
         let auth = rampart_service::auth::AuthState {
             tokens: Arc::new(Tokens::parse("test-token-1").unwrap()),

@@ -10,7 +10,8 @@
 //! - `GET`/`HEAD` routes are open on a loopback listener, and need a token
 //!   on any other address;
 //! - every other method (a change) needs a valid token, always;
-//! - `/healthz` is always open;
+//! - `/healthz` is always open, and so are the dashboard's page and files
+//!   (`GET /`, `GET /ui/…`: no data in them; its data routes follow the rules);
 //! - a token that is sent is checked even where none is needed (a wrong
 //!   token is an error, never silently ignored).
 
@@ -272,7 +273,11 @@ pub fn authorize(
         })?),
         None => None,
     };
-    if principal.is_some() || path == "/healthz" {
+    // The dashboard's page and files hold no data (its data routes are
+    // checked like any other): a browser loads the page, then the page
+    // asks for a token when the data routes answer 401.
+    let page = method == Method::GET && (path == "/" || path.starts_with("/ui/"));
+    if principal.is_some() || path == "/healthz" || page {
         return Ok(principal);
     }
     let read = method == Method::GET || method == Method::HEAD;

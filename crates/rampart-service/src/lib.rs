@@ -15,12 +15,15 @@
 //!   state at scrape time;
 //! - [`alert`]: the one alert schema (EVE JSON with a `rampart` object)
 //!   and its sinks (file, syslog, webhook);
+//! - [`dashboard`]: the web dashboard (`/ui/`) and its data routes
+//!   (`/v1/apps`, `/v1/dashboard`, `/v1/events`, `/v1/alerts`, `/v1/attacks`);
 //! - [`config`]: TOML loading with one-line errors naming the key, the
 //!   shared `[server]` section, `--print-config`.
 
 pub mod alert;
 pub mod auth;
 pub mod config;
+pub mod dashboard;
 pub mod error;
 pub mod metrics;
 pub mod owner;
@@ -29,6 +32,7 @@ pub mod testing;
 
 pub use auth::{Principal, Tokens};
 pub use config::{ConfigError, ServerConfig};
+pub use dashboard::Apps;
 pub use error::{ApiBytes, ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, ToApiError};
 pub use metrics::{Metrics, Samples, StateCollector};
 pub use owner::{Owned, Owner, OwnerHandle, SpawnError, Stopped};

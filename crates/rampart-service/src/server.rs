@@ -23,6 +23,7 @@ use utoipa_axum::routes;
 
 use crate::auth::{require_token, AuthState, Tokens};
 use crate::config::{ConfigError, ServerConfig};
+use crate::dashboard::{self, Apps, Shutdown};
 use crate::error::{ApiError, ErrorKind};
 use crate::metrics::Metrics;
 
@@ -76,6 +77,9 @@ pub struct Service {
     pub metrics: Metrics,
     /// Accepted tokens ([`Tokens::from_file`] of `server.token_file`).
     pub tokens: Tokens,
+    /// The applications it runs and its alerts: the dashboard (`/ui/`)
+    /// and its routes ([`crate::dashboard`]).
+    pub apps: Apps,
 }
 
 /// Why a server did not start.
@@ -214,12 +218,31 @@ fn register_build_info(svc: &Service) {
 /// The API router and its OpenAPI document. `metrics_here`: serve
 /// `/metrics` on this router (no `server.metrics_listen`).
 pub fn build(svc: &mut Service, metrics_here: bool, auth: AuthState) -> (Router, OpenApi) {
+    // A sender nobody keeps: event streams end only with their client.
+    let (_, rx) = tokio::sync::watch::channel(false);
+    build_with(svc, metrics_here, auth, rx)
+}
+
+fn build_with(
+    svc: &mut Service,
+    metrics_here: bool,
+    auth: AuthState,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> (Router, OpenApi) {
     register_build_info(svc);
     let routes = std::mem::take(&mut svc.routes);
     let mut r = OpenApiRouter::new()
         .merge(routes.0)
         .routes(routes!(healthz))
-        .routes(routes!(openapi_json));
+        .routes(routes!(openapi_json))
+        .routes(routes!(dashboard::root))
+        .routes(routes!(dashboard::page))
+        .routes(routes!(dashboard::file))
+        .routes(routes!(dashboard::apps))
+        .routes(routes!(dashboard::dashboard))
+        .routes(routes!(dashboard::events))
+        .routes(routes!(dashboard::alerts))
+        .routes(routes!(dashboard::attacks));
     if metrics_here {
         r = r.routes(routes!(metrics));
     }
@@ -246,6 +269,8 @@ pub fn build(svc: &mut Service, metrics_here: bool, auth: AuthState) -> (Router,
         })
         .layer(Extension(cell))
         .layer(Extension(svc.metrics.clone()))
+        .layer(Extension(svc.apps.clone()))
+        .layer(Extension(Shutdown(stop)))
         .layer(middleware::from_fn_with_state(auth, require_token));
     (router, doc)
 }
@@ -321,7 +346,8 @@ impl Server {
             tokens: Arc::new(std::mem::take(&mut svc.tokens)),
             loopback: api.is_none_or(|a| a.ip().is_loopback()),
         };
-        let (router, doc) = build(&mut svc, metrics_l.is_none(), auth);
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let (router, doc) = build_with(&mut svc, metrics_l.is_none(), auth, rx.clone());
         if api_l.is_none() && metrics_l.is_none() {
             return Ok(Self {
                 api_addr,
@@ -337,7 +363,6 @@ impl Server {
             .thread_name(format!("{}-api", svc.name))
             .build()
             .map_err(ServerError::Runtime)?;
-        let (tx, rx) = tokio::sync::watch::channel(false);
         let serve =
             |l: std::net::TcpListener, app: Router, mut rx: tokio::sync::watch::Receiver<bool>| {
                 let _guard = runtime.enter();
@@ -464,6 +489,7 @@ mod tests {
                 .routes(routes!(del)),
             metrics: m,
             tokens: Tokens::parse(tokens).unwrap(),
+            apps: Apps::none(),
         }
     }
 

@@ -43,9 +43,15 @@ pub async fn undocumented_routes(router: Router, doc: &OpenApi, token: &str) -> 
                 Err(e) => match e {},
             };
             let status = res.status().as_u16();
-            let body = axum::body::to_bytes(res.into_body(), 1 << 20)
-                .await
-                .unwrap_or_default();
+            // Only errors say whether a route exists (and a success may be
+            // an endless event stream).
+            let body = if res.status().is_success() {
+                Default::default()
+            } else {
+                axum::body::to_bytes(res.into_body(), 1 << 20)
+                    .await
+                    .unwrap_or_default()
+            };
             let code = serde_json::from_slice::<ErrorBody>(&body)
                 .map(|b| b.error.code)
                 .unwrap_or_default();

@@ -63,6 +63,8 @@ impl Server {
                 routes: routes(state),
                 metrics,
                 tokens,
+                // No dashboard panel: a tenant's token must not show the others.
+                apps: rampart_service::Apps::none(),
             },
         )
         .map_err(|e| Error::Invalid(e.to_string()))?;

@@ -145,6 +145,7 @@ fn every_route_is_in_the_openapi_document() {
         routes: rampart_tenant::api::routes(state),
         metrics: rampart_service::Metrics::new(),
         tokens: rampart_service::Tokens::none(),
+        apps: rampart_service::Apps::none(),
     };
     let auth = rampart_service::auth::AuthState {
         tokens: std::sync::Arc::new(rampart_service::Tokens::parse("a token-aaaaaaaa").unwrap()),

@@ -92,6 +92,7 @@ pub fn serve(
         routes: Routes::new(),
         metrics,
         tokens: Tokens::none(),
+        apps: rampart_service::Apps::none(),
     };
     Server::start(&cfg, svc).map_err(|e| match e {
         ServerError::Bind { addr, err, .. } => anyhow!("--listen {addr}: {err}"),

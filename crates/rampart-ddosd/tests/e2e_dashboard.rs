@@ -1,0 +1,356 @@
+//! The dashboard in a real browser during a lab attack: the daemon runs
+//! on the shipped configuration, a DNS amplification attack is blocked,
+//! and headless Chromium (Debian `chromium`) loads `/ui/` from the API
+//! listener. The API listens beyond loopback with a token file, so the
+//! page's data routes need the token: without it the page asks for one;
+//! given it in the address's fragment (`/ui/#token=…`) it goes live. The
+//! test reads the page's DOM through the DevTools protocol and waits
+//! (generous deadlines, never a timing threshold) until it shows the
+//! attack in progress with its victim and vector, the blocked reflectors,
+//! and a drop counter that rises between two readings. It takes a
+//! screenshot (`RAMPART_DASHBOARD_PNG=path` keeps it: the README's
+//! docs/figures/dashboard.png comes from here).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rampart_ddosd::Handle;
+use rampart_lab::gen::{GenSpec, Generator, Limit};
+use rampart_lab::packet::Proto;
+use rampart_lab::testing::TestLab;
+
+mod common;
+use common::{poll, shipped_config, Cleanup};
+
+/// Headless Chromium with the DevTools protocol on a port of its own;
+/// killed and its profile removed when dropped.
+struct Browser {
+    child: Child,
+    profile: PathBuf,
+    port: u16,
+}
+
+impl Browser {
+    fn open(url: &str) -> Self {
+        assert!(
+            rampart_lab::web::have("chromium"),
+            "chromium is not installed: ./run test installs it (apt-get install chromium)"
+        );
+        let profile = std::env::temp_dir().join(format!(
+            "rampart-chromium-{}-{}",
+            std::process::id(),
+            rampart_lab::testing::unique_prefix("d")
+        ));
+        std::fs::create_dir_all(&profile).unwrap();
+        let child = Command::new("chromium")
+            // Its own process group: its helpers (zygote, renderers) go with it.
+            .process_group(0)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--window-size=1400,1700",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromium starts");
+        let mut me = Self {
+            child,
+            profile,
+            port: 0,
+        };
+        // Chromium writes the port it bound into the profile.
+        let file = me.profile.join("DevToolsActivePort");
+        assert!(
+            poll(Duration::from_secs(60), || {
+                me.port = std::fs::read_to_string(&file)
+                    .ok()
+                    .and_then(|t| t.lines().next()?.trim().parse().ok())
+                    .unwrap_or(0);
+                me.port != 0
+            }),
+            "chromium did not open its DevTools port"
+        );
+        me
+    }
+
+    /// The DevTools connection of the page showing `url_part`.
+    fn page(&self, url_part: &str) -> Cdp {
+        let mut ws = None;
+        assert!(
+            poll(Duration::from_secs(30), || {
+                let list = http_get(SocketAddr::from(([127, 0, 0, 1], self.port)), "/json/list");
+                let v: serde_json::Value = serde_json::from_str(&list).unwrap_or_default();
+                ws = v.as_array().into_iter().flatten().find_map(|t| {
+                    (t["type"] == "page" && t["url"].as_str()?.contains(url_part))
+                        .then(|| t["webSocketDebuggerUrl"].as_str().map(str::to_string))?
+                });
+                ws.is_some()
+            }),
+            "chromium shows no page of {url_part}"
+        );
+        Cdp::connect(&ws.unwrap())
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// GET `path`: the body ("" on any failure). Chromium's DevTools
+/// endpoint speaks HTTP/1.1 only and keeps the connection open whatever
+/// the request says, so the body is read by its Content-Length. The
+/// Host header carries the port: chromium builds its WebSocket URLs from it.
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: Option<usize> = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok());
+            if let Some(len) = len {
+                if buf.len() >= end + 4 + len {
+                    return String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+                }
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&buf);
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// A DevTools protocol client over the page's WebSocket.
+struct Cdp {
+    ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    next: u64,
+}
+
+impl Cdp {
+    fn connect(url: &str) -> Self {
+        let (ws, _) = tungstenite::connect(url).expect("the page's DevTools WebSocket");
+        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
+            // A browser that stops answering fails the test, not hangs it.
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        }
+        Self { ws, next: 1 }
+    }
+
+    /// Call `method` and return its result (panics on a protocol error).
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let r = self.try_call(method, params);
+        assert!(r["error"].is_null(), "{method}: {}", r["error"]);
+        r["result"].clone()
+    }
+
+    /// Call `method`: its whole answer (`result` or `error`).
+    fn try_call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.next;
+        self.next += 1;
+        let req = serde_json::json!({"id": id, "method": method, "params": params});
+        self.ws
+            .send(tungstenite::Message::Text(req.to_string()))
+            .expect("DevTools write");
+        loop {
+            let m = self.ws.read().expect("DevTools read");
+            let tungstenite::Message::Text(t) = m else {
+                continue;
+            };
+            let v: serde_json::Value = serde_json::from_str(&t).unwrap_or_default();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// Evaluate `expr` in the page; its value (JSON), null while the
+    /// page is between documents.
+    fn eval(&mut self, expr: &str) -> serde_json::Value {
+        let r = self.try_call(
+            "Runtime.evaluate",
+            serde_json::json!({"expression": expr, "returnByValue": true}),
+        );
+        r["result"]["result"]["value"].clone()
+    }
+}
+
+/// What the page shows now: connection state, attack rows, blocked
+/// sources and the drop counter.
+const READ_PAGE: &str = r##"JSON.stringify({
+  conn: document.getElementById("conn").textContent,
+  login: !document.getElementById("login").hidden,
+  hash: location.hash,
+  ddos: !document.getElementById("ddos").hidden,
+  state: document.getElementById("ddos-state").textContent,
+  attacks: [...document.querySelectorAll("#attacks tbody tr")].map(r => ({
+    active: r.dataset.active, victim: r.dataset.victim, vector: r.dataset.vector })),
+  blocked: [...document.querySelectorAll("#ddos-blocked tbody tr")].map(r => r.dataset.prefix),
+  dropped: Number(document.getElementById("ddos-dropped-total").dataset.value || 0),
+})"##;
+
+fn read_page(cdp: &mut Cdp) -> serde_json::Value {
+    let s = cdp.eval(READ_PAGE);
+    serde_json::from_str(s.as_str().unwrap_or("{}")).unwrap_or_default()
+}
+
+#[test]
+fn dashboard_in_chromium_shows_the_attack_its_blocked_sources_and_rising_drops() {
+    let lab = TestLab::up("edash", 0);
+    let c = Cleanup::new(&lab);
+    let mut cfg = shipped_config(&lab, &c);
+    // Beyond loopback: the data routes need a token, even from this host.
+    let token = format!("dashboard-{}", lab.prefix());
+    let tokens = c.dir.join("tokens");
+    std::fs::write(&tokens, format!("operator {token}\n")).unwrap();
+    cfg.server.listen = Some("0.0.0.0:0".into());
+    cfg.server.token_file = Some(tokens);
+    let server = cfg.server.clone();
+    let h = Handle::spawn(cfg).expect("the daemon starts on the shipped config");
+    let api = rampart_ddosd::api::start(&h, &server).expect("the API starts");
+    let port = api.api_addr().expect("the API listens").port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let url = format!("http://{addr}/ui/");
+    // The page itself is embedded and needs no token; its data does.
+    assert!(http_get(addr, "/ui/").contains("/ui/app.js"));
+    assert!(http_get(addr, "/v1/dashboard").contains("\"unauthorized\""));
+
+    let spec = GenSpec {
+        sources: 40,
+        proto: Proto::Udp,
+        sport: 53,
+        dport: Some(33_333),
+        size: 600,
+        pps: Some(10_000.0),
+        limit: Limit::Seconds(120.0),
+        ..GenSpec::default()
+    };
+    let g = Generator::new(&lab, &spec).unwrap();
+    let stop = AtomicBool::new(false);
+    let reflectors: Vec<std::net::IpAddr> =
+        (0..spec.sources).map(|i| spec.source_addr(i)).collect();
+    std::thread::scope(|sc| {
+        let run = sc.spawn(|| g.run(&stop));
+        let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let browser = Browser::open(&url);
+            let mut cdp = browser.page("/ui/");
+            // No token: the page asks for one.
+            let mut seen = serde_json::Value::Null;
+            assert!(
+                poll(Duration::from_secs(60), || {
+                    seen = read_page(&mut cdp);
+                    seen["login"] == true && seen["conn"] == "token needed"
+                }),
+                "without a token the page does not ask for one: {seen}"
+            );
+            // The token in the fragment: the page goes live and takes it
+            // out of the address bar.
+            cdp.call("Page.navigate", serde_json::json!({"url": "about:blank"}));
+            cdp.call(
+                "Page.navigate",
+                serde_json::json!({"url": format!("{url}#token={token}")}),
+            );
+            let t0 = Instant::now();
+            let shown = poll(Duration::from_secs(90), || {
+                seen = read_page(&mut cdp);
+                let attack = seen["attacks"].as_array().into_iter().flatten().any(|a| {
+                    a["active"] == "true"
+                        && a["victim"] == "10.10.0.2/32"
+                        && a["vector"]
+                            .as_str()
+                            .is_some_and(|v| v.starts_with("udp_amplification"))
+                });
+                let blocked: Vec<rampart_ddos::Prefix> = seen["blocked"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| rampart_ddos::Prefix::parse(p.as_str()?).ok())
+                    .collect();
+                let all = reflectors
+                    .iter()
+                    .all(|a| blocked.iter().any(|p| p.contains(a)));
+                seen["ddos"] == true
+                    && seen["conn"] == "live"
+                    && seen["hash"] == ""
+                    && attack
+                    && all
+                    && seen["dropped"].as_f64() > Some(0.0)
+            });
+            assert!(
+                shown,
+                "after {:?} the page shows no attack in progress on 10.10.0.2/32 with all 40 reflectors blocked and drops: {seen}",
+                t0.elapsed()
+            );
+            // The counter rises while the reflectors still send.
+            let first = seen["dropped"].as_f64().unwrap_or(0.0);
+            let mut now = first;
+            assert!(
+                poll(Duration::from_secs(60), || {
+                    now = read_page(&mut cdp)["dropped"].as_f64().unwrap_or(0.0);
+                    now > first
+                }),
+                "the drop counter stayed at {first} (now {now})"
+            );
+            let keep = std::env::var("RAMPART_DASHBOARD_PNG").ok();
+            if keep.is_some() {
+                // For the figure: let the chart draw some of the attack.
+                std::thread::sleep(Duration::from_secs(20));
+            }
+            let shot = cdp.call(
+                "Page.captureScreenshot",
+                serde_json::json!({"format": "png", "captureBeyondViewport": true}),
+            );
+            use base64::Engine;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(shot["data"].as_str().unwrap_or_default())
+                .expect("base64 screenshot");
+            assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+            if let Some(path) = keep {
+                std::fs::write(&path, &png).unwrap();
+            }
+        }));
+        stop.store(true, Ordering::Relaxed);
+        assert!(run.join().unwrap().unwrap().sent_packets > 0);
+        if let Err(e) = checks {
+            std::panic::resume_unwind(e);
+        }
+    });
+    drop(api);
+    h.stop().expect("the daemon stops cleanly");
+}
