@@ -144,6 +144,10 @@ pub struct Status {
     pub blocked_total: u64,
     /// Sources ever unbanned by detection (since start).
     pub unbanned_total: u64,
+    /// The `[detect]` section in force (thresholds, floors, whitelist; a
+    /// reload shows here).
+    #[schema(value_type = Object)]
+    pub detect: serde_json::Value,
 }
 
 fn view(st: &ApiState) -> View {
@@ -193,6 +197,7 @@ async fn status(State(st): State<ApiState>) -> Json<Status> {
         blocked: v.blocked.len(),
         blocked_total: v.blocked_total,
         unbanned_total: v.unbanned_total,
+        detect: serde_json::to_value(&v.detect).unwrap_or_default(),
     })
 }
 
@@ -480,7 +485,7 @@ mod tests {
             apps: Apps::none(),
         };
         let auth = rampart_service::auth::AuthState {
-            tokens: Arc::new(Tokens::parse("test-token-1").unwrap()),
+            tokens: Arc::new(Tokens::parse("test-token-1").unwrap()).into(),
             loopback: true,
         };
         rampart_service::server::build(&mut svc, true, auth)

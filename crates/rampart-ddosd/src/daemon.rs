@@ -37,6 +37,9 @@ use rampart_ddos_control::{BlockDecision, Planner};
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
+mod reload;
+pub use reload::reload_file;
+
 use crate::alerts::{self, Alerts, App};
 use crate::config::{Config, NicHop};
 use crate::error::{Error, Result};
@@ -143,6 +146,8 @@ pub struct View {
     /// Packet counters since start (what `/metrics` reports).
     #[serde(skip)]
     pub counters: Counters,
+    /// The `[detect]` section in force (a reload may have changed it).
+    pub detect: detection::DetectionConfig,
 }
 
 /// Packets and bytes.
@@ -1474,6 +1479,7 @@ impl Daemon {
             unbanned_total: self.unbanned_total,
             blocked_total: self.blocked_total,
             counters: self.counters.clone(),
+            detect: self.cfg.detect.clone(),
         };
         if let Ok(mut w) = self.view.write() {
             *w = v;

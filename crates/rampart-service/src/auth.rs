@@ -206,11 +206,41 @@ impl Tokens {
     }
 }
 
+/// The tokens a running server accepts, replaced whole by a reload
+/// (requests in flight keep the set they started with).
+#[derive(Debug, Clone, Default)]
+pub struct TokenSlot(Arc<std::sync::RwLock<Arc<Tokens>>>);
+
+impl TokenSlot {
+    /// The tokens now.
+    pub fn get(&self) -> Arc<Tokens> {
+        self.0
+            .read()
+            .map(|t| Arc::clone(&t))
+            .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+    }
+
+    /// Accept `tokens` from now on.
+    pub fn set(&self, tokens: Tokens) {
+        let t = Arc::new(tokens);
+        match self.0.write() {
+            Ok(mut w) => *w = t,
+            Err(p) => *p.into_inner() = t,
+        }
+    }
+}
+
+impl From<Arc<Tokens>> for TokenSlot {
+    fn from(t: Arc<Tokens>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(t)))
+    }
+}
+
 /// What [`require_token`] needs.
 #[derive(Debug, Clone)]
 pub struct AuthState {
     /// Accepted tokens.
-    pub tokens: Arc<Tokens>,
+    pub tokens: TokenSlot,
     /// The API listens on a loopback address (reads need no token there).
     pub loopback: bool,
 }
@@ -264,8 +294,9 @@ pub fn authorize(
     path: &str,
     headers: &HeaderMap,
 ) -> Result<Option<Principal>, ApiError> {
+    let tokens = st.tokens.get();
     let principal = match bearer(headers)? {
-        Some(t) => Some(st.tokens.check(t).ok_or_else(|| {
+        Some(t) => Some(tokens.check(t).ok_or_else(|| {
             ApiError::new(
                 ErrorKind::Unauthorized,
                 "unknown token: use one listed in the daemon's server.token_file",
@@ -284,7 +315,7 @@ pub fn authorize(
     if read && st.loopback {
         return Ok(None);
     }
-    Err(missing(&st.tokens, !read))
+    Err(missing(&tokens, !read))
 }
 
 /// axum middleware applying [`authorize`]; the [`Principal`] goes into the
@@ -321,7 +352,7 @@ mod tests {
 
     fn st(text: &str, loopback: bool) -> AuthState {
         AuthState {
-            tokens: Arc::new(Tokens::parse(text).unwrap()),
+            tokens: Arc::new(Tokens::parse(text).unwrap()).into(),
             loopback,
         }
     }
@@ -446,7 +477,7 @@ mod tests {
     #[test]
     fn without_tokens_changes_are_refused_with_the_fix() {
         let s = AuthState {
-            tokens: Arc::new(Tokens::none()),
+            tokens: Arc::new(Tokens::none()).into(),
             loopback: true,
         };
         let e = authorize(&s, &Method::POST, "/v1/blocked", &headers(None)).unwrap_err();

@@ -17,6 +17,8 @@
 //!   and its sinks (file, syslog, webhook);
 //! - [`dashboard`]: the web dashboard (`/ui/`) and its data routes
 //!   (`/v1/apps`, `/v1/dashboard`, `/v1/events`, `/v1/alerts`, `/v1/attacks`);
+//! - [`reload`]: SIGHUP and `POST /v1/reload` re-read the configuration
+//!   through the daemon's hook (bad files refused whole, one line);
 //! - [`config`]: TOML loading with one-line errors naming the key, the
 //!   shared `[server]` section, `--print-config`.
 
@@ -27,6 +29,7 @@ pub mod dashboard;
 pub mod error;
 pub mod metrics;
 pub mod owner;
+pub mod reload;
 pub mod server;
 pub mod testing;
 

@@ -26,6 +26,7 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::dashboard::{self, Apps, Shutdown};
 use crate::error::{ApiError, ErrorKind};
 use crate::metrics::Metrics;
+use crate::reload::{Reloader, ServerSide};
 
 /// A daemon's documented routes.
 pub struct Routes<S = ()>(OpenApiRouter<S>);
@@ -119,6 +120,46 @@ async fn metrics(Extension(m): Extension<Metrics>) -> Response {
         Err(e) => {
             ApiError::new(ErrorKind::Internal, format!("collecting metrics: {e}")).into_response()
         }
+    }
+}
+
+/// What `POST /v1/reload` did.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct Reloaded {
+    /// One line: what changed.
+    pub message: String,
+    /// Reloads applied since the daemon started.
+    pub reloads: u64,
+}
+
+#[utoipa::path(post, path = "/v1/reload", tag = "service",
+    responses(
+        (status = 200, description = "The configuration file was re-read and applied", body = Reloaded),
+        (status = 422, description = "The new configuration was refused (the running one stays): why", body = crate::ErrorBody)))]
+async fn reload(
+    r: Option<Extension<Reloader>>,
+    who: Option<Extension<crate::Principal>>,
+) -> Response {
+    let Some(Extension(r)) = r else {
+        return ApiError::new(
+            ErrorKind::Refused,
+            "this daemon cannot reload its configuration: restart it",
+        )
+        .into_response();
+    };
+    let who = who.and_then(|Extension(p)| p.name).map_or_else(
+        || "POST /v1/reload".to_string(),
+        |n| format!("POST /v1/reload by {n}"),
+    );
+    let r2 = r.clone();
+    match tokio::task::spawn_blocking(move || r2.reload(&who)).await {
+        Ok(Ok(message)) => axum::Json(Reloaded {
+            message,
+            reloads: r.reloads(),
+        })
+        .into_response(),
+        Ok(Err(e)) => ApiError::new(ErrorKind::Refused, e).into_response(),
+        Err(e) => ApiError::new(ErrorKind::Internal, format!("reloading: {e}")).into_response(),
     }
 }
 
@@ -242,7 +283,8 @@ fn build_with(
         .routes(routes!(dashboard::dashboard))
         .routes(routes!(dashboard::events))
         .routes(routes!(dashboard::alerts))
-        .routes(routes!(dashboard::attacks));
+        .routes(routes!(dashboard::attacks))
+        .routes(routes!(reload));
     if metrics_here {
         r = r.routes(routes!(metrics));
     }
@@ -299,6 +341,7 @@ pub struct Server {
     doc: OpenApi,
     shutdown: Option<tokio::sync::watch::Sender<bool>>,
     runtime: Option<tokio::runtime::Runtime>,
+    reloader: Reloader,
 }
 
 impl std::fmt::Debug for Server {
@@ -343,11 +386,13 @@ impl Server {
             |l: &Option<std::net::TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
         let (api_addr, metrics_addr) = (local(&api_l), local(&metrics_l));
         let auth = AuthState {
-            tokens: Arc::new(std::mem::take(&mut svc.tokens)),
+            tokens: Arc::new(std::mem::take(&mut svc.tokens)).into(),
             loopback: api.is_none_or(|a| a.ip().is_loopback()),
         };
         let (tx, rx) = tokio::sync::watch::channel(false);
+        let reloader = Reloader::new(ServerSide::new(cfg.clone(), auth.tokens.clone()));
         let (router, doc) = build_with(&mut svc, metrics_l.is_none(), auth, rx.clone());
+        let router = router.layer(Extension(reloader.clone()));
         if api_l.is_none() && metrics_l.is_none() {
             return Ok(Self {
                 api_addr,
@@ -355,6 +400,7 @@ impl Server {
                 doc,
                 shutdown: None,
                 runtime: None,
+                reloader,
             });
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -391,7 +437,35 @@ impl Server {
             doc,
             shutdown: Some(tx),
             runtime: Some(runtime),
+            reloader,
         })
+    }
+
+    /// Reload the daemon with `hook` on SIGHUP (while [`Server::wait`] or
+    /// [`Server::run_until`] runs) and on `POST /v1/reload` (module
+    /// [`crate::reload`]). From this call on, SIGHUP no longer ends the
+    /// process.
+    pub fn on_reload(
+        &self,
+        hook: impl Fn(&ServerSide) -> Result<String, String> + Send + Sync + 'static,
+    ) {
+        self.reloader.set(Box::new(hook));
+    }
+
+    /// What runs the reloads (their count, a reload from code).
+    pub fn reloader(&self) -> &Reloader {
+        &self.reloader
+    }
+
+    /// Serve until `cancel` is set, reloading on each SIGHUP.
+    pub fn wait(&self, cancel: &AtomicBool) {
+        while !cancel.load(Ordering::Relaxed) {
+            if self.reloader.take_hup() {
+                // The outcome is logged by the reloader.
+                let _ = self.reloader.reload("SIGHUP");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The API's bound address (`None`: no API).
@@ -412,7 +486,7 @@ impl Server {
     /// Serve until `cancel` is set (the binary wires SIGINT/SIGTERM to it),
     /// then shut down gracefully.
     pub fn run_until(self, cancel: &AtomicBool) {
-        wait_until(cancel);
+        self.wait(cancel);
         self.stop();
     }
 
@@ -531,7 +605,7 @@ mod tests {
             .unwrap();
         let mut svc = service("tok-12345678\n");
         let auth = AuthState {
-            tokens: Arc::new(std::mem::take(&mut svc.tokens)),
+            tokens: Arc::new(std::mem::take(&mut svc.tokens)).into(),
             loopback: true,
         };
         let (router, doc) = build(&mut svc, true, auth);
@@ -659,6 +733,44 @@ mod tests {
         );
         s.stop();
         assert!(std::net::TcpStream::connect(a).is_err(), "stopped");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reload_needs_a_token_and_a_hook() {
+        let dir = std::env::temp_dir().join(format!("rampart-service-rl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tf = dir.join("tokens");
+        std::fs::write(&tf, "ops tok-12345678\n").unwrap();
+        let mut c = cfg("127.0.0.1:0", None);
+        c.token_file = Some(tf.clone());
+        let mut svc = service("");
+        svc.tokens = Tokens::from_file(c.token_file.as_deref()).unwrap();
+        let s = Server::start(&c, svc).unwrap();
+        let a = s.api_addr().unwrap();
+        let (code, _) = http(a, &req("POST", "/v1/reload", None, ""));
+        assert_eq!(code, 401, "a reload is a change");
+        let tok = Some("tok-12345678");
+        let (code, body) = http(a, &req("POST", "/v1/reload", tok, ""));
+        assert_eq!(code, 422, "{body}");
+        assert!(body.contains("cannot reload"), "{body}");
+        // The hook swaps the tokens through the server side.
+        let c2 = c.clone();
+        s.on_reload(move |side| {
+            let t = Tokens::parse("ops tok-87654321\n").unwrap();
+            side.check(&c2, &t)?;
+            side.commit(c2.clone(), t);
+            Ok("tokens replaced".into())
+        });
+        let (code, body) = http(a, &req("POST", "/v1/reload", tok, ""));
+        assert_eq!(code, 200, "{body}");
+        assert!(
+            body.contains("tokens replaced") && body.contains("\"reloads\":1"),
+            "{body}"
+        );
+        let (code, _) = http(a, &req("POST", "/v1/reload", tok, ""));
+        assert_eq!(code, 401, "the old token is gone");
+        s.stop();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -148,7 +148,8 @@ fn every_route_is_in_the_openapi_document() {
         apps: rampart_service::Apps::none(),
     };
     let auth = rampart_service::auth::AuthState {
-        tokens: std::sync::Arc::new(rampart_service::Tokens::parse("a token-aaaaaaaa").unwrap()),
+        tokens: std::sync::Arc::new(rampart_service::Tokens::parse("a token-aaaaaaaa").unwrap())
+            .into(),
         loopback: true,
     };
     let (router, built) = rampart_service::server::build(&mut svc, true, auth);

@@ -32,6 +32,10 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
     let mode = cfg.daemon.mode.name();
     let h = Handle::spawn(cfg)?;
     let server = rampart_ddosd::api::start(&h, &server_cfg)?;
+    // SIGHUP and POST /v1/reload re-read the file (docs/operations.md).
+    let owner = h.owner();
+    let path = a.config.clone();
+    server.on_reload(move |side| rampart_ddosd::daemon::reload_file(&owner, path.as_deref(), side));
     let v = h.view();
     let mut api = String::new();
     if let Some(a) = server.api_addr() {

@@ -1,0 +1,223 @@
+//! Reload (SIGHUP, `POST /v1/reload`): the daemon re-reads its file and
+//! applies what can change while it runs, keeping the blacklist, counters,
+//! policed sources, protection and — unless `[detect]` changed — the
+//! learned baselines; no packet path is touched.
+//!
+//! | changes while running | needs a restart (refused, one line) |
+//! |---|---|
+//! | `[detect]` (thresholds, floors, whitelist, …), `daemon.interval_s`, `daemon.nice`, `server.token_file` (the tokens) | `daemon.mode/iface/netns/state_dir`, `[filter]`, `[hw]`, `[offload]`, `[alerts]`, `server.listen/metrics_listen` |
+//!
+//! A `[detect]` change other than the whitelist restarts learning, as a
+//! restart with a changed `[detect]` does (the fingerprint of what is
+//! learned changed): baselines and attack state start afresh; blocks,
+//! policed sources and protection carry over. A whitelist change alone
+//! keeps everything and releases the sources it now covers.
+
+use std::path::Path;
+
+use rampart_service::reload::ServerSide;
+use rampart_service::Tokens;
+use serde_json::Value;
+
+use super::{set_thread_nice, Daemon};
+use crate::config::Config;
+use rampart_ddos::Prefix;
+use rampart_ddos_control::detection::{Detection, Restore};
+use rampart_service::OwnerHandle;
+
+/// The keys under `prefix` whose values differ between `a` and `b`.
+fn diff(prefix: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                diff(
+                    &key,
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        _ if a != b => out.push(prefix.to_string()),
+        _ => {}
+    }
+}
+
+fn json(v: &impl serde::Serialize) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// Every key that differs between `old` and `new`, `[server]` excluded
+/// (the service shell checks that part).
+fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
+    let (mut a, mut b) = (json(old), json(new));
+    for v in [&mut a, &mut b] {
+        if let Value::Object(m) = v {
+            m.remove("server");
+        }
+    }
+    let mut out = Vec::new();
+    diff("", &a, &b, &mut out);
+    out
+}
+
+/// Keys a running daemon can take.
+fn reloadable(key: &str) -> bool {
+    key.starts_with("detect.") || key == "daemon.interval_s" || key == "daemon.nice"
+}
+
+impl Daemon {
+    /// Apply `new` (already loaded and validated) or refuse it whole.
+    ///
+    /// # Errors
+    /// One line: the keys that need a restart, or what detection refused.
+    pub(crate) fn reload(&mut self, new: Config) -> Result<String, String> {
+        let changed = changed_keys(&self.cfg, &new);
+        let fixed: Vec<&String> = changed.iter().filter(|k| !reloadable(k)).collect();
+        if !fixed.is_empty() {
+            return Err(format!(
+                "{} changed: {} a restart (systemctl restart rampart), nothing was reloaded",
+                fixed
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if fixed.len() == 1 {
+                    "that needs"
+                } else {
+                    "these need"
+                },
+            ));
+        }
+        let detect_keys: Vec<&String> = changed
+            .iter()
+            .filter(|k| k.starts_with("detect.") && *k != "detect.whitelist")
+            .collect();
+        let mut done = Vec::new();
+        // Detection first: the one step that can still refuse.
+        let new_whitelist: Vec<Prefix> = new
+            .detect
+            .whitelist
+            .iter()
+            .filter_map(|w| Prefix::parse(w).ok())
+            .collect();
+        if !detect_keys.is_empty() {
+            let mut det =
+                Detection::new(&new.detect, &self.scope.name()).map_err(|e| e.to_string())?;
+            for p in &self.operator_whitelist {
+                det.add_whitelist(*p);
+            }
+            let kept = match det.restore(&self.detection.learned()) {
+                Restore::Fresh { .. } => "baselines learned afresh",
+                _ => "baselines kept",
+            };
+            self.detection = det;
+            done.push(format!(
+                "{} changed ({kept}; blocks, policed sources and protection kept)",
+                detect_keys
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        } else if changed.iter().any(|k| k == "detect.whitelist") {
+            let old: Vec<Prefix> = self
+                .cfg
+                .detect
+                .whitelist
+                .iter()
+                .filter_map(|w| Prefix::parse(w).ok())
+                .collect();
+            for p in &old {
+                if !new_whitelist.contains(p) && !self.operator_whitelist.contains(p) {
+                    self.detection.remove_whitelist(p);
+                }
+            }
+            for p in &new_whitelist {
+                self.detection.add_whitelist(*p);
+            }
+        }
+        if changed.iter().any(|k| k == "detect.whitelist") {
+            // Sources the new whitelist covers go free, as a whitelisting
+            // through the API frees them.
+            let hit: Vec<Prefix> = self
+                .blocked
+                .keys()
+                .filter(|b| self.detection.is_whitelisted(b))
+                .copied()
+                .collect();
+            for p in &new_whitelist {
+                self.release_policed(p);
+            }
+            let rs = vec!["whitelisted in the configuration".to_string(); hit.len()];
+            if let Err(e) = self.unblock_now(&hit, "operator", &rs) {
+                tracing::warn!("releasing newly whitelisted sources: {e}");
+            }
+            done.push(format!(
+                "detect.whitelist now {} prefix(es) ({} blocked source(s) released)",
+                new_whitelist.len(),
+                hit.len()
+            ));
+        }
+        if new.daemon.interval_s != self.cfg.daemon.interval_s {
+            done.push(format!(
+                "daemon.interval_s {} -> {}",
+                self.cfg.daemon.interval_s, new.daemon.interval_s
+            ));
+        }
+        if new.daemon.nice != self.cfg.daemon.nice {
+            set_thread_nice(new.daemon.nice);
+            done.push(format!(
+                "daemon.nice {} -> {} (the loop's thread)",
+                self.cfg.daemon.nice, new.daemon.nice
+            ));
+        }
+        self.cfg = new;
+        self.save();
+        self.publish();
+        Ok(if done.is_empty() {
+            "no change to the daemon's settings".into()
+        } else {
+            done.join("; ")
+        })
+    }
+}
+
+/// The daemon's reload hook: re-read `path`, check it whole (the file, the
+/// token file, the `[server]` listeners, then the daemon's part on its
+/// thread), apply it. `path` is `None` when the daemon started on the
+/// defaults (nothing to re-read).
+///
+/// # Errors
+/// One line: why nothing was applied.
+pub fn reload_file(
+    owner: &OwnerHandle<Daemon>,
+    path: Option<&Path>,
+    side: &ServerSide,
+) -> Result<String, String> {
+    let Some(path) = path else {
+        return Err(
+            "the daemon started without --config: there is no file to re-read (restart it with one)"
+                .into(),
+        );
+    };
+    let new = Config::load(path).map_err(|e| e.to_string())?;
+    new.require_runnable().map_err(|e| e.to_string())?;
+    let tokens = Tokens::from_file(new.server.token_file.as_deref()).map_err(|e| e.to_string())?;
+    side.check(&new.server, &tokens)?;
+    let server = new.server.clone();
+    let msg = owner
+        .call(move |d| d.reload(new))
+        .map_err(|_| "the daemon has stopped".to_string())??;
+    let n = tokens.names().count();
+    side.commit(server, tokens);
+    Ok(format!("{msg}; {n} API token(s)"))
+}

@@ -1,0 +1,199 @@
+//! Reload of a running daemon (SIGHUP, `POST /v1/reload`) under a flood:
+//! the process stays, the blacklist stays and drops every packet of the
+//! flood throughout, a new threshold shows in `/v1/status`, a bad file
+//! is refused with one line and the old configuration keeps running,
+//! restart-only keys are refused, new tokens replace the old.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+
+use common::Daemon;
+use rampart_lab::gen::{GenSpec, Generator, Limit};
+use rampart_lab::packet::Proto;
+use rampart_lab::testing::TestLab;
+use rampart_lab::topology::HOST_IF;
+
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (
+        code,
+        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
+    )
+}
+
+fn get(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let (code, body) = http(addr, "GET", path, None, "");
+    assert_eq!(code, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The frames from 172.16.0.0/12 that reached the host's stack.
+fn leaked(ns: &str) -> u64 {
+    let out = rampart_dataplane::cmd::in_ns(
+        ns,
+        "iptables",
+        &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
+    )
+    .unwrap();
+    out.lines()
+        .find(|l| l.contains("172.16.0.0/12"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+struct Detach(String);
+impl Drop for Detach {
+    fn drop(&mut self) {
+        let _ = common::rampart(&["ddos", "detach", "--iface", HOST_IF, "--netns", &self.0]);
+    }
+}
+
+fn config(ns: &str, dir: &std::path::Path, multiplier: f64, extra: &str) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n[daemon]\niface = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
+         state_dir = \"{}\"\ninterval_s = 0.1\n[alerts]\nfile = \"{}\"\n[filter]\nsample_shift = 0\n\
+         [detect]\nmultiplier = {multiplier:.1}\n{extra}",
+        dir.join("tokens").display(),
+        dir.join("state").display(),
+        dir.join("alerts.jsonl").display()
+    )
+}
+
+#[test]
+fn sighup_under_a_flood_keeps_the_daemon_and_its_blacklist() {
+    let lab = TestLab::up("drld", 0);
+    let ns = lab.host_ns();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ddos.toml");
+    std::fs::write(dir.path().join("tokens"), "ops tok-first-1234\n").unwrap();
+    std::fs::write(&cfg, config(&ns, dir.path(), 4.0, "")).unwrap();
+    let _detach = Detach(ns.clone());
+    let mut d = Daemon::spawn(
+        &["ddos", "run", "--config", cfg.to_str().unwrap()],
+        &[],
+        &dir.path().join("daemon.log"),
+    );
+    let log = d.wait_for("API on http://");
+    let addr: SocketAddr = log
+        .split("API on http://")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| c == ',' || c.is_whitespace()).next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pid = d.child.id();
+
+    // The flood's sources are on the blacklist (operator blocks).
+    let spec = GenSpec {
+        sources: 16,
+        proto: Proto::Udp,
+        pps: Some(50_000.0),
+        limit: Limit::Seconds(4.0),
+        ..GenSpec::default()
+    };
+    let tok = Some("tok-first-1234");
+    for i in 0..spec.sources {
+        let body = format!(
+            r#"{{"prefix": "{}", "reason": "test"}}"#,
+            spec.source_addr(i)
+        );
+        let (code, b) = http(addr, "POST", "/v1/blocked", tok, &body);
+        assert_eq!(code, 200, "{b}");
+    }
+    rampart_dataplane::cmd::in_ns(
+        &ns,
+        "iptables",
+        &["-t", "raw", "-A", "PREROUTING", "-s", "172.16.0.0/12"],
+    )
+    .unwrap();
+    assert_eq!(get(addr, "/v1/status")["detect"]["multiplier"], 4.0);
+
+    let g = Generator::new(&lab, &spec).unwrap();
+    let report = std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&AtomicBool::new(false)).unwrap());
+
+        // A good file: the new threshold applies, nothing else moves.
+        std::fs::write(&cfg, config(&ns, dir.path(), 6.0, "")).unwrap();
+        d.signal(libc::SIGHUP);
+        d.wait_for("configuration reloaded (SIGHUP)");
+        assert!(d.alive());
+        assert_eq!(d.child.id(), pid);
+        let st = get(addr, "/v1/status");
+        assert_eq!(st["detect"]["multiplier"], 6.0, "{st}");
+        assert_eq!(st["blocked"], 16, "blacklist intact: {st}");
+
+        // A bad file: refused in one line, the running configuration stays.
+        std::fs::write(&cfg, config(&ns, dir.path(), 8.0, "no_such_key = 1\n")).unwrap();
+        d.signal(libc::SIGHUP);
+        let log = d.wait_for("configuration not reloaded (SIGHUP)");
+        let line = log
+            .lines()
+            .find(|l| l.contains("configuration not reloaded (SIGHUP)"))
+            .unwrap();
+        assert!(line.contains("no_such_key"), "{line}");
+        assert!(d.alive());
+        assert_eq!(get(addr, "/v1/status")["detect"]["multiplier"], 6.0);
+
+        // A restart-only key: refused through the API with the key's name.
+        let other = config(&ns, dir.path(), 6.0, "")
+            .replace("interval_s = 0.1", "interval_s = 0.1\nmode = \"iptables\"");
+        std::fs::write(&cfg, other).unwrap();
+        let (code, body) = http(addr, "POST", "/v1/reload", tok, "");
+        assert_eq!(code, 422, "{body}");
+        assert!(
+            body.contains("daemon.mode") && body.contains("restart"),
+            "{body}"
+        );
+
+        // New tokens: the old one stops working at once.
+        std::fs::write(&cfg, config(&ns, dir.path(), 6.0, "")).unwrap();
+        std::fs::write(dir.path().join("tokens"), "ops tok-second-5678\n").unwrap();
+        let (code, body) = http(addr, "POST", "/v1/reload", tok, "");
+        assert_eq!(code, 200, "{body}");
+        let (code, _) = http(addr, "POST", "/v1/reload", tok, "");
+        assert_eq!(code, 401, "the old token is gone");
+        let (code, body) = http(addr, "POST", "/v1/reload", Some("tok-second-5678"), "");
+        assert_eq!(code, 200, "{body}");
+
+        let r = run.join().unwrap();
+        assert!(d.alive());
+        r
+    });
+    let st = get(addr, "/v1/status");
+    assert_eq!(st["blocked"], 16, "{st}");
+    let log = d.stop();
+    assert!(report.sent_packets > 10_000, "{}", report.sent_packets);
+    assert_eq!(leaked(&ns), 0, "no flood packet reached the host: {log}");
+    // Every reload outcome was said once.
+    assert_eq!(
+        log.matches("configuration reloaded (SIGHUP)").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("configuration not reloaded (SIGHUP)").count(),
+        1,
+        "{log}"
+    );
+}
