@@ -89,11 +89,20 @@ impl FromRequestParts<Arc<ApiState>> for Tenant {
         state: &Arc<ApiState>,
     ) -> Result<Self, Self::Rejection> {
         let p = Principal::from_request_parts(parts, state).await?;
-        p.name
-            .as_ref()
-            .and_then(|n| state.tenants.get(n))
-            .map(|id| Tenant(*id))
-            .ok_or_else(|| ApiError::new(ErrorKind::Unauthorized, "this token names no tenant"))
+        let none = || ApiError::new(ErrorKind::Unauthorized, "this token names no tenant");
+        let name = p.name.ok_or_else(none)?;
+        if let Some(id) = state.tenants.get(&name) {
+            return Ok(Tenant(*id));
+        }
+        // A tenant added by a reload since the server started.
+        state
+            .agent
+            .run(move |a| a.tenant_id(&name))
+            .await
+            .ok()
+            .flatten()
+            .map(Tenant)
+            .ok_or_else(none)
     }
 }
 

@@ -16,6 +16,9 @@
 //! `/sys/fs/bpf/rampart/tenant/<instance>/maps/<shared map>` and
 //! `…/tenants/<tenant>/maps/<map>`.
 
+mod reload;
+pub use reload::reload_file;
+
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;

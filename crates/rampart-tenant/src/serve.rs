@@ -109,9 +109,14 @@ impl Drop for Server {
 ///
 /// # Errors
 /// As [`Server::start`].
-pub fn serve(cfg: Config, cancel: &AtomicBool) -> Result<()> {
+pub fn serve(cfg: Config, path: Option<&std::path::Path>, cancel: &AtomicBool) -> Result<()> {
     let name = cfg.infra.name.clone();
     let server = Server::start(cfg)?;
+    // SIGHUP and POST /v1/reload re-read the file (docs/operations.md).
+    if let (Some(s), Some(agent), Some(path)) = (&server.server, server.agent(), path) {
+        let path = path.to_path_buf();
+        s.on_reload(move |side| crate::host::reload_file(&agent, &path, side));
+    }
     let metrics = server
         .metrics_addr
         .map(|m| format!(", metrics on http://{m}/metrics"))
@@ -120,7 +125,10 @@ pub fn serve(cfg: Config, cancel: &AtomicBool) -> Result<()> {
         "rampart tenant: instance {name} serving on http://{}{metrics}",
         server.addr
     );
-    rampart_service::server::wait_until(cancel);
+    match &server.server {
+        Some(s) => s.wait(cancel),
+        None => rampart_service::server::wait_until(cancel),
+    }
     server.stop();
     tracing::info!("rampart tenant: instance {name} stopped (program detached, pins removed)");
     Ok(())

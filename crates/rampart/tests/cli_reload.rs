@@ -197,3 +197,69 @@ fn sighup_under_a_flood_keeps_the_daemon_and_its_blacklist() {
         "{log}"
     );
 }
+
+#[test]
+fn tenant_serve_takes_a_new_tenant_and_refuses_a_removal() {
+    rampart_lab::testing::require_kernel();
+    let name = rampart_lab::testing::unique_prefix("trld");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("tenant.toml");
+    let tokens = dir.path().join("tokens");
+    let write = |tenants: &[&str]| {
+        let mut t = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n[infra]\nname = \"{name}\"\ninterfaces = [\"lo\"]\nattach = false\n",
+            tokens.display()
+        );
+        let mut tok = String::new();
+        for (i, n) in tenants.iter().enumerate() {
+            t.push_str(&format!(
+                "[[tenant]]\nname = \"{n}\"\nid = {}\nselectors = [\"prefix:10.20.{}.0/24\"]\n",
+                i + 1,
+                i + 1
+            ));
+            tok.push_str(&format!("{n} tok-{n}-secret\n"));
+        }
+        std::fs::write(&tokens, tok).unwrap();
+        std::fs::write(&cfg, t).unwrap();
+    };
+    write(&["acme"]);
+    let mut d = Daemon::spawn(
+        &["tenant", "serve", "--config", cfg.to_str().unwrap()],
+        &[],
+        &dir.path().join("serve.log"),
+    );
+    let log = d.wait_for("serving on http://");
+    let addr: SocketAddr = log
+        .split("serving on http://")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| c == ',' || c.is_whitespace()).next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (code, _) = http(addr, "GET", "/v1/tenant", Some("tok-beta-secret"), "");
+    assert_eq!(code, 401, "no tenant beta yet");
+
+    // A new tenant: added while running, its token works at once.
+    write(&["acme", "beta"]);
+    d.signal(libc::SIGHUP);
+    d.wait_for("configuration reloaded (SIGHUP)");
+    let (code, body) = http(addr, "GET", "/v1/tenant", Some("tok-beta-secret"), "");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("beta"), "{body}");
+
+    // Removing a tenant needs a restart: refused in one line, both stay.
+    write(&["beta"]);
+    let (code, body) = http(addr, "POST", "/v1/reload", Some("tok-beta-secret"), "");
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("tenant acme"), "{body}");
+    let (code, body) = http(addr, "GET", "/v1/tenant", Some("tok-acme-secret"), "");
+    assert_eq!(code, 200, "acme keeps its access: {body}");
+    assert!(d.alive());
+    let log = d.stop();
+    assert_eq!(
+        log.matches("configuration not reloaded").count(),
+        1,
+        "{log}"
+    );
+    let _ = common::rampart(&["tenant", "cleanup", "--name", &name]);
+}

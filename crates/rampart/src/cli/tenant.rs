@@ -159,7 +159,7 @@ pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
                 print!("{}", cfg.render()?);
                 return Ok(());
             }
-            rampart_tenant::serve::serve(cfg, cancel)?;
+            rampart_tenant::serve::serve(cfg, config.as_deref(), cancel)?;
             Ok(())
         }
         TenantCmd::Submit { client: c, file } => {
