@@ -46,6 +46,17 @@ enum Cmd {
     /// Benchmarks: `rampart bench <name>`.
     #[command(subcommand)]
     Bench(cli::bench::BenchCmd),
+    /// Print shell completions (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (rampart.1 and one per subcommand) into a directory.
+    Man {
+        /// Directory (created if missing).
+        #[arg(long, default_value = ".")]
+        out: std::path::PathBuf,
+    },
 }
 
 impl Cmd {
@@ -95,6 +106,16 @@ fn is_usage_error(e: &anyhow::Error) -> bool {
             .is_some_and(rampart_bench::Error::is_usage)
 }
 
+/// `rampart man`: the man pages clap describes, one per command.
+fn man_pages(out: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use clap::CommandFactory;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    clap_mangen::generate_to(Cli::command(), out)
+        .with_context(|| format!("writing man pages into {}", out.display()))?;
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -141,6 +162,17 @@ fn main() -> ExitCode {
         Cmd::Ddos(c) => cli::ddos::run(c, &cancel),
         Cmd::Tenant(c) => cli::tenant::run(c, &cancel),
         Cmd::Bench(c) => cli::bench::run(c, &cancel),
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "rampart",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
+        Cmd::Man { out } => man_pages(&out),
     }));
     let res = match res {
         Ok(r) => r,

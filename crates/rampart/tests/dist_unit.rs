@@ -54,3 +54,41 @@ fn the_unit_verifies_and_scores_at_most_2_5() {
         assert!(unit_text().contains(want), "the unit lacks {want}");
     }
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_cli() {
+    let bin = env!("CARGO_BIN_EXE_rampart");
+    let o = Command::new(bin)
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let bash = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        bash.contains("complete") && bash.contains("--log-format"),
+        "{bash}"
+    );
+    let o = Command::new(bin)
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(bin)
+        .args(["man", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let top = std::fs::read_to_string(dir.path().join("rampart.1")).unwrap();
+    assert!(
+        top.contains(".TH rampart") && top.contains("RUST_LOG"),
+        "{top}"
+    );
+    let run = std::fs::read_to_string(dir.path().join("rampart-ddos-run.1")).unwrap();
+    assert!(run.contains("config"), "{run}");
+}
