@@ -171,3 +171,43 @@ fn tenant_daemon_says_each_line_once_and_rust_log_filters() {
     assert!(!log.contains("serving on"), "RUST_LOG=warn: {log}");
     let _ = common::rampart(&["tenant", "cleanup", "--name", &name]);
 }
+
+#[test]
+fn ddos_daemon_without_root_or_interface_says_so_in_one_line() {
+    rampart_lab::testing::require_kernel();
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = dir.path().join("ddos.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"\"\n[daemon]\niface = \"rpnosuch0\"\nstate_dir = \"{}\"\n",
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    // A missing interface.
+    let o = common::rampart(&["ddos", "run", "--config", cfg]);
+    let line = common::one_error_line(&o, "rpnosuch0");
+    assert!(line.contains("not found"), "{line}");
+    // Every capability dropped, as user nobody.
+    let o = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            env!("CARGO_BIN_EXE_rampart"),
+            "ddos",
+            "run",
+            "--config",
+            cfg,
+        ])
+        .output()
+        .expect("setpriv (util-linux)");
+    common::one_error_line(&o, "root");
+}

@@ -28,6 +28,8 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
         print!("{}", cfg.render()?);
         return Ok(());
     }
+    // Before any thread starts: without root, one line naming what is missing.
+    rampart_dataplane::features::require_root("rampart ddos run")?;
     let server_cfg = cfg.server.clone();
     let mode = cfg.daemon.mode.name();
     let h = Handle::spawn(cfg)?;
