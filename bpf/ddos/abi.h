@@ -566,4 +566,69 @@ struct ddos_compl_config {
 	__u32 _pad;
 };
 
+/* ---- evidence: packets of an attack, sampled by the filter ---- */
+
+/*
+ * While an attack is in progress the daemon marks its victim in
+ * ddos_capture (and counts the marks in ddos_capctl.n_active: 0 skips the
+ * lookup, so the filter pays one array read per packet when no attack is
+ * marked). The filter copies the first `first` packets to the victim that
+ * are of the attack's kind (`classes`, DDOS_POLICE_* as for policing, 0:
+ * every packet; `sport`: a UDP/TCP source port, 0: any), then 1 in
+ * `every`, into the ring buffer ddos_evidence, before it drops or passes
+ * them: blocked sources' packets are evidence too.
+ */
+/* Victims marked at most. */
+#define DDOS_CAPTURE_MAX 64
+/* Bytes of each packet kept (the headers and the start of the payload). */
+#define DDOS_CAPTURE_SNAPLEN 256
+/* Size of ddos_evidence (bytes, a power of 2 pages). */
+#define DDOS_EVIDENCE_RING (1 << 20)
+
+/* ddos_capctl's one element. */
+struct ddos_capture_ctl {
+	/* Entries in ddos_capture: 0 skips the lookup. */
+	__u32 n_active;
+	__u32 _pad;
+};
+
+/* Key of ddos_capture: the victim (destination) address, network order, IPv4 in [0]. */
+struct ddos_capture_key {
+	/* 4 or 6. */
+	__u32 family;
+	__u32 addr[4];
+};
+
+/* Value of ddos_capture: what to sample (userspace) and how it went (data path). */
+struct ddos_capture_val {
+	/* The attack's number (userspace's; copied into each record). */
+	__u32 id;
+	/* DDOS_POLICE_* classes of the attack's packets, 0: every packet. */
+	__u32 classes;
+	/* Source port of the attack's packets (network order), 0: any. */
+	__u16 sport;
+	__u16 _pad;
+	/* The first `first` packets, then 1 in `every` (0: only the first). */
+	__u32 first;
+	__u32 every;
+	__u32 _pad2;
+	/* Packets of the attack seen, sampled, and lost to a full ring. */
+	__u64 seen;
+	__u64 sampled;
+	__u64 ring_full;
+};
+
+/* A record of ddos_evidence: one sampled packet. */
+struct ddos_evidence_rec {
+	/* ddos_capture_val.id of its attack. */
+	__u32 id;
+	/* Length of the frame on the wire, and of data[] kept. */
+	__u32 len;
+	__u32 caplen;
+	__u32 _pad;
+	/* CLOCK_MONOTONIC when the filter saw it (ns). */
+	__u64 ts_ns;
+	__u8 data[DDOS_CAPTURE_SNAPLEN];
+};
+
 #endif /* RAMPART_DDOS_ABI_H */

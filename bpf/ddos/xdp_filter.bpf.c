@@ -146,6 +146,30 @@ struct {
 	__type(value, __u32);
 } ddos_next SEC(".maps");
 
+/* Evidence (see ddos/abi.h): the victims marked, the switch, the ring. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, DDOS_CAPTURE_MAX);
+	__type(key, struct ddos_capture_key);
+	__type(value, struct ddos_capture_val);
+} ddos_capture SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ddos_capture_ctl);
+} ddos_capctl SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, DDOS_EVIDENCE_RING);
+} ddos_evidence SEC(".maps");
+
+/* Never read: it puts the ring's record type into the object's BTF, where
+ * Rust's type for it comes from (a ring buffer map names no value type). */
+const volatile struct ddos_evidence_rec ddos_evidence_rec_btf = {};
+
 enum match_kind {
 	MATCH_NONE = 0,
 	MATCH_EXACT = 1,
@@ -468,6 +492,58 @@ static __always_inline int police_v6(const __u32 *saddr, __u32 cls)
 }
 
 /*
+ * Evidence: is the packet of an attack marked in ddos_capture, and is it
+ * one to keep (the first `first`, then 1 in `every`)? Then copy its first
+ * DDOS_CAPTURE_SNAPLEN bytes into ddos_evidence.
+ */
+static __always_inline int capture(struct xdp_md *ctx, const struct pkt_info *pi, int status)
+{
+	struct ddos_capture_key k = { .family = pi->family };
+	struct ddos_capture_val *v;
+	struct ddos_evidence_rec *r;
+	__u64 n, len, cap;
+
+	if (pi->family == 4)
+		k.addr[0] = pi->daddr[0];
+	else if (pi->family == 6)
+		__builtin_memcpy(k.addr, pi->daddr, 16);
+	else
+		return 0;
+	v = bpf_map_lookup_elem(&ddos_capture, &k);
+	if (!v)
+		return 0;
+	if (v->classes && !(v->classes & police_class(pi, status)))
+		return 0;
+	if (v->sport && (status != PARSE_OK || pi->sport != v->sport))
+		return 0;
+	n = __sync_fetch_and_add(&v->seen, 1);
+	if (n >= v->first && (!v->every || (n - v->first) % v->every))
+		return 0;
+	r = bpf_ringbuf_reserve(&ddos_evidence, sizeof(*r), 0);
+	if (!r) {
+		__sync_fetch_and_add(&v->ring_full, 1);
+		return 0;
+	}
+	len = ctx->data_end - ctx->data;
+	/* Opaque before it is bounded: clang would otherwise hand the helper
+	 * `len` itself (equal where it is short), unbounded for the verifier. */
+	cap = len;
+	barrier_var(cap);
+	if (cap > DDOS_CAPTURE_SNAPLEN)
+		cap = DDOS_CAPTURE_SNAPLEN;
+	r->id = v->id;
+	r->len = len;
+	r->_pad = 0;
+	r->ts_ns = bpf_ktime_get_ns();
+	if (cap < 1 || bpf_xdp_load_bytes(ctx, 0, r->data, cap))
+		cap = 0;
+	r->caplen = cap;
+	bpf_ringbuf_submit(r, 0);
+	__sync_fetch_and_add(&v->sampled, 1);
+	return 0;
+}
+
+/*
  * The flood fast path: an untagged IPv4 frame whose header passes the same
  * checks parse_ipv4() makes before it trusts the source (version 4, IHL ≥ 5,
  * the whole header inside the frame, total length ≥ header length). Such a
@@ -505,19 +581,23 @@ int xdp_filter(struct xdp_md *ctx)
 	__u64 len = data_end - data;
 	struct ddos_filter_stats *st;
 	struct ddos_filter_ctl *ctl;
+	struct ddos_capture_ctl *cc;
 	struct pkt_info pi;
-	__u32 zero = 0, saddr;
+	__u32 zero = 0, saddr, capturing;
 	int status, m = MATCH_NONE, checked4 = 0;
 
 	st = bpf_map_lookup_elem(&ddos_fstats, &zero);
 	ctl = bpf_map_lookup_elem(&ddos_ctl, &zero);
-	if (!st || !ctl)
+	cc = bpf_map_lookup_elem(&ddos_capctl, &zero);
+	if (!st || !ctl || !cc)
 		return XDP_ABORTED;
+	/* Evidence of an attack in progress needs the parse even for blocked sources. */
+	capturing = cc->n_active;
 
 	if (quick_src4(data, data_end, &saddr)) {
 		m = match_v4(ctl, st, saddr, len);
 		checked4 = 1;
-		if (m != MATCH_NONE)
+		if (m != MATCH_NONE && likely(!capturing))
 			goto drop;
 	}
 	if (checked4)
@@ -529,6 +609,8 @@ int xdp_filter(struct xdp_md *ctx)
 		m = match_v4(ctl, st, pi.saddr[0], len);
 	else if (pi.family == 6)
 		m = match_v6(ctl, st, pi.saddr, len);
+	if (unlikely(capturing))
+		capture(ctx, &pi, status);
 drop:
 	if (m == MATCH_EXACT) {
 		bump(&st->drop[DDOS_DROP_BLACKLIST], len);

@@ -149,6 +149,36 @@ pub struct DemoReport {
     pub nic_capacity: u32,
     /// Attack seconds.
     pub attack_seconds: f64,
+    /// The evidence of each attack (one pcap per attack the daemon saw,
+    /// `tcpdump -r` reads them), copied out of the demo's files: kept
+    /// until the next demo.
+    pub pcaps: Vec<String>,
+}
+
+/// Where the demo keeps the attacks' pcaps (emptied at each demo).
+fn evidence_dir() -> PathBuf {
+    std::env::temp_dir().join("rampart-demo-evidence")
+}
+
+/// Copy the pcaps the alerts named out of the demo's files (removed at
+/// the end) into [`evidence_dir`].
+fn keep_evidence(pcaps: &[String]) -> Result<Vec<String>> {
+    let dir = evidence_dir();
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::Invalid(format!("creating {}: {e}", dir.display())))?;
+    let mut kept = Vec::new();
+    for p in pcaps {
+        let src = Path::new(p);
+        let Some(name) = src.file_name() else {
+            continue;
+        };
+        let dst = dir.join(name);
+        if std::fs::copy(src, &dst).is_ok() {
+            kept.push(dst.display().to_string());
+        }
+    }
+    Ok(kept)
 }
 
 struct Cleanup {
@@ -566,6 +596,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let mut by_det: HashMap<String, usize> = HashMap::new();
     let mut false_bans = 0;
     let mut false_ban_details = Vec::new();
+    let mut pcaps = Vec::new();
     for line in std::fs::read_to_string(dir.join("alerts.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -574,6 +605,11 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
             continue;
         };
         let v = &v["rampart"];
+        if let Some(p) = v["pcap"].as_str() {
+            if !pcaps.iter().any(|x| x == p) {
+                pcaps.push(p.to_string());
+            }
+        }
         if v["event"] != "block" {
             continue;
         }
@@ -633,6 +669,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         interval_s: args.interval,
         nic_capacity: args.nic_capacity,
         attack_seconds: args.attack_seconds,
+        pcaps: keep_evidence(&pcaps)?,
     };
     drop(guard);
     if args.json {
@@ -694,6 +731,9 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
             view.blocked.len(),
             args.unban_timeout
         ),
+    }
+    for p in &r.pcaps {
+        println!("  evidence: {p}");
     }
     println!("lab {} removed", lab.prefix());
     Ok(())

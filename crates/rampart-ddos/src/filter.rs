@@ -13,6 +13,7 @@
 //! ddos_bl6 ddos_lpm4 ddos_lpm6      IPv6 exact, IPv4/IPv6 prefixes
 //! ddos_fstats     per-CPU drop/pass counters        ddos_next      the program array
 //! ddos_police     policed sources: token buckets and their counters
+//! ddos_capture ddos_capctl ddos_evidence            evidence sampling (crate::evidence)
 //! ddos_fctl ddos_fkeys4/6 ddos_fvals4/6 ddos_faddr6 ddos_featst   feature extraction (pairs)
 //! ddos_vkeys4/6 ddos_vvals4/6 ddos_vhll4/6          feature extraction (victims)
 //! ddos_compl compl_link                             handshake completions (tp_btf)
@@ -1048,6 +1049,9 @@ impl Filter {
             (&mut m.ddos_fstats, "ddos_fstats"),
             (&mut m.ddos_next, "ddos_next"),
             (&mut m.ddos_police, pins::POLICE),
+            (&mut m.ddos_capture, crate::evidence::pins::CAPTURE),
+            (&mut m.ddos_capctl, crate::evidence::pins::CAPCTL),
+            (&mut m.ddos_evidence, crate::evidence::pins::EVIDENCE),
         ] {
             map.pin(dir.join(n))
                 .bpf_context(|| format!("pinning {n}"))?;

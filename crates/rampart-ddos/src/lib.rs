@@ -8,6 +8,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod evidence;
 pub mod features;
 pub mod filter;
 pub mod maps;

@@ -360,6 +360,8 @@ pub struct Daemon {
     nic_seen_prev: Option<Count>,
     /// Rates of sources held by a hardware tier without counters.
     estimates: HashMap<Prefix, Estimate>,
+    /// A pcap per attack (None: the filter's pins have no evidence ring).
+    evidence: Option<crate::evidence::Evidence>,
     /// Withdrawn from such a tier to be measured in XDP (not re-planned until measured).
     probing: HashSet<Prefix>,
 }
@@ -684,7 +686,16 @@ impl Daemon {
                 None
             }
         };
+        let evidence =
+            match crate::evidence::Evidence::open(&scope.name(), &d.state_dir.join("evidence")) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!("no evidence pcaps: {e}");
+                    None
+                }
+            };
         let mut me = Self {
+            evidence,
             exclusive: mode == Mode::HwXdpNic,
             cfg,
             features,
@@ -1347,9 +1358,13 @@ impl Daemon {
                 .policing
                 .apply(f, &v.police, &v.unpolice, |p| never_police(det, blocked, p));
         }
+        if let Some(ev) = &mut self.evidence {
+            ev.drain();
+        }
         for e in &v.events {
-            self.alerts
-                .emit(alerts::attack_event(e, &self.cfg.daemon.iface));
+            let mut a = alerts::attack_event(e, &self.cfg.daemon.iface);
+            a.rampart.pcap = self.evidence.as_mut().and_then(|ev| ev.on_event(e));
+            self.alerts.emit(a);
         }
         Ok(
             !decisions.is_empty()

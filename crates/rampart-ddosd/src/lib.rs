@@ -11,6 +11,7 @@ pub mod api;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod evidence;
 pub mod hw;
 pub mod metrics;
 pub mod mode;

@@ -9,7 +9,8 @@
 //! attack in progress with its victim and vector, the blocked reflectors,
 //! and a drop counter that rises between two readings. It takes a
 //! screenshot (`RAMPART_DASHBOARD_PNG=path` keeps it: the README's
-//! docs/figures/dashboard.png comes from here).
+//! docs/figures/dashboard.png comes from here). `rampart status`'s reading
+//! of the same daemon is checked beside it.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -327,6 +328,27 @@ fn dashboard_in_chromium_shows_the_attack_its_blocked_sources_and_rising_drops()
                 }),
                 "the drop counter stayed at {first} (now {now})"
             );
+            // `rampart status` reads the same daemon: without the token it
+            // says one is needed; with it, what the page shows.
+            let base = format!("http://{addr}");
+            let r = rampart_service::status::read(std::slice::from_ref(&base), None);
+            assert!(
+                r.daemons.is_empty()
+                    && r.errors.len() == 1
+                    && r.errors[0].message.contains("--token"),
+                "{r:?}"
+            );
+            let r = rampart_service::status::read(std::slice::from_ref(&base), Some(&token));
+            let text = rampart_service::status::render(&r);
+            for want in [
+                "ddos at http://127.0.0.1:",
+                "UNDER ATTACK",
+                "interfaces  host0 (netns ",
+                "IN PROGRESS udp_amplification/dns on 10.10.0.2/32",
+                " udp_amplification\n",
+            ] {
+                assert!(text.contains(want), "{want:?} missing in:\n{text}");
+            }
             let keep = std::env::var("RAMPART_DASHBOARD_PNG").ok();
             if keep.is_some() {
                 // For the figure: let the chart draw some of the attack.

@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod owner;
 pub mod reload;
 pub mod server;
+pub mod status;
 pub mod testing;
 
 pub use auth::{Principal, Tokens};

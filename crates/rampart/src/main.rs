@@ -29,6 +29,8 @@ struct Cli {
 enum Cmd {
     /// One daemon for the host: ddos, stream and tenant chained on each interface (one config).
     Run(cli::run::RunArgs),
+    /// What the running daemons do now: interfaces, stages, tiers, attacks (their APIs).
+    Status(cli::status::StatusArgs),
     /// The lab: netns topology, traffic generator, counting sink.
     #[command(subcommand)]
     Lab(cli::lab::LabCmd),
@@ -156,6 +158,7 @@ fn main() -> ExitCode {
     }));
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match cli.cmd {
         Cmd::Run(a) => cli::run::run(a, &cancel),
+        Cmd::Status(a) => cli::status::run(a),
         Cmd::Lab(c) => cli::lab::run(c, &cancel),
         Cmd::Demo(a) => cli::demo::run(a, &cancel),
         Cmd::Stream(c) => cli::stream::run(c, &cancel),

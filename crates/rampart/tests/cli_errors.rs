@@ -144,3 +144,25 @@ fn a_closed_output_pipe_ends_quietly() {
     assert!(err.trim().is_empty(), "nothing on stderr, got {err:?}");
     assert_eq!(o.status.code(), Some(0), "quiet success");
 }
+
+#[test]
+fn status_with_no_daemon_running_says_so_in_one_line() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("127.0.0.1:{port}");
+    for json in [false, true] {
+        let mut args = vec!["status", "--server", &server];
+        if json {
+            args.push("--json");
+        }
+        let o = rampart(&args);
+        assert_eq!(o.status.code(), Some(1));
+        let line = one_error_line(&o, "no rampart daemon is running");
+        assert!(line.contains(&format!("http://{server}")), "{line}");
+        assert!(o.stdout.is_empty(), "nothing on stdout: {:?}", o.stdout);
+    }
+}

@@ -16,10 +16,11 @@ pub use crate::xdp_features::types::{
 };
 pub use crate::xdp_filter::types::{
     ddos_addr6 as Addr6, ddos_bl4_bucket as Bl4Bucket, ddos_bl4_table as Bl4Table,
-    ddos_counter as Counter, ddos_entry_meta as EntryMeta, ddos_filter_config as FilterConfig,
-    ddos_filter_ctl as FilterCtl, ddos_filter_stats as FilterStats, ddos_lpm4_key as Lpm4Key,
-    ddos_lpm6_key as Lpm6Key, ddos_pkt_counter as PktCounter, ddos_police_key as PoliceKey,
-    ddos_police_val as PoliceVal,
+    ddos_capture_ctl as CaptureCtl, ddos_capture_key as CaptureKey, ddos_capture_val as CaptureVal,
+    ddos_counter as Counter, ddos_entry_meta as EntryMeta, ddos_evidence_rec as EvidenceRec,
+    ddos_filter_config as FilterConfig, ddos_filter_ctl as FilterCtl,
+    ddos_filter_stats as FilterStats, ddos_lpm4_key as Lpm4Key, ddos_lpm6_key as Lpm6Key,
+    ddos_pkt_counter as PktCounter, ddos_police_key as PoliceKey, ddos_police_val as PoliceVal,
 };
 
 pod!(
@@ -48,6 +49,10 @@ pod!(
     PktCounter,
     PoliceKey,
     PoliceVal,
+    CaptureCtl,
+    CaptureKey,
+    CaptureVal,
+    EvidenceRec,
 );
 
 const _: () = assert!(size_of::<Bl4Bucket>() == 4 * DDOS_BL4_SLOTS_PER_BUCKET);
@@ -69,6 +74,11 @@ const _: () = assert!(
 const _: () = assert!(std::mem::offset_of!(FilterStats, drop) == 16);
 const _: () = assert!(size_of::<FilterConfig>() == 16);
 const _: () = assert!(size_of::<PoliceKey>() == 20);
+const _: () = assert!(size_of::<CaptureCtl>() == 8);
+const _: () = assert!(size_of::<CaptureKey>() == 20);
+// id, classes, sport + pad, first, every, pad; seen, sampled, ring_full.
+const _: () = assert!(size_of::<CaptureVal>() == 24 + 3 * 8);
+const _: () = assert!(size_of::<EvidenceRec>() == 24 + DDOS_CAPTURE_SNAPLEN as usize);
 // lock, rate, burst, pad; tokens, last_ns, passed, dropped.
 const _: () = assert!(size_of::<PoliceVal>() == 16 + 4 * 8);
 const _: () = assert!(std::mem::offset_of!(PoliceVal, tokens) == 16);

@@ -6,6 +6,7 @@ pub mod ddosd;
 pub mod demo;
 pub mod lab;
 pub mod run;
+pub mod status;
 pub mod stream;
 pub mod stream_metrics;
 pub mod tenant;
