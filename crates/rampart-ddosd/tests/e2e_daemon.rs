@@ -288,7 +288,9 @@ fn restart_under_attack_leaks_no_packet() {
         sources: 16,
         proto: Proto::Udp,
         pps: Some(100_000.0),
-        limit: Limit::Seconds(2.5),
+        // A cap: the attack runs until both tiers have dropped some of it
+        // after the restart (however slow the machine), then stops.
+        limit: Limit::Seconds(120.0),
         ..GenSpec::default()
     };
     for i in 0..spec.sources {
@@ -309,8 +311,9 @@ fn restart_under_attack_leaks_no_packet() {
     let xdp0 = f.stats().unwrap().dropped("blacklist");
     let g = Generator::new(&lab, &spec).unwrap();
     let mut hw_total = 0u64;
+    let stop_attack = AtomicBool::new(false);
     let report = std::thread::scope(|s| {
-        let run = s.spawn(|| g.run(&AtomicBool::new(false)).unwrap());
+        let run = s.spawn(|| g.run(&stop_attack).unwrap());
         // Under attack: sources move to the NIC, then the daemon dies and a new one resumes.
         wait_for("offload", Duration::from_secs(20), || {
             h.view()
@@ -332,10 +335,22 @@ fn restart_under_attack_leaks_no_packet() {
                 .all(|b| b.detector == "operator" && b.operator),
             "reasons restored from the state file"
         );
+        let nic = EmulatedNic::open(&nic_hop(&lab), Duration::ZERO).unwrap();
+        let nic_total = || -> u64 { nic.rules().unwrap().iter().map(|(_, c)| c.packets).sum() };
+        let (nic_at_restart, xdp_at_restart) =
+            (nic_total(), f.stats().unwrap().dropped("blacklist"));
+        wait_for(
+            "both tiers dropping after the restart",
+            Duration::from_secs(60),
+            || {
+                nic_total() > nic_at_restart
+                    && f.stats().unwrap().dropped("blacklist") > xdp_at_restart
+            },
+        );
+        stop_attack.store(true, std::sync::atomic::Ordering::Relaxed);
         let r = run.join().unwrap();
         std::thread::sleep(Duration::from_millis(200));
-        let nic = EmulatedNic::open(&nic_hop(&lab), Duration::ZERO).unwrap();
-        hw_total = nic.rules().unwrap().iter().map(|(_, c)| c.packets).sum();
+        hw_total = nic_total();
         h2.stop().unwrap();
         r
     });
