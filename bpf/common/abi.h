@@ -155,4 +155,21 @@ struct parse_limits {
 	__u8 _pad;
 };
 
+/*
+ * The XDP chain (common/chain.h): one entry point per interface and one
+ * program array of stage slots, tried in this order. A stage's verdict
+ * other than XDP_PASS is final (so the tenant stage, whose programs'
+ * verdicts are theirs, comes last); on XDP_PASS it tries the slots after
+ * its own, then passes the frame to the stack.
+ */
+enum chain_slot {
+	/* xdp_filter (blacklist, policing), which tail-calls xdp_features. */
+	CHAIN_SLOT_DDOS = 0,
+	/* xdp_stream_tap: analyses every frame and passes it on. */
+	CHAIN_SLOT_STREAM = 1,
+	/* xdp_tenant_dispatch: demux, fairness, the tenant's program. */
+	CHAIN_SLOT_TENANT = 2,
+	CHAIN_SLOTS = 3,
+};
+
 #endif /* RAMPART_COMMON_ABI_H */

@@ -33,9 +33,11 @@
  *                           the kernel a request socket), invalid:
  *                           XDP_DROP; otherwise, ACK_GUARD on → XDP_DROP
  *                           (guard_dropped), off → XDP_PASS.
- * This stage returns XDP_PASS for everything else.
+ * This stage passes everything else: to the chain's next stage
+ * (common/chain.h), XDP_PASS alone.
  */
 #include "common/parse.h"
+#include "common/chain.h"
 #include "common/synack.h"
 #include "ddos/abi.h"
 #include "ddos/cookie.h"
@@ -711,17 +713,17 @@ int xdp_features(struct xdp_md *ctx)
 	st = bpf_map_lookup_elem(&ddos_featst, &zero);
 	ctl = bpf_map_lookup_elem(&ddos_fctl, &zero);
 	if (!st || !ctl)
-		return XDP_PASS;
+		return chain_next(ctx, CHAIN_SLOT_DDOS);
 
 	status = parse_packet_lim(data, data_end, &pi, ddos_feat_cfg.limits.max_vlans,
 				  ddos_feat_cfg.limits.max_v6_ext, ddos_feat_cfg.limits.shims);
 	if (status == PARSE_NOT_IP) {
 		st->skipped[DDOS_FEAT_SKIP_NOT_IP]++;
-		return XDP_PASS;
+		return chain_next(ctx, CHAIN_SLOT_DDOS);
 	}
 	if (status != PARSE_OK) {
 		st->skipped[DDOS_FEAT_SKIP_MALFORMED]++;
-		return XDP_PASS;
+		return chain_next(ctx, CHAIN_SLOT_DDOS);
 	}
 
 	slot = ctl->slot & 1;
@@ -754,9 +756,11 @@ int xdp_features(struct xdp_md *ctx)
 			else
 				ddos_victim_event6(vi, ev);
 		}
-		return r & 0xff;
+		if ((r & 0xff) != XDP_PASS)
+			return r & 0xff;
+		return chain_next(ctx, CHAIN_SLOT_DDOS);
 	}
-	return XDP_PASS;
+	return chain_next(ctx, CHAIN_SLOT_DDOS);
 }
 
 RAMPART_LICENSE;

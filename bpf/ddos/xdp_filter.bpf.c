@@ -14,8 +14,9 @@
  * parse status:
  *
  *   PARSE_OK          → DDOS_PASS_CLEAN, tail call into ddos_next[0]
- *                       (feature extraction), XDP_PASS if it is empty;
- *   PARSE_NOT_IP      → DDOS_PASS_NOT_IP, XDP_PASS (ARP, LLDP, ... must flow);
+ *                       (feature extraction), the chain's next stage if it
+ *                       is empty;
+ *   PARSE_NOT_IP      → DDOS_PASS_NOT_IP, passed (ARP, LLDP, ... must flow);
  *   PARSE_TRUNCATED   → DDOS_DROP_TRUNCATED     } XDP_DROP, or XDP_PASS with
  *   PARSE_BAD_HEADER  → DDOS_DROP_BAD_HEADER    } DDOS_PASS_MALFORMED when
  *   PARSE_TOO_DEEP    → DDOS_DROP_TOO_DEEP      } loaded with pass_malformed.
@@ -30,8 +31,11 @@
  * around filters. A blacklisted source is dropped as blacklisted even when
  * the rest of its frame is malformed, and a policed one over its rate as
  * policed (under its rate, its packet is judged like any other).
+ *
+ * "Passed" is the chain's next stage (common/chain.h), XDP_PASS alone.
  */
 #include "common/parse.h"
+#include "common/chain.h"
 #include "ddos/abi.h"
 
 _Static_assert(DDOS_PASS_ENCAP_MPLS - DDOS_PASS_ENCAP_GRE == PARSE_ENCAP_MPLS - PARSE_ENCAP_GRE &&
@@ -641,7 +645,7 @@ drop:
 			return XDP_ABORTED;
 		bump(&st->pass[DDOS_PASS_ENCAP_GRE + k - PARSE_ENCAP_GRE], len);
 		if (status == PARSE_NOT_IP)
-			return XDP_PASS;
+			return chain_next(ctx, CHAIN_SLOT_DDOS);
 		goto next;
 	}
 
@@ -650,11 +654,11 @@ drop:
 		break;
 	case PARSE_NOT_IP:
 		bump(&st->pass[DDOS_PASS_NOT_IP], len);
-		return XDP_PASS;
+		return chain_next(ctx, CHAIN_SLOT_DDOS);
 	default:
 		if (ddos_filter_cfg.pass_malformed) {
 			bump(&st->pass[DDOS_PASS_MALFORMED], len);
-			return XDP_PASS;
+			return chain_next(ctx, CHAIN_SLOT_DDOS);
 		}
 		if (status == PARSE_TRUNCATED)
 			bump(&st->drop[DDOS_DROP_TRUNCATED], len);
@@ -669,7 +673,7 @@ drop:
 next:
 	bpf_tail_call(ctx, &ddos_next, 0);
 	st->no_next_stage++;
-	return XDP_PASS;
+	return chain_next(ctx, CHAIN_SLOT_DDOS);
 policed:
 	bump(&st->drop[DDOS_DROP_POLICED], len);
 	return XDP_DROP;

@@ -10,8 +10,8 @@
  *       userspace harvests an epoch after it ended, so a map is never read
  *       while this program writes it. A full map sends the tuple to the
  *       ring buffer instead (nothing is lost to the analysis).
- *   → the frame goes on unchanged: the next stage (slot 0 of
- *   stream_tap_next, when one is there) or XDP_PASS.
+ *   → the frame goes on unchanged: the chain's next stage
+ *   (common/chain.h), or XDP_PASS.
  *
  * A monitor never takes a server's frames: malformed, filtered and
  * unanalysed frames all go on; only the analysis loses a tuple when the
@@ -25,6 +25,7 @@
 #ifndef RAMPART_STREAM_TAP_H
 #define RAMPART_STREAM_TAP_H
 
+#include "common/chain.h"
 #include "stream/offload.h"
 
 struct {
@@ -68,14 +69,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } stream_tap_stats SEC(".maps");
-
-/* Slot 0: the stage after the tap (empty: XDP_PASS). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} stream_tap_next SEC(".maps");
 
 static __always_inline void tap_count(__u32 idx)
 {
@@ -255,11 +248,10 @@ static __always_inline void stream_tap(struct xdp_md *ctx)
 	stream_tap_tuple_out(&t);
 }
 
-/* After the tap: the next stage if one is installed, else the stack. */
+/* After the tap: the chain's next installed stage, else the stack. */
 static __always_inline int stream_tap_next_stage(struct xdp_md *ctx)
 {
-	bpf_tail_call(ctx, &stream_tap_next, 0);
-	return XDP_PASS;
+	return chain_next(ctx, CHAIN_SLOT_STREAM);
 }
 
 #endif /* RAMPART_STREAM_TAP_H */

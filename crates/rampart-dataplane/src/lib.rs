@@ -3,6 +3,7 @@
 //! `BPF_PROG_RUN`, per-CPU map reads, running the system's tools ([`cmd`]),
 //! and probes that name a missing kernel feature instead of failing obscurely.
 
+pub mod chain;
 pub mod cmd;
 pub mod emulated_nic;
 pub mod error;

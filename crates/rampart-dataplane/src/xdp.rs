@@ -374,6 +374,25 @@ pub fn prog_name(id: u32) -> Option<String> {
     Some(String::from_utf8_lossy(&name).into_owned())
 }
 
+/// The id of the program behind `fd`.
+///
+/// # Errors
+/// The kernel's error.
+pub fn prog_id_of(fd: RawFd) -> Result<u32> {
+    // SAFETY: a C struct of integers and pointers: all zeroes is valid.
+    let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is valid for `len` bytes of writes.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    if rc != 0 {
+        return Err(Error::Io {
+            context: "reading a program's info".into(),
+            err: std::io::Error::from_raw_os_error(-rc),
+        });
+    }
+    Ok(info.id)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

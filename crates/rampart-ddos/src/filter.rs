@@ -48,7 +48,9 @@ use rampart_bpf::abi::ddos::{PoliceKey, PoliceVal};
 use rampart_bpf::tp_completions::TpCompletionsSkelBuilder;
 use rampart_bpf::xdp_features::XdpFeaturesSkelBuilder;
 use rampart_bpf::xdp_filter::XdpFilterSkelBuilder;
+use rampart_dataplane::chain::{Chain, CHAIN_SLOT_DDOS};
 use rampart_dataplane::error::BpfContext;
+use rampart_dataplane::maps as dmaps;
 use rampart_dataplane::xdp::{XdpLink, XdpMode};
 use rampart_dataplane::{netns, pin};
 use rand::SeedableRng;
@@ -787,6 +789,36 @@ fn getrandom_fill(buf: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// How [`Filter::install`] makes the filter run.
+#[derive(Clone, Copy)]
+enum Hook<'a> {
+    /// Loaded and pinned only.
+    None,
+    /// Alone on the interface, through a pinned link.
+    Link(XdpMode),
+    /// As the ddos stage of the interface's chain.
+    Chain(&'a Chain),
+}
+
+/// Empty the ddos slot of the chain of scope `name` if it holds the
+/// filter pinned in `dir` (the chain's pins use the scope's name).
+fn leave_chain(name: &str, dir: &Path) -> Result<()> {
+    let slots = rampart_dataplane::pin::path(&["chain", name]).join("slots");
+    let Ok(slots) = pin::open_pinned(&slots) else {
+        return Ok(());
+    };
+    let Ok(prog) = pin::open_pinned(&dir.join(pins::PROG_FILTER)) else {
+        return Ok(());
+    };
+    let ours = rampart_dataplane::xdp::prog_id_of(prog.as_raw_fd())?;
+    let key = CHAIN_SLOT_DDOS.to_ne_bytes();
+    let mut id = [0u8; 4];
+    if dmaps::lookup_raw(slots.as_raw_fd(), &key, &mut id)? && u32::from_ne_bytes(id) == ours {
+        dmaps::delete_raw(slots.as_raw_fd(), &key)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn lock_features(name: &str) -> Result<impl Sized> {
     lock_file(name, "features")
 }
@@ -800,7 +832,7 @@ impl Filter {
     /// Invalid config, an existing installation, a missing interface or
     /// namespace, load failures. Nothing is left behind on error.
     pub fn create(scope: &Scope, cfg: &FilterConfig) -> Result<Self> {
-        Self::install(scope, cfg, None)
+        Self::install(scope, cfg, Hook::None)
     }
 
     /// Load, pin and attach the pipeline to the scope's interface; the
@@ -811,10 +843,32 @@ impl Filter {
     /// As [`Filter::create`], plus attach failures (another XDP program on
     /// the interface, a mode the driver lacks). Nothing is left behind on error.
     pub fn attach(scope: &Scope, cfg: &FilterConfig, mode: XdpMode) -> Result<Self> {
-        Self::install(scope, cfg, Some(mode))
+        Self::install(scope, cfg, Hook::Link(mode))
     }
 
-    fn install(scope: &Scope, cfg: &FilterConfig, mode: Option<XdpMode>) -> Result<Self> {
+    /// Load and pin the pipeline as the ddos stage of `chain` (the scope's
+    /// interface's chain, `rampart run`): its programs go on to the
+    /// chain's later stages, and the filter is put in the ddos slot. Like
+    /// a pinned link, the slot keeps filtering after this process exits,
+    /// until [`Filter::detach`].
+    ///
+    /// # Errors
+    /// As [`Filter::create`], plus the slot's update.
+    pub fn join(scope: &Scope, cfg: &FilterConfig, chain: &Chain) -> Result<Self> {
+        Self::install(scope, cfg, Hook::Chain(chain))
+    }
+
+    /// Put this (pinned) filter in the ddos slot of `chain` again (a
+    /// resumed daemon: the slot may have been emptied meanwhile).
+    ///
+    /// # Errors
+    /// The slot's update.
+    pub fn rejoin(&self, chain: &Chain) -> Result<()> {
+        let prog = pin::open_pinned(&self.dir.join(pins::PROG_FILTER))?;
+        Ok(chain.set(CHAIN_SLOT_DDOS, prog.as_raw_fd())?)
+    }
+
+    fn install(scope: &Scope, cfg: &FilterConfig, hook: Hook<'_>) -> Result<Self> {
         use rampart_dataplane::features::{require, Feature};
         cfg.validate()?;
         require(
@@ -834,12 +888,20 @@ impl Filter {
         let tmp_name = format!("{}-{}", std::process::id(), name);
         let tmp = pin::dir(&["ddos-staging", &tmp_name])?;
         let res = (|| -> Result<()> {
-            Self::load_into(&tmp, cfg, netns_ino(scope.netns.as_deref())?)?;
+            let chain = match hook {
+                Hook::Chain(c) => Some(c),
+                _ => None,
+            };
+            Self::load_into(&tmp, cfg, netns_ino(scope.netns.as_deref())?, chain)?;
             let f = Self::open_at(&tmp_name, &tmp)?;
             f.init_ctl(cfg);
-            if let Some(mode) = mode {
-                let link = f.link_prog(scope, mode)?;
-                link.pin(&tmp.join(pins::LINK))?;
+            match hook {
+                Hook::None => {}
+                Hook::Link(mode) => {
+                    let link = f.link_prog(scope, mode)?;
+                    link.pin(&tmp.join(pins::LINK))?;
+                }
+                Hook::Chain(c) => f.rejoin(c)?,
             }
             pin::dir(&["ddos"])?;
             std::fs::rename(&tmp, &dir)
@@ -855,10 +917,18 @@ impl Filter {
         Self::open_at(&name, &dir)
     }
 
-    fn load_into(dir: &Path, cfg: &FilterConfig, netns_ino: u32) -> Result<()> {
+    fn load_into(
+        dir: &Path,
+        cfg: &FilterConfig,
+        netns_ino: u32,
+        chain: Option<&Chain>,
+    ) -> Result<()> {
         let mut open = XdpFilterSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .bpf_context(|| "opening xdp_filter".into())?;
+        if let Some(c) = chain {
+            c.reuse_in(&mut open.maps.rampart_chain)?;
+        }
         let ro = open
             .maps
             .rodata_data
@@ -910,6 +980,9 @@ impl Filter {
             let mut fopen = XdpFeaturesSkelBuilder::default()
                 .open(rampart_dataplane::skel::object_storage())
                 .bpf_context(|| "opening xdp_features".into())?;
+            if let Some(c) = chain {
+                c.reuse_in(&mut fopen.maps.rampart_chain)?;
+            }
             let fro = fopen
                 .maps
                 .rodata_data
@@ -1196,6 +1269,7 @@ impl Filter {
             // A link whose interface is gone is already detached: the error is moot.
             let _ = link.detach();
         }
+        leave_chain(name, &dir)?;
         pin::remove_tree(&dir)?;
         pin::prune_empty_parents(&dir);
         Ok(())

@@ -295,8 +295,9 @@ fn the_next_stage_runs_after_the_tap() {
         testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
         XDP_PASS
     );
-    // A stage that drops everything, in slot 0 of stream_tap_next.
+    // A stage that drops everything, in the tenant slot of the tap's chain.
     use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+    use rampart_dataplane::chain::{CHAIN_SLOT_DDOS, CHAIN_SLOT_TENANT};
     use std::os::fd::AsFd;
     let skel = rampart_bpf::xdp_drop::XdpDropSkelBuilder::default()
         .open(rampart_dataplane::skel::object_storage())
@@ -305,17 +306,35 @@ fn the_next_stage_runs_after_the_tap() {
         .unwrap();
     let next = skel.progs.xdp_drop.as_fd().as_raw_fd() as u32;
     let slot = p.tap_maps().unwrap().next.as_raw_fd();
-    rampart_dataplane::maps::update_raw(slot, &0u32.to_ne_bytes(), &next.to_ne_bytes(), 0).unwrap();
+    // A stage before the tap's own slot is never run after it.
+    rampart_dataplane::maps::update_raw(
+        slot,
+        &CHAIN_SLOT_DDOS.to_ne_bytes(),
+        &next.to_ne_bytes(),
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+        XDP_PASS
+    );
+    rampart_dataplane::maps::update_raw(
+        slot,
+        &CHAIN_SLOT_TENANT.to_ne_bytes(),
+        &next.to_ne_bytes(),
+        0,
+    )
+    .unwrap();
     assert_eq!(
         testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
         XDP_DROP
     );
     assert_eq!(
         drain_ring(&p).len(),
-        2,
-        "the tap ran before the next stage both times"
+        3,
+        "the tap ran before the next stage every time"
     );
-    rampart_dataplane::maps::delete_raw(slot, &0u32.to_ne_bytes()).unwrap();
+    rampart_dataplane::maps::delete_raw(slot, &CHAIN_SLOT_TENANT.to_ne_bytes()).unwrap();
     assert_eq!(
         testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
         XDP_PASS

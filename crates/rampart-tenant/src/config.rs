@@ -130,6 +130,11 @@ pub struct InfraConfig {
     /// 0: every charge is added at once (one atomic per packet).
     #[serde(default = "default_flush_us")]
     pub used_flush_us: u32,
+    /// Run as the tenant stage of these interfaces' chains (`rampart run`)
+    /// instead of alone on them: an interface with a chain here gets the
+    /// dispatcher in the chain's tenant slot. Not a config key.
+    #[serde(skip)]
+    pub chains: Vec<rampart_dataplane::chain::Chain>,
 }
 
 fn default_flush_us() -> u32 {
@@ -149,6 +154,7 @@ impl Default for InfraConfig {
             recheck: true,
             accounting: true,
             used_flush_us: default_flush_us(),
+            chains: Vec::new(),
         }
     }
 }

@@ -29,8 +29,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{AsRawLibbpf, MapCore};
 use rampart_bpf::xdp_tenant_acct::{XdpTenantAcctSkel, XdpTenantAcctSkelBuilder};
 use rampart_bpf::xdp_tenant_dispatch::{XdpTenantDispatchSkel, XdpTenantDispatchSkelBuilder};
+use rampart_dataplane::chain::{Attached, CHAIN_SLOT_TENANT};
 use rampart_dataplane::maps::map_info;
-use rampart_dataplane::xdp::XdpLink;
 use rampart_dataplane::{netns, pin};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -165,7 +165,7 @@ pub struct HostAgent {
     shared: BTreeMap<String, OwnedFd>,
     generation: Option<XdpTenantDispatchSkel<'static>>,
     gen_no: u64,
-    links: Vec<(String, XdpLink)>,
+    links: Vec<(String, Attached)>,
     acct: Option<XdpTenantAcctSkel<'static>>,
     ifindexes: Vec<(String, u32)>,
     tenants: BTreeMap<u32, Tenant>,
@@ -371,8 +371,11 @@ impl HostAgent {
         if self.cfg.infra.attach {
             let fd = self.dispatcher_fd();
             for (name, _) in self.ifindexes.clone() {
-                let link = XdpLink::attach(
+                let chain = self.cfg.infra.chains.iter().find(|c| c.iface() == name);
+                let link = Attached::new(
                     fd,
+                    chain,
+                    CHAIN_SLOT_TENANT,
                     self.cfg.infra.netns.as_deref(),
                     &name,
                     self.cfg.infra.mode,
@@ -706,7 +709,7 @@ impl HostAgent {
                 .map_err(ctx_err(format!("installing tenant {tid}'s program")))?;
         }
         let fd = skel.progs.xdp_tenant_dispatch.as_fd().as_raw_fd();
-        for (_, link) in &self.links {
+        for (_, link) in &mut self.links {
             link.update(fd)?;
         }
         self.generation = Some(skel);

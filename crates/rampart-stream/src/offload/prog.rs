@@ -86,7 +86,8 @@ pub struct TapMaps {
     pub agg: [OwnedFd; 2],
     /// `stream_tap_stats`.
     pub stats: OwnedFd,
-    /// `stream_tap_next` (slot 0: the next stage).
+    /// `rampart_chain`: the chain's slots (bpf/common/chain.h; the tap is
+    /// `CHAIN_SLOT_STREAM`, the frame goes on to the slots after it).
     pub next: OwnedFd,
 }
 
@@ -228,6 +229,21 @@ impl OffloadProgram {
         iface: Option<&str>,
         sizes: TapSizes,
     ) -> Result<Self> {
+        Self::load_in_chain(entry, netns, iface, sizes, None)
+    }
+
+    /// [`Self::load_sized`] as a stage of `chain` (its `rampart_chain` is
+    /// the chain's program array; the caller puts the program in its slot).
+    ///
+    /// # Errors
+    /// As [`Self::load_sized`].
+    pub fn load_in_chain(
+        entry: Entry,
+        netns: Option<&str>,
+        iface: Option<&str>,
+        sizes: TapSizes,
+        chain: Option<rampart_dataplane::chain::Chain>,
+    ) -> Result<Self> {
         rampart_dataplane::features::require_root("the stream offload")?;
         let iface = iface.map(str::to_string);
         if entry == Entry::HostRxMeta && iface.is_none() {
@@ -260,6 +276,9 @@ impl OffloadProgram {
             let mut open = XdpStreamSkelBuilder::default()
                 .open(rampart_dataplane::skel::object_storage())
                 .bpf_context(|| "opening xdp_stream".into())?;
+            if let Some(c) = &chain {
+                c.reuse_in(&mut open.maps.rampart_chain)?;
+            }
             // The nfp entry point only loads offloaded to an nfp (the kernel
             // refuses its queue-select store elsewhere): never here.
             open.progs.xdp_stream_nfp.set_autoload(false);
@@ -315,7 +334,7 @@ impl OffloadProgram {
                 dup(m.stream_tap_agg_0.as_fd(), "tap aggregation map")?,
                 dup(m.stream_tap_agg_1.as_fd(), "tap aggregation map")?,
                 dup(m.stream_tap_stats.as_fd(), "tap counter map")?,
-                dup(m.stream_tap_next.as_fd(), "tap next-stage map")?,
+                dup(m.rampart_chain.as_fd(), "chain slots")?,
             ];
             Ok((
                 [

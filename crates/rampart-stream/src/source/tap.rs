@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rampart_dataplane::xdp::{XdpLink, XdpMode};
+use rampart_dataplane::chain::{Attached, CHAIN_SLOT_STREAM};
+use rampart_dataplane::xdp::XdpMode;
 use rustc_hash::FxHashMap;
 
 use super::{Applied, PacketSource, SourceStats};
@@ -65,6 +66,9 @@ pub struct TapConfig {
     pub offload: OffloadConfig,
     /// The app operators the tap runs (from the plan).
     pub applied: Applied,
+    /// Run as the stream stage of this interface's chain (`rampart run`)
+    /// instead of alone on the interface.
+    pub chain: Option<rampart_dataplane::chain::Chain>,
 }
 
 impl Default for TapConfig {
@@ -82,6 +86,7 @@ impl Default for TapConfig {
                 ..OffloadConfig::default()
             },
             applied: Applied::default(),
+            chain: None,
         }
     }
 }
@@ -145,7 +150,7 @@ pub fn parse_spec(spec: &str) -> Result<TapConfig> {
 struct Inner {
     cfg: TapConfig,
     // Detach before closing the program.
-    link: XdpLink,
+    link: Attached,
     prog: OffloadProgram,
     stats: Arc<SourceStats>,
     analysed: AtomicU64,
@@ -209,11 +214,19 @@ impl TapSource {
         if cfg.mode != TapMode::Aggregate {
             sizes.agg_entries = 1;
         }
-        let prog = OffloadProgram::load_sized(Entry::Tap, None, None, sizes)?;
+        let prog =
+            OffloadProgram::load_in_chain(Entry::Tap, None, None, sizes, cfg.chain.clone())?;
         prog.configure(&cfg.offload)?;
         prog.configure_tap(cfg.mode == TapMode::Aggregate, epoch_ns)?;
         let start_epoch = now_ns() / epoch_ns;
-        let link = XdpLink::attach(prog.prog_fd(), ns.as_deref(), &cfg.iface, XdpMode::Native)?;
+        let link = Attached::new(
+            prog.prog_fd(),
+            cfg.chain.as_ref(),
+            CHAIN_SLOT_STREAM,
+            ns.as_deref(),
+            &cfg.iface,
+            XdpMode::Native,
+        )?;
         Ok(Self {
             inner: Arc::new(Inner {
                 cfg,
