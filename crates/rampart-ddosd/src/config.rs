@@ -38,6 +38,10 @@ pub struct Config {
     pub offload: PlannerConfig,
     /// `[alerts]`: where alerts go (a JSON-lines file or stdout, syslog, a webhook).
     pub alerts: AlertsConfig,
+    /// Run the host filter as the ddos stage of this chain (`rampart run`)
+    /// instead of alone on `[daemon] iface`. Not a config key.
+    #[serde(skip)]
+    pub chain: Option<rampart_dataplane::chain::Chain>,
 }
 
 /// `[daemon]`.
@@ -178,6 +182,7 @@ impl Default for Config {
             detect: DetectionConfig::default(),
             offload: PlannerConfig::default(),
             alerts: AlertsConfig::default(),
+            chain: None,
         }
     }
 }

@@ -346,8 +346,9 @@ pub struct Daemon {
     saved_at: u64,
     intervals: u64,
     recent_intervals: std::collections::VecDeque<f64>,
-    /// The host filter's XDP link, held and checked every interval.
-    attachment: crate::watch::Attachment,
+    /// The host filter's XDP link, held and checked every interval (none
+    /// in a chain: the chain holds the link).
+    attachment: Option<crate::watch::Attachment>,
     /// The last state-file write failed (logged once until one succeeds).
     save_failing: bool,
     /// The last interval's error, logged once until it changes or clears.
@@ -407,6 +408,27 @@ fn open_or_attach(scope: &Scope, cfg: &FilterConfig, mode: XdpMode) -> Result<(F
         Filter::detach(&name)?;
     }
     Ok((Filter::attach(scope, cfg, mode)?, false))
+}
+
+/// Open the filter pinned at `scope` and put it in `chain`'s ddos slot
+/// again, or load a new one into it. Returns (filter, resumed).
+fn open_or_join(
+    scope: &Scope,
+    cfg: &FilterConfig,
+    chain: &rampart_dataplane::chain::Chain,
+) -> Result<(Filter, bool)> {
+    let name = scope.name();
+    if filter::pin_dir(&name).exists() {
+        let f = Filter::open(&name)?;
+        if !f.is_linked() {
+            f.rejoin(chain)?;
+            return Ok((f, true));
+        }
+        // Attached alone by `rampart ddos run` before: start over in the chain.
+        drop(f);
+        Filter::detach(&name)?;
+    }
+    Ok((Filter::join(scope, cfg, chain)?, false))
 }
 
 /// The filter on the NIC hop, chained in front of the program the hop runs.
@@ -588,11 +610,22 @@ impl Daemon {
         } else {
             None
         };
-        let (host_f, mut resumed) = open_or_attach(&scope, &fcfg, xdp_mode(&cfg.filter.xdp_mode))?;
-        let mut attachment =
-            crate::watch::Attachment::open(&scope, &host_f, xdp_mode(&cfg.filter.xdp_mode))?;
+        // In a chain (`rampart run`) the chain holds the interface's link.
+        let (host_f, mut resumed, mut attachment) = match &cfg.chain {
+            Some(chain) => {
+                let (f, r) = open_or_join(&scope, &fcfg, chain)?;
+                (f, r, None)
+            }
+            None => {
+                let (f, r) = open_or_attach(&scope, &fcfg, xdp_mode(&cfg.filter.xdp_mode))?;
+                let a = crate::watch::Attachment::open(&scope, &f, xdp_mode(&cfg.filter.xdp_mode))?;
+                (f, r, Some(a))
+            }
+        };
         // A pinned link whose interface was deleted and created again while the daemon was down.
-        attachment.check();
+        if let Some(a) = &mut attachment {
+            a.check();
+        }
         let features = Features::open(&scope.name())?;
         let (host, host_filter) = match mode {
             Mode::XdpHost | Mode::HwXdpHost => {
@@ -1586,7 +1619,9 @@ impl Owned for Daemon {
     }
 
     fn tick(&mut self) {
-        self.attachment.check();
+        if let Some(a) = &mut self.attachment {
+            a.check();
+        }
         // A failure that repeats every interval is said once (and once
         // when intervals work again), not twice a second.
         match self.step() {

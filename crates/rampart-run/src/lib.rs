@@ -5,6 +5,8 @@
 
 pub mod config;
 pub mod error;
+pub mod host;
 
 pub use config::Config;
 pub use error::{Error, Result};
+pub use host::Host;

@@ -55,6 +55,14 @@ impl<S: Send + Sync + Clone + 'static> Routes<S> {
         Self(self.0.routes(r))
     }
 
+    /// Serve `other` (another application's routes) under `prefix`
+    /// (`/ddos`): one server for several applications, each path in the
+    /// OpenAPI document with its prefix.
+    #[must_use]
+    pub fn nest(self, prefix: &str, other: Self) -> Self {
+        Self(self.0.nest(prefix, other.0))
+    }
+
     /// Give the handlers their state.
     pub fn with_state(self, state: S) -> Routes<()> {
         Routes(self.0.with_state(state))

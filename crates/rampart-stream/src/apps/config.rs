@@ -37,7 +37,7 @@ pub enum TapFeed {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamConfig {
-    /// Apps fed by the tap. Default `["flowmeter", "portscan"]`.
+    /// Apps fed by the tap. Default `["portscan"]`.
     pub apps: Vec<AppName>,
     /// What the tap hands to userspace: `aggregate` or `tuples`. Default `aggregate`.
     pub feed: TapFeed,
@@ -54,7 +54,7 @@ pub struct StreamConfig {
 impl Default for StreamConfig {
     fn default() -> Self {
         Self {
-            apps: vec![AppName::Flowmeter, AppName::Portscan],
+            apps: vec![AppName::Portscan],
             feed: TapFeed::Aggregate,
             workers: 1,
             flowmeter: FlowmeterSection::default(),

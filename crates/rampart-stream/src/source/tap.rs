@@ -214,8 +214,7 @@ impl TapSource {
         if cfg.mode != TapMode::Aggregate {
             sizes.agg_entries = 1;
         }
-        let prog =
-            OffloadProgram::load_in_chain(Entry::Tap, None, None, sizes, cfg.chain.clone())?;
+        let prog = OffloadProgram::load_in_chain(Entry::Tap, None, None, sizes, cfg.chain.clone())?;
         prog.configure(&cfg.offload)?;
         prog.configure_tap(cfg.mode == TapMode::Aggregate, epoch_ns)?;
         let start_epoch = now_ns() / epoch_ns;

@@ -24,7 +24,7 @@ pub struct RunArgs {
     pub print_config: bool,
 }
 
-pub fn run(a: RunArgs, _cancel: &AtomicBool) -> Result<()> {
+pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
     let cfg = Config::load(&a.config)?;
     if a.print_config {
         print!("{}", cfg.render()?);
@@ -45,5 +45,23 @@ pub fn run(a: RunArgs, _cancel: &AtomicBool) -> Result<()> {
         );
         return Ok(());
     }
-    anyhow::bail!("rampart run: only --check and --print-config work in this build (the daemon is being built)")
+    let host = rampart_run::Host::start(&cfg)?;
+    let api = host
+        .api_addr()
+        .map(|a| format!(", API on http://{a} (/ddos/v1/…, /tenant/v1/…)"))
+        .unwrap_or_default();
+    let ifaces: Vec<String> = cfg
+        .interfaces
+        .iter()
+        .map(rampart_run::config::InterfaceConfig::describe)
+        .collect();
+    eprintln!(
+        "rampart run: {} on {}{api}",
+        cfg.stages().join(" -> "),
+        ifaces.join(", ")
+    );
+    rampart_service::server::wait_until(cancel);
+    host.stop();
+    eprintln!("rampart run stopped; the ddos stage stays in the chain, filtering (state pinned)");
+    Ok(())
 }

@@ -1,0 +1,361 @@
+//! The running daemon: a chain on every interface, the enabled
+//! applications as its stages, one API, one `/metrics`, one alert stream.
+//!
+//! Each application runs as it does alone — the ddos daemon
+//! (`rampart_ddosd::Handle`), the tenant host agent, a stream app on the
+//! tap — with the chain in its config instead of an interface of its own.
+//! Their routes are mounted under `/ddos` and `/tenant` of the one server.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use rampart_dataplane::chain::Chain;
+use rampart_service::alert::{Action, Alert, Alerts, App};
+use rampart_service::{Metrics, Routes, Service, StateCollector, Tokens};
+use rampart_stream::apps::config::{AppName, TapFeed};
+use rampart_stream::apps::{flowmeter, portscan, synflood};
+use rampart_stream::offload::{self, Target};
+use rampart_stream::source::tap::{TapConfig, TapMode, TapSource};
+use rampart_stream::source::{AnySource, Applied};
+
+use crate::config::{Config, InterfaceConfig};
+use crate::error::{Error, Result};
+
+/// A stream app running on one interface's tap.
+struct StreamRun {
+    cancel: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StreamRun {
+    fn stop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the stream apps have produced (the API's and /metrics' view).
+#[derive(Debug, Default)]
+pub struct StreamCounts {
+    /// Flow records the flowmeter emitted.
+    pub flows: AtomicU64,
+    /// Alerts (scanners, SYN floods).
+    pub alerts: AtomicU64,
+}
+
+/// The daemon.
+pub struct Host {
+    chains: Vec<Chain>,
+    ddos: Option<rampart_ddosd::Handle>,
+    tenant: Option<rampart_tenant::agent::AgentThread>,
+    stream: Vec<StreamRun>,
+    server: Option<rampart_service::Server>,
+    /// What the stream apps produced.
+    pub stream_counts: Arc<StreamCounts>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("chains", &self.chains)
+            .finish()
+    }
+}
+
+fn svc_err(e: impl std::fmt::Display) -> Error {
+    Error::Config(e.to_string())
+}
+
+impl Host {
+    /// Attach a chain to every interface and start the enabled
+    /// applications as its stages, then the API. On error everything
+    /// started is stopped again (a ddos stage stays: it protects the host).
+    ///
+    /// # Errors
+    /// A missing interface, attach or load failures, a busy API address.
+    pub fn start(cfg: &Config) -> Result<Self> {
+        cfg.check_system()?;
+        let mut host = Self {
+            chains: Vec::new(),
+            ddos: None,
+            tenant: None,
+            stream: Vec::new(),
+            server: None,
+            stream_counts: Arc::default(),
+        };
+        match host.start_inner(cfg) {
+            Ok(()) => Ok(host),
+            Err(e) => {
+                host.stop_inner();
+                Err(e)
+            }
+        }
+    }
+
+    fn start_inner(&mut self, cfg: &Config) -> Result<()> {
+        for i in &cfg.interfaces {
+            self.chains
+                .push(Chain::attach(i.netns.as_deref(), &i.name, i.mode())?);
+        }
+        let tokens = Tokens::from_file(cfg.server.token_file.as_deref()).map_err(svc_err)?;
+        let mut routes = Routes::new();
+        // One registry and one alert stream: the ddos daemon's when it runs.
+        let (metrics, alerts) = if let Some(i) =
+            cfg.interfaces.first().filter(|_| cfg.ddos.is_some())
+        {
+            let mut d = cfg.ddos_for(i).unwrap_or_default();
+            d.chain = Some(self.chains[0].clone());
+            let h = rampart_ddosd::Handle::spawn(d)?;
+            routes = routes.nest(
+                "/ddos",
+                rampart_ddosd::api::routes(rampart_ddosd::api::ApiState::of(&h)),
+            );
+            let m = (h.metrics.registry.clone(), h.alerts.clone());
+            self.ddos = Some(h);
+            m
+        } else {
+            let m = Metrics::new();
+            let a = Alerts::open(&cfg.alerts, &[App::Stream, App::Tenant], &m).map_err(svc_err)?;
+            (m, a)
+        };
+        if let Some(s) = &cfg.stream {
+            for (n, i) in cfg.interfaces.iter().enumerate() {
+                self.stream.push(start_stream(
+                    s,
+                    i,
+                    &self.chains[n],
+                    alerts.clone(),
+                    self.stream_counts.clone(),
+                )?);
+            }
+            let c = self.stream_counts.clone();
+            metrics
+                .register(
+                    StateCollector::new(move |out| {
+                        let mut s = rampart_service::Samples::default();
+                        s.set(
+                            "rampart_stream_flows_total",
+                            &[],
+                            c.flows.load(Ordering::Relaxed) as f64,
+                        );
+                        s.set(
+                            "rampart_stream_alerts_total",
+                            &[],
+                            c.alerts.load(Ordering::Relaxed) as f64,
+                        );
+                        out.extend(s);
+                        Ok(())
+                    })
+                    .counter(
+                        "rampart_stream_flows_total",
+                        "Flow records the flowmeter emitted",
+                        &[],
+                    )
+                    .counter(
+                        "rampart_stream_alerts_total",
+                        "Alerts of the stream apps",
+                        &[],
+                    ),
+                )
+                .map_err(svc_err)?;
+        }
+        if let Some(mut t) = cfg.tenant_config() {
+            t.infra.chains = self.chains.clone();
+            let tenants: HashMap<String, u32> = t
+                .tenants
+                .iter()
+                .filter_map(|x| Some((x.name.clone(), x.id?)))
+                .collect();
+            let compiler = rampart_tenant::compiler::Compiler::new(t.limits.policy())?;
+            let agent = rampart_tenant::agent::start(t)?;
+            metrics
+                .register(rampart_tenant::metrics::collector(agent.handle()))
+                .map_err(svc_err)?;
+            routes = routes.nest(
+                "/tenant",
+                rampart_tenant::api::routes(Arc::new(rampart_tenant::api::ApiState {
+                    agent: agent.handle(),
+                    compiler,
+                    tenants,
+                })),
+            );
+            self.tenant = Some(agent);
+        }
+        if cfg.server.api_addr().map_err(svc_err)?.is_some() {
+            self.server = Some(
+                rampart_service::Server::start(
+                    &cfg.server,
+                    Service {
+                        name: "rampart",
+                        title: "rampart run",
+                        version: env!("CARGO_PKG_VERSION"),
+                        description: "One daemon for the host: the ddos routes under /ddos, the tenant routes under /tenant.",
+                        routes,
+                        metrics,
+                        tokens,
+                    },
+                )
+                .map_err(svc_err)?,
+            );
+        }
+        Ok(())
+    }
+
+    /// The API's address, if it serves one.
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server
+            .as_ref()
+            .and_then(rampart_service::Server::api_addr)
+    }
+
+    /// The chains (one per interface).
+    pub fn chains(&self) -> &[Chain] {
+        &self.chains
+    }
+
+    /// Stop: the API, the stream apps (their stage leaves the chain), the
+    /// tenant agent (its stage too), the ddos loop — whose stage stays in
+    /// the chain, filtering, as `rampart ddos run` leaves its filter.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+        for s in &mut self.stream {
+            s.stop();
+        }
+        self.stream.clear();
+        if let Some(t) = self.tenant.take() {
+            t.stop();
+        }
+        if let Some(d) = self.ddos.take() {
+            let _ = d.stop();
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+fn scan_alert(iface: &str, a: &portscan::ScanAlert) -> Alert {
+    let mut x = Alert::rule(App::Stream, "port_scan", "portscan", Action::Allowed)
+        .with_detail("first_contacts", a.details.first_contacts)
+        .with_detail("failures", a.details.failures);
+    x.in_iface = Some(iface.to_string());
+    if let Ok(ip) = a.src.to_string().parse::<IpAddr>() {
+        x = x.with_src(ip);
+    }
+    x
+}
+
+/// The stream stage on interface `i`: the tap in the chain's stream slot,
+/// the app(s) reading it on a thread of their own.
+fn start_stream(
+    s: &rampart_stream::apps::config::StreamConfig,
+    i: &InterfaceConfig,
+    chain: &Chain,
+    alerts: Alerts,
+    counts: Arc<StreamCounts>,
+) -> Result<StreamRun> {
+    let app = s.apps[0];
+    let graph = match app {
+        AppName::Flowmeter => flowmeter::graph(&s.flowmeter()?),
+        AppName::Portscan => portscan::graph(&s.portscan()?),
+        AppName::Synflood => synflood::graph(&s.synflood()?),
+    };
+    let aggregate = s.feed == TapFeed::Aggregate;
+    let plan = offload::plan_tap(
+        &graph,
+        Target::HostXdp,
+        aggregate,
+        std::path::Path::new(rampart_bpf::XDP_STREAM_OBJ),
+    )
+    .map_err(|e| Error::Config(format!("stream: {e}")))?;
+    let tap = TapSource::open(TapConfig {
+        netns: i.netns.clone(),
+        iface: i.name.clone(),
+        mode: if aggregate {
+            TapMode::Aggregate
+        } else {
+            TapMode::Tuples
+        },
+        offload: plan.config.clone(),
+        applied: Applied {
+            app: Some(plan.app.clone()),
+            ops: plan
+                .offloaded
+                .iter()
+                .filter(|o| *o != "source")
+                .cloned()
+                .collect(),
+            partition: None,
+        },
+        chain: Some(chain.clone()),
+        ..TapConfig::default()
+    })?;
+    let src = AnySource::Tap(tap);
+    let iface = i.name.clone();
+    let p = match app {
+        AppName::Flowmeter => {
+            let c = counts.clone();
+            flowmeter::build(
+                src,
+                &s.flowmeter()?,
+                move |r: Option<flowmeter::FlowRecord>| {
+                    if r.is_some() {
+                        c.flows.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+            )?
+        }
+        AppName::Portscan => {
+            let c = counts.clone();
+            portscan::build(
+                src,
+                &s.portscan()?,
+                move |x: Option<portscan::ScanAlert>| {
+                    if let Some(x) = x {
+                        c.alerts.fetch_add(1, Ordering::Relaxed);
+                        alerts.emit(scan_alert(&iface, &x));
+                    }
+                },
+            )?
+        }
+        AppName::Synflood => {
+            let c = counts.clone();
+            synflood::build(
+                src,
+                &s.synflood()?,
+                move |x: Option<synflood::FloodAlert>| {
+                    if x.is_some() {
+                        c.alerts.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+            )?
+        }
+    };
+    let cancel = p.cancel_flag();
+    let thread = std::thread::Builder::new()
+        .name("rampart-stream".into())
+        .spawn(move || {
+            if let Err(e) = p.run() {
+                tracing::error!("stream app stopped: {e}");
+            }
+        })
+        .map_err(|e| Error::System(format!("starting the stream thread: {e}")))?;
+    Ok(StreamRun {
+        cancel,
+        thread: Some(thread),
+    })
+}
