@@ -198,6 +198,7 @@ impl Host {
                         routes,
                         metrics,
                         tokens,
+                        apps: rampart_service::Apps::none(),
                     },
                 )
                 .map_err(svc_err)?,
