@@ -233,6 +233,9 @@ pub struct CpuTicks {
     pub irq: u64,
     /// softirq.
     pub softirq: u64,
+    /// steal: time the hypervisor ran something else while this vCPU
+    /// wanted to run.
+    pub steal: u64,
 }
 
 impl CpuTicks {
@@ -244,6 +247,7 @@ impl CpuTicks {
             idle: self.idle - earlier.idle,
             irq: self.irq - earlier.irq,
             softirq: self.softirq - earlier.softirq,
+            steal: self.steal - earlier.steal,
         }
     }
 }
@@ -267,6 +271,7 @@ pub fn cpu_ticks(cpu: usize) -> CpuTicks {
         idle: g(3) + g(4),
         irq: g(5),
         softirq: g(6),
+        steal: g(7),
     }
 }
 

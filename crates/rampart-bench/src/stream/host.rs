@@ -15,8 +15,9 @@
 //!   Debian host user installs.
 //!
 //! Per repetition, every feed in turn (the baselines first): an ingest
-//! phase (the generator for `--seconds`; `/proc/stat` busy ticks of every
-//! CPU around it; what the feed analysed) and a service phase (wrk against
+//! phase (the generator for `--seconds`; the busy time of every CPU around
+//! it — wall time less `/proc/stat` idle, iowait and steal, which the
+//! tickless idle code keeps exactly; what the feed analysed) and a service phase (wrk against
 //! nginx for `--wrk-seconds`, no generator). Two baselines without a
 //! monitor: `baseline` (the frames go to the stack, as they do with the
 //! taps and softflowd) and `baseline-taken` (an XDP program drops every
@@ -210,14 +211,39 @@ impl Drop for LabGuard {
     }
 }
 
-/// Busy ticks (everything but idle and iowait) of every CPU.
-fn busy_ticks(ncpu: usize) -> u64 {
-    (0..ncpu)
+/// The CPUs' clock: when it was read, and their idle + iowait + steal
+/// ticks (USER_HZ) then.
+///
+/// Busy time is the wall time of every CPU less that. The user, system and
+/// softirq columns of /proc/stat are sampled at each timer tick (this
+/// kernel: HZ 250, no IRQ time accounting), and a paced generator that
+/// wakes on tick boundaries aliases with them: the same run read 0.7 or
+/// 5 busy CPU-seconds. Idle time is kept exactly by the tickless idle
+/// code, so wall − idle is what the CPUs really did.
+struct CpuClock {
+    at: Instant,
+    not_busy: u64,
+}
+
+fn cpu_clock(ncpu: usize) -> CpuClock {
+    let not_busy = (0..ncpu)
         .map(|c| {
             let t = rampart_lab::hostcpu::cpu_ticks(c);
-            t.user + t.system + t.irq + t.softirq
+            t.idle + t.steal
         })
-        .sum()
+        .sum();
+    CpuClock {
+        at: Instant::now(),
+        not_busy,
+    }
+}
+
+/// Busy CPU-seconds of every CPU between two readings.
+fn busy_s(a: &CpuClock, b: &CpuClock, ncpu: usize) -> f64 {
+    let wall = b.at.duration_since(a.at).as_secs_f64() * ncpu as f64;
+    let idle =
+        b.not_busy.saturating_sub(a.not_busy) as f64 / rampart_lab::hostcpu::user_hz() as f64;
+    (wall - idle).max(0.0)
 }
 
 /// A running feed.
@@ -462,14 +488,14 @@ fn one(
     // Ingest.
     let running = start(c, feed)?;
     std::thread::sleep(Duration::from_millis(300));
-    let b0 = busy_ticks(ncpu);
+    let b0 = cpu_clock(ncpu);
     let g = gen.run(cancel);
-    let b1 = busy_ticks(ncpu);
+    let b1 = cpu_clock(ncpu);
     // What is in flight reaches the feed (its CPU after this is not counted).
     std::thread::sleep(Duration::from_millis(1500));
     let (analysed, records) = stop(running)?;
     let g = g?;
-    let busy_s = (b1 - b0) as f64 / rampart_lab::hostcpu::user_hz() as f64;
+    let busy_s = busy_s(&b0, &b1, ncpu);
     // Service (nothing to serve while every frame is dropped).
     if feed == Feed::BaselineTaken {
         return Ok((g.sent_packets, analysed, busy_s, 0.0, records, g.seconds));
