@@ -17,6 +17,46 @@ use crate::auth::TokenSlot;
 use crate::config::ServerConfig;
 use crate::Tokens;
 
+/// The keys (dotted paths, `a.b.c`) under `prefix` whose values differ
+/// between two serialised configurations: what a reload changes, so a
+/// daemon can refuse the keys it cannot apply by name.
+pub fn diff_keys(
+    prefix: &str,
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                diff_keys(
+                    &key,
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        _ if a != b => out.push(prefix.to_string()),
+        _ => {}
+    }
+}
+
+/// A configuration as a JSON value (for [`diff_keys`]); `Null` if it does
+/// not serialise.
+pub fn to_value(v: &impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or(serde_json::Value::Null)
+}
+
 /// The `[server]` side of a reload.
 #[derive(Debug)]
 pub struct ServerSide {
@@ -175,6 +215,19 @@ impl Reloader {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn diff_keys_names_every_changed_path_once() {
+        let a =
+            serde_json::json!({"detect": {"multiplier": 4, "whitelist": []}, "mode": "xdp-host"});
+        let b = serde_json::json!({"detect": {"multiplier": 6, "whitelist": []}, "extra": 1, "mode": "xdp-host"});
+        let mut out = Vec::new();
+        diff_keys("", &a, &b, &mut out);
+        assert_eq!(out, ["detect.multiplier", "extra"]);
+        out.clear();
+        diff_keys("", &a, &a, &mut out);
+        assert!(out.is_empty());
+    }
+
     use super::*;
 
     fn cfg(listen: &str, tokens: Option<&str>) -> ServerConfig {

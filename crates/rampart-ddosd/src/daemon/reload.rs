@@ -23,37 +23,8 @@ use super::{set_thread_nice, Daemon};
 use crate::config::Config;
 use rampart_ddos::Prefix;
 use rampart_ddos_control::detection::{Detection, Restore};
+use rampart_service::reload::{diff_keys as diff, to_value as json};
 use rampart_service::OwnerHandle;
-
-/// The keys under `prefix` whose values differ between `a` and `b`.
-fn diff(prefix: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                diff(
-                    &key,
-                    x.get(k).unwrap_or(&Value::Null),
-                    y.get(k).unwrap_or(&Value::Null),
-                    out,
-                );
-            }
-        }
-        _ if a != b => out.push(prefix.to_string()),
-        _ => {}
-    }
-}
-
-fn json(v: &impl serde::Serialize) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
 
 /// Every key that differs between `old` and `new`, `[server]` excluded
 /// (the service shell checks that part).

@@ -16,36 +16,7 @@ use serde_json::Value;
 use super::HostAgent;
 use crate::agent::AgentHandle;
 use crate::config::Config;
-
-/// The keys under `prefix` whose values differ between `a` and `b`.
-fn diff(prefix: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                diff(
-                    &key,
-                    x.get(k).unwrap_or(&Value::Null),
-                    y.get(k).unwrap_or(&Value::Null),
-                    out,
-                );
-            }
-        }
-        _ if a != b => out.push(prefix.to_string()),
-        _ => {}
-    }
-}
-
-fn json(v: &impl serde::Serialize) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
-}
+use rampart_service::reload::{diff_keys as diff, to_value as json};
 
 /// Keys the global switches carry (written to the shared map at once).
 const LIVE: &[&str] = &[
