@@ -589,8 +589,17 @@ struct ddos_compl_config {
 struct ddos_capture_ctl {
 	/* Entries in ddos_capture: 0 skips the lookup. */
 	__u32 n_active;
-	__u32 _pad;
+	/* One bit per marked IPv4 victim, bit ddos_capture_bit4(address): a
+	 * blocked source's packet to an address whose bit is clear is dropped
+	 * without the full parse and lookup (a superset: userspace sets a bit
+	 * before the entry appears and clears it after the entry is gone). */
+	__u32 v4_bits;
 };
+
+/* The bit of an IPv4 victim (network-order address as loaded) in v4_bits:
+ * the top 5 bits of a multiplicative (Fibonacci) hash. */
+#define DDOS_CAPTURE_HASH_MUL 2654435761u
+#define DDOS_CAPTURE_HASH_SHIFT 27
 
 /* Key of ddos_capture: the victim (destination) address, network order, IPv4 in [0]. */
 struct ddos_capture_key {

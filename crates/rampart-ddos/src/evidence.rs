@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rampart_bpf::abi::ddos::{
-    CaptureCtl, CaptureKey, CaptureVal, EvidenceRec, DDOS_CAPTURE_MAX, DDOS_CAPTURE_SNAPLEN,
+    CaptureCtl, CaptureKey, CaptureVal, EvidenceRec, DDOS_CAPTURE_HASH_MUL,
+    DDOS_CAPTURE_HASH_SHIFT, DDOS_CAPTURE_MAX, DDOS_CAPTURE_SNAPLEN,
 };
 
 use crate::error::{Error, Result};
@@ -61,6 +62,15 @@ pub struct Stats {
     pub ring_full: u64,
 }
 
+/// An IPv4 victim's bit in the switch's `v4_bits` (0 for IPv6): the data
+/// path's `victim_maybe_marked4` computes the same from the loaded address.
+fn v4_bit(k: &CaptureKey) -> u32 {
+    if k.family != 4 {
+        return 0;
+    }
+    1 << (k.addr[0].wrapping_mul(DDOS_CAPTURE_HASH_MUL) >> DDOS_CAPTURE_HASH_SHIFT)
+}
+
 fn key(victim: IpAddr) -> CaptureKey {
     let mut k = CaptureKey::default();
     match victim {
@@ -104,25 +114,27 @@ impl Capture {
         }))
     }
 
-    fn set_active(&self, n: u32) -> Result<()> {
-        let v = CaptureCtl {
-            n_active: n,
-            ..Default::default()
-        };
+    /// Publish the switch: how many victims are marked and the IPv4
+    /// victims' bits — of those in the map plus `extra` (about to be added).
+    fn publish(&self, extra: Option<IpAddr>) -> Result<()> {
+        let ks = std::mem::size_of::<CaptureKey>();
+        let vs = std::mem::size_of::<CaptureVal>();
+        let mut v = CaptureCtl::default();
+        rampart_dataplane::maps::walk_batch(self.map.raw(), ks, vs, 64, false, |k, _| {
+            let k: CaptureKey = bytemuck::pod_read_unaligned(k);
+            v.n_active += 1;
+            v.v4_bits |= v4_bit(&k);
+        })?;
+        if let Some(x) = extra {
+            v.n_active += 1;
+            v.v4_bits |= v4_bit(&key(x));
+        }
         maps::update_raw(
             self.ctl.raw(),
             &0u32.to_ne_bytes(),
             bytemuck::bytes_of(&v),
             0,
         )
-    }
-
-    fn count(&self) -> Result<u32> {
-        let mut n = 0u32;
-        let ks = std::mem::size_of::<CaptureKey>();
-        let vs = std::mem::size_of::<CaptureVal>();
-        rampart_dataplane::maps::walk_batch(self.map.raw(), ks, vs, 64, false, |_, _| n += 1)?;
-        Ok(n)
     }
 
     /// Sample the packets to `victim` as `spec` says (a victim marked
@@ -140,16 +152,17 @@ impl Capture {
             every: spec.every,
             ..Default::default()
         };
-        // The switch goes on before the entry appears (the data path never
-        // skips a marked victim), and is recounted afterwards.
-        self.set_active(self.count()? + 1)?;
+        // The switch and the victim's bit go on before the entry appears
+        // (the data path never skips a marked victim), and are recounted
+        // afterwards.
+        self.publish(Some(victim))?;
         let r = maps::update_raw(
             self.map.raw(),
             bytemuck::bytes_of(&key(victim)),
             bytemuck::bytes_of(&v),
             0,
         );
-        self.set_active(self.count()?)?;
+        self.publish(None)?;
         match r {
             Err(Error::Dataplane(rampart_dataplane::Error::Io { err, .. }))
                 if err.raw_os_error() == Some(libc::E2BIG) =>
@@ -188,7 +201,7 @@ impl Capture {
         let _lock = lock_file(&self.name, "capture")?;
         let st = self.stats(victim)?;
         maps::delete_raw(self.map.raw(), bytemuck::bytes_of(&key(victim)))?;
-        self.set_active(self.count()?)?;
+        self.publish(None)?;
         Ok(st)
     }
 }
@@ -209,7 +222,7 @@ impl Capture {
         for k in keys {
             maps::delete_raw(self.map.raw(), &k)?;
         }
-        self.set_active(0)
+        self.publish(None)
     }
 }
 
@@ -352,5 +365,16 @@ mod tests {
         assert_eq!(k.family, 6);
         assert_eq!(k.addr[0].to_ne_bytes(), [0x20, 0x01, 0x0d, 0xb8]);
         assert_eq!(k.addr[3].to_ne_bytes(), [0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn v4_bits_spread_victims_and_leave_ipv6_out() {
+        assert_eq!(v4_bit(&key("2001:db8::1".parse().unwrap())), 0);
+        let bits: std::collections::HashSet<u32> = (1..=32u8)
+            .map(|i| v4_bit(&key(IpAddr::from([198, 51, 100, i]))))
+            .collect();
+        assert!(bits.iter().all(|b| b.count_ones() == 1));
+        // 32 neighbouring addresses land on many of the 32 bits, not a few.
+        assert!(bits.len() >= 16, "{} distinct bits", bits.len());
     }
 }
