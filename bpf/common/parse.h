@@ -153,7 +153,13 @@ static __always_inline int parse_l4(void *data, void *data_end, __u32 off, struc
 	}
 }
 
-static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off, struct pkt_info *pi)
+/*
+ * `frame_len` is the frame's length: data_end - data, except where only
+ * the headers are in reach (a TC program sees an skb's linear part), the
+ * whole packet's.
+ */
+static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off, struct pkt_info *pi,
+				      __u32 frame_len)
 {
 	struct iphdr *iph = data + off;
 	__u32 hlen;
@@ -175,7 +181,7 @@ static __always_inline int parse_ipv4(void *data, void *data_end, __u32 off, str
 	pi->l4_proto = iph->protocol;
 	pi->ttl = iph->ttl;
 	/* The packet must end inside the frame (what follows it is padding). */
-	if (off + pi->ip_len > (__u32)(data_end - data))
+	if (off + pi->ip_len > frame_len)
 		return PARSE_TRUNCATED;
 	frag = bpf_ntohs(iph->frag_off);
 	if (frag & IP_OFFSET)
@@ -193,7 +199,7 @@ static __always_inline int parse_v6_ext(__u8 nexthdr)
 }
 
 static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, struct pkt_info *pi,
-				      __u32 max_ext)
+				      __u32 max_ext, __u32 frame_len)
 {
 	struct ipv6hdr *ip6h = data + off;
 	/* Bit i set: the walk may take an (i+1)-th extension header. A mask,
@@ -215,7 +221,7 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
 	pi->ip_len = payload + 40;
 	pi->ttl = ip6h->hop_limit;
 	/* Payload length 0 is a jumbogram (RFC 2675): its length is in a hop-by-hop option. */
-	if (payload && off + 40 + payload > (__u32)(data_end - data))
+	if (payload && off + 40 + payload > frame_len)
 		return PARSE_TRUNCATED;
 	nexthdr = ip6h->nexthdr;
 	off += sizeof(*ip6h);
@@ -282,8 +288,9 @@ static __always_inline int parse_ipv6(void *data, void *data_end, __u32 off, str
  * headers (each capped at its PARSE_MAX_* ceiling), and PPPoE/MPLS when
  * `shims`. Returns an enum parse_status.
  */
-static __always_inline int parse_packet_lim(void *data, void *data_end, struct pkt_info *pi,
-					    __u32 max_vlans, __u32 max_v6_ext, __u32 shims)
+static __always_inline int parse_packet_lim_len(void *data, void *data_end, __u32 frame_len,
+						struct pkt_info *pi, __u32 max_vlans, __u32 max_v6_ext,
+						__u32 shims)
 {
 	struct ethhdr *eth = data;
 	__u32 off = sizeof(*eth);
@@ -378,12 +385,12 @@ static __always_inline int parse_packet_lim(void *data, void *data_end, struct p
 ip:
 		pi->l3_proto = ETH_P_IP;
 		pi->l3_off = off;
-		return parse_ipv4(data, data_end, off, pi);
+		return parse_ipv4(data, data_end, off, pi, frame_len);
 	}
 	pi->l3_proto = proto;
 	pi->l3_off = off;
 	if (proto == ETH_P_IPV6)
-		return parse_ipv6(data, data_end, off, pi, max_v6_ext);
+		return parse_ipv6(data, data_end, off, pi, max_v6_ext, frame_len);
 	return PARSE_NOT_IP;
 }
 
@@ -398,7 +405,15 @@ static __always_inline int parse_packet_ipv4(void *data, void *data_end, struct 
 	__builtin_memset(pi, 0, sizeof(*pi));
 	pi->l3_proto = ETH_P_IP;
 	pi->l3_off = sizeof(struct ethhdr);
-	return parse_ipv4(data, data_end, sizeof(struct ethhdr), pi);
+	return parse_ipv4(data, data_end, sizeof(struct ethhdr), pi, (__u32)(data_end - data));
+}
+
+/* The whole frame in [data, data_end) (XDP): see parse_packet_lim_len(). */
+static __always_inline int parse_packet_lim(void *data, void *data_end, struct pkt_info *pi,
+					    __u32 max_vlans, __u32 max_v6_ext, __u32 shims)
+{
+	return parse_packet_lim_len(data, data_end, (__u32)(data_end - data), pi, max_vlans, max_v6_ext,
+				    shims);
 }
 
 /* parse_packet_lim() with the default limits (PARSE_DEF_VLANS,
@@ -406,6 +421,14 @@ static __always_inline int parse_packet_ipv4(void *data, void *data_end, struct 
 static __always_inline int parse_packet(void *data, void *data_end, struct pkt_info *pi)
 {
 	return parse_packet_lim(data, data_end, pi, PARSE_DEF_VLANS, PARSE_DEF_V6_EXT, 0);
+}
+
+/* parse_packet() of a frame of frame_len bytes whose first bytes are in
+ * [data, data_end) (a TC program's linear part; the headers are there). */
+static __always_inline int parse_packet_len(void *data, void *data_end, __u32 frame_len,
+					    struct pkt_info *pi)
+{
+	return parse_packet_lim_len(data, data_end, frame_len, pi, PARSE_DEF_VLANS, PARSE_DEF_V6_EXT, 0);
 }
 
 #endif /* RAMPART_COMMON_PARSE_H */

@@ -313,7 +313,19 @@ enum stream_tap_counter { /* rust: usize */
 	ST_TAP_AGGREGATED = 8,
 	/* The aggregation map was full: the frame went to the ring buffer as a tuple. */
 	ST_TAP_AGG_FULL = 9,
-	ST_TAP_CNT_MAX = 10,
+	/* Frames seen at egress (also in ST_TAP_FRAMES). */
+	ST_TAP_EGRESS = 10,
+	/* Wire packets beyond the first of egress GSO sends (a send of n segments adds n - 1). */
+	ST_TAP_GSO_EXTRA = 11,
+	/* GSO sends the tap could not split into its segments (more than
+	 * ST_TAP_GSO_MAX of them, or no length to split): analysed as one packet. */
+	ST_TAP_GSO_WHOLE = 12,
+	ST_TAP_CNT_MAX = 13,
 };
+
+/* Segments of one egress GSO send the tap splits it into, at most. TCP's
+ * own limit (64 KiB of payload in MSS-sized segments) stays below it for an
+ * MSS of 1,024 bytes or more; larger sends are counted in ST_TAP_GSO_WHOLE. */
+#define ST_TAP_GSO_MAX 64
 
 #endif /* RAMPART_STREAM_ABI_H */

@@ -122,8 +122,13 @@ static __always_inline int stream_agg_key_of(const struct stream_tuple *t, struc
 	return rev;
 }
 
-/* Add one packet to one direction's counters (this CPU's copy: no atomics). */
-static __always_inline void stream_agg_add(struct stream_agg_dir *d, const struct stream_tuple *t)
+/*
+ * Add `n` packets of `bytes` IP bytes in all, t's header, to one direction's
+ * counters (this CPU's copy: no atomics). n > 1 only for a GSO send, whose
+ * segments all carry t's flags but FIN and PSH, which only the last has.
+ */
+static __always_inline void stream_agg_add(struct stream_agg_dir *d, const struct stream_tuple *t,
+					   __u32 n, __u64 bytes)
 {
 	__u8 f = t->tcp_flags;
 
@@ -134,17 +139,17 @@ static __always_inline void stream_agg_add(struct stream_agg_dir *d, const struc
 			d->icmp_code = t->dport & 0xff;
 		}
 	}
-	d->packets += 1;
-	d->bytes += t->ip_len;
+	d->packets += n;
+	d->bytes += bytes;
 	d->last_ns = t->ts_ns;
 	d->tcp_flags |= f;
 	if (t->proto == IPPROTO_TCP) {
 		if ((f & 0x12) == 0x02)
-			d->syn += 1;
+			d->syn += n;
 		else if ((f & 0x12) == 0x12)
-			d->synack += 1;
+			d->synack += n;
 		else if ((f & 0x16) == 0x10)
-			d->ack += 1;
+			d->ack += n;
 		if (f & 0x04)
 			d->rst += 1;
 		if (f & 0x01)
@@ -153,7 +158,8 @@ static __always_inline void stream_agg_add(struct stream_agg_dir *d, const struc
 }
 
 /* Returns 0 when the packet was aggregated, -1 when the map was full. */
-static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc, const struct stream_tuple *t)
+static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc, const struct stream_tuple *t,
+						__u32 n, __u64 bytes)
 {
 	struct stream_agg_key k;
 	struct stream_agg_val *v;
@@ -178,9 +184,9 @@ static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc,
 			return -1;
 	}
 	if (dir)
-		stream_agg_add(&v->dir[1], t);
+		stream_agg_add(&v->dir[1], t, n, bytes);
 	else
-		stream_agg_add(&v->dir[0], t);
+		stream_agg_add(&v->dir[0], t, n, bytes);
 	return 0;
 }
 
@@ -210,15 +216,43 @@ static __always_inline void stream_tap_tuple_out(const struct stream_tuple *t)
 		tap_count(ST_TAP_TUPLES_OUT);
 }
 
-/* The tap's work on one frame; the frame itself is never changed. */
-static __always_inline void stream_tap(struct xdp_md *ctx)
+/*
+ * Bytes of IP and L4 header in each segment of a GSO send of frame pi (the
+ * same in every segment), or 0 when it is not one the tap can split: TCP
+ * (its data offset) or UDP (UDP_SEGMENT), not a fragment.
+ */
+static __always_inline __u32 stream_gso_hdr_len(void *data, void *data_end, const struct pkt_info *pi)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
+	__u8 *l4 = data + (pi->l4_off & 0x3ff);
+	__u32 ip = (__u32)pi->l4_off - pi->l3_off;
+
+	if (pi->frag != FRAG_NONE)
+		return 0;
+	if (pi->l4_proto == IPPROTO_UDP)
+		return ip + 8;
+	if (pi->l4_proto != IPPROTO_TCP || (void *)(l4 + 13) > data_end)
+		return 0;
+	return ip + (l4[12] >> 4) * 4;
+}
+
+/*
+ * The tap's work on one frame of frame_len bytes, the headers of which are
+ * in [data, data_end); the frame itself is never changed. `segs`
+ * and `gso_size` describe an egress GSO send (the stack hands the device
+ * one frame that leaves as `segs` packets of `gso_size` payload bytes, the
+ * last shorter); at ingress and for a plain frame segs is 1. Each segment
+ * is analysed as the packet it becomes on the wire: one tuple each, or n
+ * packets and their bytes in one aggregate update.
+ */
+static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 frame_len, __u32 segs,
+					     __u32 gso_size)
+{
 	struct stream_off_cfg *cfg;
 	struct stream_tap_cfg *tc;
 	struct stream_tuple t;
-	__u32 zero = 0;
+	struct pkt_info pi;
+	__u32 zero = 0, hdr = 0, rem = 0, i;
+	__u64 bytes;
 	int st;
 
 	cfg = bpf_map_lookup_elem(&stream_off_cfg, &zero);
@@ -226,7 +260,7 @@ static __always_inline void stream_tap(struct xdp_md *ctx)
 	if (!cfg || !tc)
 		return;
 	tap_count(ST_TAP_FRAMES);
-	st = stream_tuple_from_frame(data, data_end, 0, &t);
+	st = stream_tuple_from_frame_pi(data, data_end, frame_len, 0, &t, &pi);
 	if (st != PARSE_OK) {
 		tap_count(ST_TAP_NOT_IP + st - PARSE_NOT_IP);
 		return;
@@ -235,17 +269,62 @@ static __always_inline void stream_tap(struct xdp_md *ctx)
 		tap_count(ST_TAP_FILTERED);
 		return;
 	}
+	if (segs > 1) {
+		hdr = stream_gso_hdr_len(data, data_end, &pi);
+		/* IPv4 above 64 KiB (BIG TCP) announces a total length of 0. */
+		if (!hdr || !gso_size || t.ip_len <= hdr || segs > ST_TAP_GSO_MAX) {
+			tap_count(ST_TAP_GSO_WHOLE);
+			segs = 1;
+		} else {
+			rem = t.ip_len - hdr;
+		}
+	}
 	if (cfg->key_mode != ST_KEY_NONE)
 		stream_flow_id(&t, cfg->key_mode);
 	t.ts_ns = bpf_ktime_get_ns() + cfg->clock_offset_ns;
+	if (segs > 1) {
+		/* One counter per extra segment: what leaves the host is packets. */
+		__u32 k = ST_TAP_GSO_EXTRA;
+		__u64 *c = bpf_map_lookup_elem(&stream_tap_stats, &k);
+
+		if (c)
+			*c += segs - 1;
+	}
+	bytes = (__u64)t.ip_len + (__u64)(segs - 1) * hdr;
 	if (tc->mode == ST_TAP_AGGREGATE) {
-		if (stream_tap_aggregate(tc, &t) == 0) {
+		if (stream_tap_aggregate(tc, &t, segs, bytes) == 0) {
 			tap_count(ST_TAP_AGGREGATED);
 			return;
 		}
 		tap_count(ST_TAP_AGG_FULL);
 	}
-	stream_tap_tuple_out(&t);
+	if (segs <= 1) {
+		stream_tap_tuple_out(&t);
+		return;
+	}
+	{
+		__u8 last_flags = t.tcp_flags;
+
+		for (i = 0; i < ST_TAP_GSO_MAX; i++) {
+			__u32 p = rem < gso_size ? rem : gso_size;
+
+			if (i >= segs)
+				break;
+			rem -= p;
+			t.ip_len = hdr + p;
+			t.tcp_flags = i + 1 < segs ? last_flags & ~0x09 : last_flags;
+			stream_tap_tuple_out(&t);
+		}
+	}
+}
+
+/* The tap at ingress (XDP). */
+static __always_inline void stream_tap(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	stream_tap_frame(data, data_end, (__u32)(data_end - data), 1, 0);
 }
 
 /* After the tap: the chain's next installed stage, else the stack. */

@@ -18,38 +18,46 @@
  * tuple was built; any other enum parse_status (including PARSE_NOT_IP)
  * means there is no tuple and *t stays zero.
  */
-static __always_inline int stream_tuple_from_frame(void *data, void *data_end, __u64 ts_ns,
-						   struct stream_tuple *t)
+static __always_inline int stream_tuple_from_frame_pi(void *data, void *data_end, __u32 frame_len,
+						      __u64 ts_ns, struct stream_tuple *t,
+						      struct pkt_info *pi)
 {
-	struct pkt_info pi;
-	int st = parse_packet(data, data_end, &pi);
+	int st = parse_packet_len(data, data_end, frame_len, pi);
 
 	__builtin_memset(t, 0, sizeof(*t));
 	if (st != PARSE_OK)
 		return st;
 	t->ts_ns = ts_ns;
-	__builtin_memcpy(t->saddr, pi.saddr, 16);
-	__builtin_memcpy(t->daddr, pi.daddr, 16);
-	t->proto = pi.l4_proto;
-	t->ip_len = pi.ip_len;
-	if (pi.family == 6)
+	__builtin_memcpy(t->saddr, pi->saddr, 16);
+	__builtin_memcpy(t->daddr, pi->daddr, 16);
+	t->proto = pi->l4_proto;
+	t->ip_len = pi->ip_len;
+	if (pi->family == 6)
 		t->flags |= ST_F_IPV6;
-	if (pi.frag == FRAG_FIRST)
+	if (pi->frag == FRAG_FIRST)
 		t->flags |= ST_F_FRAG_FIRST;
-	else if (pi.frag == FRAG_LATER)
+	else if (pi->frag == FRAG_LATER)
 		t->flags |= ST_F_FRAG_LATER;
-	if (pi.vlan_depth)
-		t->vlan_id = pi.vlan_id[0];
-	if (pi.frag != FRAG_LATER) {
-		if (pi.l4_proto == IPPROTO_ICMP || pi.l4_proto == IPPROTO_ICMPV6) {
-			t->dport = ((__u16)pi.icmp_type << 8) | pi.icmp_code;
+	if (pi->vlan_depth)
+		t->vlan_id = pi->vlan_id[0];
+	if (pi->frag != FRAG_LATER) {
+		if (pi->l4_proto == IPPROTO_ICMP || pi->l4_proto == IPPROTO_ICMPV6) {
+			t->dport = ((__u16)pi->icmp_type << 8) | pi->icmp_code;
 		} else {
-			t->sport = bpf_ntohs(pi.sport);
-			t->dport = bpf_ntohs(pi.dport);
-			t->tcp_flags = pi.tcp_flags;
+			t->sport = bpf_ntohs(pi->sport);
+			t->dport = bpf_ntohs(pi->dport);
+			t->tcp_flags = pi->tcp_flags;
 		}
 	}
 	return PARSE_OK;
+}
+
+static __always_inline int stream_tuple_from_frame(void *data, void *data_end, __u64 ts_ns,
+						   struct stream_tuple *t)
+{
+	struct pkt_info pi;
+
+	return stream_tuple_from_frame_pi(data, data_end, (__u32)(data_end - data), ts_ns, t, &pi);
 }
 
 /* Is address a greater than b, comparing the bytes in network order? */

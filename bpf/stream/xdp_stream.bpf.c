@@ -239,4 +239,30 @@ int xdp_stream_tap(struct xdp_md *ctx)
 	return stream_tap_next_stage(ctx);
 }
 
+/* TCX: run the next program on the hook (or the default action). */
+#define TCX_NEXT -1
+/* Header bytes the egress tap wants in the linear part of a frame. */
+#define ST_TAP_EGRESS_PULL 128
+
+/*
+ * The tap at egress (TCX): the host's own sends, so that flows are seen in
+ * both directions. Analyses, never changes a verdict. A GSO send is
+ * counted as the segments it leaves as.
+ */
+SEC("tcx/egress")
+int tc_stream_tap_egress(struct __sk_buff *skb)
+{
+	__u32 linear = skb->data_end - skb->data;
+	__u32 segs = skb->gso_segs;
+
+	/* The headers in the linear part (the stack's sends have them there;
+	 * the payload may be in pages the program does not need). */
+	if (linear < ST_TAP_EGRESS_PULL && skb->len > linear)
+		bpf_skb_pull_data(skb, skb->len < ST_TAP_EGRESS_PULL ? skb->len : ST_TAP_EGRESS_PULL);
+	tap_count(ST_TAP_EGRESS);
+	stream_tap_frame((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len,
+			 segs > 1 ? segs : 1, skb->gso_size);
+	return TCX_NEXT;
+}
+
 RAMPART_LICENSE;

@@ -120,6 +120,73 @@ pub fn run_packet_in(prog_fd: RawFd, packet: &[u8], ingress: Ingress) -> Result<
     })
 }
 
+/// How a TC program's test packet looks to it: the `struct __sk_buff`
+/// fields a test run may set (all zero: a plain frame).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Skb {
+    /// GSO segments the frame stands for (an egress TSO/GSO send), 0 or 1: none.
+    pub gso_segs: u32,
+    /// Payload bytes per segment of such a send.
+    pub gso_size: u32,
+}
+
+/// `struct __sk_buff` (linux/bpf.h) as passed in `ctx_in` to TC test
+/// runs; the kernel refuses non-zero fields other than the settable ones.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+struct SkBuff {
+    head: [u32; 12],
+    cb: [u32; 5],
+    middle: [u32; 17],
+    data_meta: u32,
+    flow_keys: u64,
+    tstamp: u64,
+    wire_len: u32,
+    gso_segs: u32,
+    sk: u64,
+    gso_size: u32,
+    tstamp_type: u32,
+    hwtstamp: u64,
+}
+const _: () = assert!(std::mem::size_of::<SkBuff>() == 192);
+const _: () = assert!(std::mem::offset_of!(SkBuff, gso_segs) == 164);
+const _: () = assert!(std::mem::offset_of!(SkBuff, gso_size) == 176);
+
+/// Run the TC (`sched_cls`/TCX) program `prog_fd` once on a copy of the
+/// Ethernet frame `packet`, with `skb`'s fields set; returns its verdict
+/// and the frame after it.
+///
+/// # Errors
+/// The kernel's error (bad program type, packet too short or too long).
+pub fn run_skb(prog_fd: RawFd, packet: &[u8], skb: Skb) -> Result<RunOutput> {
+    let mut out = vec![0u8; packet.len() + 512];
+    let mut ctx = SkBuff {
+        gso_segs: skb.gso_segs,
+        gso_size: skb.gso_size,
+        ..Default::default()
+    };
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: packet.as_ptr().cast(),
+        data_size_in: packet.len() as u32,
+        data_out: out.as_mut_ptr().cast(),
+        data_size_out: out.len() as u32,
+        repeat: 1,
+        ..Default::default()
+    };
+    if skb != Skb::default() {
+        opts.ctx_in = (&raw mut ctx).cast_const().cast();
+        opts.ctx_size_in = std::mem::size_of::<SkBuff>() as u32;
+    }
+    run(&mut opts, prog_fd, "BPF_PROG_RUN (TC)")?;
+    out.truncate(opts.data_size_out as usize);
+    Ok(RunOutput {
+        retval: opts.retval,
+        data: out,
+        duration: Duration::from_nanos(opts.duration.into()),
+    })
+}
+
 /// Mean run time of `prog_fd` over `repeat` kernel-side runs on `packet`
 /// (a cost measurement: the program runs again on the buffer it may have
 /// rewritten, and the output is discarded).

@@ -21,7 +21,7 @@
 //! guard alone works everywhere).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -504,35 +504,13 @@ impl Protect {
                 self.load_tc()?
             }
         };
-        let ifindex = netns::ifindex(self.scope.netns.as_deref(), &self.scope.iface)?;
-        let prog_fd = skel.progs.tc_cookie.as_fd().as_raw_fd();
-        let link = netns::run_in(self.scope.netns.as_deref(), || {
-            let opts = libbpf_sys::bpf_link_create_opts {
-                sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
-                ..Default::default()
-            };
-            // SAFETY: `opts` is a valid, fully initialised options struct that outlives the call.
-            let rc = unsafe {
-                libbpf_sys::bpf_link_create(
-                    prog_fd,
-                    ifindex as i32,
-                    libbpf_sys::BPF_TCX_INGRESS,
-                    &opts,
-                )
-            };
-            if rc < 0 {
-                return Err(rampart_dataplane::Error::Io {
-                    context: format!(
-                        "attaching the SYN-cookie TC stage to {} (TCX needs Linux 6.6 or later)",
-                        self.scope.describe()
-                    ),
-                    err: std::io::Error::from_raw_os_error(-rc),
-                });
-            }
-            Ok(rc)
-        })?;
-        // SAFETY: the kernel returned a fresh link fd we now own.
-        let link = unsafe { OwnedFd::from_raw_fd(link) };
+        let link = rampart_dataplane::tcx::attach(
+            skel.progs.tc_cookie.as_fd().as_raw_fd(),
+            self.scope.netns.as_deref(),
+            &self.scope.iface,
+            rampart_dataplane::tcx::Hook::Ingress,
+            "the SYN-cookie TC stage",
+        )?;
         let res = (|| -> Result<()> {
             pin::pin_fd(
                 skel.progs.tc_cookie.as_fd().as_raw_fd(),

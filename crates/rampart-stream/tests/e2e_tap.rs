@@ -2,8 +2,9 @@
 //!
 //! - on host0, with nginx serving, the tap (aggregation) runs flowmeter
 //!   while ARP, IPv6 neighbour discovery, ping and HTTP keep working — it
-//!   takes no frame — and its flows equal those of a capture (tcpdump) of
-//!   the same ingress traffic replayed from the pcap;
+//!   takes no frame — and its flows, both directions of each (the host's
+//!   sends through the egress half), equal those of a capture (tcpdump) of
+//!   the same traffic replayed from the pcap;
 //! - per app, the same crafted frames give the same results read from a
 //!   pcap (no offload), from the tap's tuples and from its XDP aggregation.
 
@@ -188,7 +189,7 @@ fn the_host_keeps_every_frame_and_the_flows_match_a_capture() {
     let _nginx =
         rampart_lab::web::Nginx::start(&lab.host_ns(), "10.10.0.2", None, &work, &lab.wan_ns())
             .expect("nginx");
-    // A capture of what host0 receives, started before the tap.
+    // A capture of what host0 receives and sends, started before the tap.
     let pcap = work.join("in.pcap");
     let mut dump = Command::new("ip")
         .args([
@@ -202,7 +203,7 @@ fn the_host_keeps_every_frame_and_the_flows_match_a_capture() {
             // in the kernel at SIGINT is lost to the capture.
             "--immediate-mode",
             "-Q",
-            "in",
+            "inout",
         ])
         .args(["-i", topology::HOST_IF, "-w"])
         .arg(&pcap)
@@ -289,7 +290,7 @@ fn the_host_keeps_every_frame_and_the_flows_match_a_capture() {
         "neighbour solicitations went by the tap"
     );
 
-    // The same ingress traffic from the capture, through the userspace parser.
+    // The same traffic from the capture, through the userspace parser.
     let from_pcap = PcapSource::open(pcap.to_str().unwrap(), 1, None).unwrap();
     let (cap, sink) = collect::<FlowRecord>();
     flowmeter::build(from_pcap, &cfg, sink)
@@ -298,9 +299,21 @@ fn the_host_keeps_every_frame_and_the_flows_match_a_capture() {
         .unwrap();
     // HTTP and echo flows between the lab's two addresses (the kernels'
     // own IPv6 chatter may fall between the capture's start and the tap's).
+    // (An ICMP flow is keyed by its addresses: the host's own neighbour
+    // advertisements share the IPv6 echo's flow, and may open it.)
     let keep = |r: &&FlowRecord| {
-        r.key.proto == 6 || (matches!(r.key.proto, 1 | 58) && matches!(r.icmp[0], 8 | 128))
+        r.key.proto == 6
+            || (matches!(r.key.proto, 1 | 58)
+                && (matches!(r.icmp[0], 8 | 128) || matches!(r.icmp[2], 8 | 128)))
     };
+    assert!(
+        out.lock()
+            .unwrap()
+            .iter()
+            .filter(keep)
+            .all(|r| r.packets > 0 && r.rev_packets > 0),
+        "every HTTP and echo flow is seen both ways"
+    );
     let mut a: Vec<String> = out
         .lock()
         .unwrap()
@@ -607,4 +620,95 @@ fn the_apps_give_the_same_results_from_a_pcap_the_taps_tuples_and_its_aggregates
             "{mode:?}: flows differ\nextra {extra:#?}\nmissing {missing:#?}"
         );
     }
+}
+
+/// TCP segments the namespace's stack sent, retransmissions included
+/// (`OutSegs` + `RetransSegs` of /proc/net/snmp).
+fn tcp_segments_sent(ns: &str) -> u64 {
+    let o = ns_cmd(ns, &["cat", "/proc/net/snmp"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let field = |n: &str| -> u64 {
+        let i = names.split_whitespace().position(|x| x == n).unwrap();
+        values.split_whitespace().nth(i).unwrap().parse().unwrap()
+    };
+    field("OutSegs") + field("RetransSegs")
+}
+
+#[test]
+fn the_hosts_large_sends_count_as_the_segments_that_leave() {
+    let lab = TestLab::up("tapg", 0);
+    let work = common::tmp("tapg");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("big"), vec![0x5au8; 4 << 20]).unwrap();
+    let (wan, host) = (lab.wan_ns(), lab.host_ns());
+    // A plain HTTP file server: its sends are TSO/GSO frames on host0.
+    let mut server = Command::new("ip")
+        .args(["netns", "exec", &host, "python3", "-m", "http.server"])
+        .args(["--bind", "10.10.0.2", "8080", "--directory"])
+        .arg(&work)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3");
+    let url = "http://10.10.0.2:8080/big";
+    let fetch = || {
+        ns_cmd(&wan, &["curl", "-s", "-m", "10", "-o", "/dev/null", url])
+            .status
+            .success()
+    };
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        fetch()
+    });
+    assert!(ready, "the file server answers");
+    let cfg = FlowmeterConfig::default();
+    let src = tap(&lab, &flowmeter::graph(&cfg), TapMode::Aggregate);
+    let (out, sink) = collect::<FlowRecord>();
+    let p = flowmeter::build(src.clone(), &cfg, sink).unwrap();
+    let before = tcp_segments_sent(&host);
+    let mut fetched = 0;
+    drive(&src, p, 1, || {
+        fetched = (0..3).filter(|_| fetch()).count();
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    let sent = tcp_segments_sent(&host) - before;
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&work);
+    assert_eq!(fetched, 3, "three downloads");
+    let AnySource::Tap(t) = &src else {
+        unreachable!()
+    };
+    let c = t.counters().unwrap();
+    assert!(c.gso_extra > 0, "the server's sends were GSO frames: {c:?}");
+    assert_eq!(c.gso_whole, 0, "{c:?}");
+    // What the server sent, as the tap counted it, against its stack's count.
+    let flows: Vec<FlowRecord> = out
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.key.proto == 6)
+        .cloned()
+        .collect();
+    let from_server: u64 = flows
+        .iter()
+        .map(|r| {
+            if r.event().src_ip == "10.10.0.2" {
+                r.packets
+            } else {
+                r.rev_packets
+            }
+        })
+        .sum();
+    assert_eq!(flows.len(), 3, "{flows:#?}");
+    assert_eq!(
+        from_server, sent,
+        "the tap counts each segment the host sent ({c:?})"
+    );
+    assert!(
+        flows.iter().all(|r| r.bytes + r.rev_bytes > 4 << 20),
+        "each flow carries the file"
+    );
 }

@@ -340,3 +340,98 @@ fn the_next_stage_runs_after_the_tap() {
         XDP_PASS
     );
 }
+
+/// TCX_NEXT (-1): the egress tap hands every frame on.
+const TCX_NEXT: u32 = u32::MAX;
+
+/// What the host's stack hands the device for `payload` bytes of TCP.
+fn send(payload: usize, flags: u8) -> Vec<u8> {
+    rampart_testkit::frame::Frame::tcp("10.0.0.2", "10.0.0.1", 80, 40000)
+        .flags(flags)
+        .payload(&vec![0x5a; payload])
+        .build()
+}
+
+fn egress_fd(p: &OffloadProgram) -> std::os::fd::RawFd {
+    p.tap_maps().unwrap().egress.as_raw_fd()
+}
+
+#[test]
+fn egress_sees_the_hosts_sends_and_splits_a_gso_send_into_its_segments() {
+    use rampart_testkit::frame::tcp::{ACK, FIN, PSH};
+    let p = load(1 << 20, false, None);
+    let eg = egress_fd(&p);
+    // A plain send: the userspace tuple, the frame untouched.
+    let f = send(100, ACK | PSH);
+    let out = testrun::run_skb(eg, &f, testrun::Skb::default()).unwrap();
+    assert_eq!((out.retval, &out.data), (TCX_NEXT, &f));
+    let got = drain_ring(&p);
+    assert_eq!(got.len(), 1);
+    assert!(rampart_stream::tuple::same(
+        &StreamTuple { ts_ns: 0, ..got[0] },
+        &parse_frame(&f, 0).unwrap()
+    ));
+    // 2,500 bytes leaving as segments of 1,000: three packets of 1,040,
+    // 1,040 and 540 IP bytes; FIN and PSH only on the last, as the
+    // segmentation writes them.
+    let f = send(2500, ACK | PSH | FIN);
+    let gso = testrun::Skb {
+        gso_segs: 3,
+        gso_size: 1000,
+    };
+    let out = testrun::run_skb(eg, &f, gso).unwrap();
+    assert_eq!((out.retval, &out.data), (TCX_NEXT, &f));
+    let got = drain_ring(&p);
+    let seen: Vec<(u16, u8)> = got.iter().map(|t| (t.ip_len, t.tcp_flags)).collect();
+    assert_eq!(
+        seen,
+        [(1040, ACK), (1040, ACK), (540, ACK | PSH | FIN)],
+        "one tuple per segment"
+    );
+    // More segments than the tap splits: one tuple, counted as such
+    // (a test run's frame fits a page, hence the small segments).
+    let f = send(2600, ACK);
+    let many = testrun::Skb {
+        gso_segs: 65,
+        gso_size: 40,
+    };
+    testrun::run_skb(eg, &f, many).unwrap();
+    let got = drain_ring(&p);
+    assert_eq!(got.iter().map(|t| t.ip_len).collect::<Vec<_>>(), [2640]);
+    let c = p.tap_counters().unwrap();
+    assert_eq!(
+        (c.frames, c.egress, c.tuples, c.gso_extra, c.gso_whole),
+        (3, 3, 5, 2, 1),
+        "{c:?}"
+    );
+}
+
+#[test]
+fn aggregation_counts_a_gso_send_as_its_segments() {
+    use rampart_testkit::frame::tcp::{ACK, PSH};
+    let p = load(1 << 20, true, None);
+    let gso = testrun::Skb {
+        gso_segs: 3,
+        gso_size: 1000,
+    };
+    let out = testrun::run_skb(egress_fd(&p), &send(2500, ACK | PSH), gso).unwrap();
+    assert_eq!(out.retval, TCX_NEXT);
+    // The three segments as they leave, through the userspace parts.
+    let mut want: Option<FlowPart> = None;
+    for f in [send(1000, ACK), send(1000, ACK), send(500, ACK | PSH)] {
+        let part = FlowPart::from_tuple(&parse_frame(&f, 0).unwrap());
+        match &mut want {
+            Some(w) => w.merge(&part),
+            None => want = Some(part),
+        }
+    }
+    let want = want.unwrap();
+    let got = harvest(&p);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let parts = &got[&want.key];
+    assert_eq!(parts.len(), 1, "one CPU ran it");
+    assert_eq!(untimed(parts[0]), untimed(want));
+    assert_eq!(parts[0].packets(), 3);
+    let c = p.tap_counters().unwrap();
+    assert_eq!((c.aggregated, c.gso_extra, c.tuples), (1, 2, 0), "{c:?}");
+}

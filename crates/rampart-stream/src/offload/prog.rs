@@ -89,6 +89,9 @@ pub struct TapMaps {
     /// `rampart_chain`: the chain's slots (bpf/common/chain.h; the tap is
     /// `CHAIN_SLOT_STREAM`, the frame goes on to the slots after it).
     pub next: OwnedFd,
+    /// `tc_stream_tap_egress`: the same analysis on the host's own sends
+    /// (a TCX egress program sharing these maps).
+    pub egress: OwnedFd,
 }
 
 /// `enum stream_off_counter`, summed over CPUs.
@@ -164,6 +167,13 @@ pub struct TapCounters {
     pub aggregated: u64,
     /// Frames sent as tuples because the aggregation map was full.
     pub agg_full: u64,
+    /// Frames seen at egress (also in `frames`).
+    pub egress: u64,
+    /// Wire packets beyond the first of egress GSO sends, each analysed as
+    /// the packet it leaves as.
+    pub gso_extra: u64,
+    /// GSO sends analysed as one packet (too many segments to split).
+    pub gso_whole: u64,
 }
 
 /// A loaded `xdp_stream` (not attached: see [`rampart_dataplane::xdp::XdpLink`]).
@@ -284,6 +294,7 @@ impl OffloadProgram {
             open.progs.xdp_stream_nfp.set_autoload(false);
             if entry != Entry::Tap {
                 open.progs.xdp_stream_tap.set_autoload(false);
+                open.progs.tc_stream_tap_egress.set_autoload(false);
             }
             // Unused maps cost (almost) nothing: one entry each, and a
             // one-page ring is the smallest there is.
@@ -328,6 +339,9 @@ impl OffloadProgram {
                 Entry::Tap => dup(skel.progs.xdp_stream_tap.as_fd(), "program")?,
             };
             let m = &skel.maps;
+            let egress = (entry == Entry::Tap)
+                .then(|| dup(skel.progs.tc_stream_tap_egress.as_fd(), "egress program"))
+                .transpose()?;
             let tap = [
                 dup(m.stream_tap_cfg.as_fd(), "tap config map")?,
                 dup(m.stream_tap_ring.as_fd(), "tap ring buffer")?,
@@ -347,16 +361,21 @@ impl OffloadProgram {
                     dup(m.stream_off_stats.as_fd(), "counter map")?,
                 ],
                 tap,
+                egress,
             ))
         })?;
-        let ([prog, cfg, protos, ports, prefixes, xsks, stats], [tcfg, ring, a0, a1, tstats, next]) =
-            fds;
-        let tap = (entry == Entry::Tap).then(|| TapMaps {
+        let (
+            [prog, cfg, protos, ports, prefixes, xsks, stats],
+            [tcfg, ring, a0, a1, tstats, next],
+            egress,
+        ) = fds;
+        let tap = egress.map(|egress| TapMaps {
             cfg: tcfg,
             ring,
             agg: [a0, a1],
             stats: tstats,
             next,
+            egress,
         });
         Ok(Self {
             entry,
@@ -423,6 +442,9 @@ impl OffloadProgram {
             ring_full: v[abi::ST_TAP_RING_FULL],
             aggregated: v[abi::ST_TAP_AGGREGATED],
             agg_full: v[abi::ST_TAP_AGG_FULL],
+            egress: v[abi::ST_TAP_EGRESS],
+            gso_extra: v[abi::ST_TAP_GSO_EXTRA],
+            gso_whole: v[abi::ST_TAP_GSO_WHOLE],
         })
     }
 

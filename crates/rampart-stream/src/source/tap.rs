@@ -3,7 +3,9 @@
 //! Filter, and either writes the tuple into a BPF ring buffer
 //! ([`TapMode::Tuples`]) or adds it to its connection's counters in a
 //! per-CPU hash map of the current epoch ([`TapMode::Aggregate`]); then it
-//! passes the frame on. The host stack sees every frame: ARP, ND, the
+//! passes the frame on; `tc_stream_tap_egress` (TCX) does the same with
+//! the host's own sends, so flows are seen both ways (a GSO send counts as
+//! the segments it leaves as). The host stack sees every frame: ARP, ND, the
 //! services' traffic — a monitor never takes a server's packets (the
 //! AF_XDP sources do, and are for dedicated capture ports).
 //!
@@ -151,6 +153,8 @@ struct Inner {
     cfg: TapConfig,
     // Detach before closing the program.
     link: Attached,
+    /// The egress half (TCX): closing it detaches it.
+    egress: std::sync::Mutex<Option<std::os::fd::OwnedFd>>,
     prog: OffloadProgram,
     stats: Arc<SourceStats>,
     analysed: AtomicU64,
@@ -158,6 +162,16 @@ struct Inner {
     bad_records: AtomicU64,
     /// The epoch the program was attached in (the first to harvest).
     start_epoch: u64,
+}
+
+impl Inner {
+    /// Both halves off the interface (egress first: closing its link).
+    fn detach(&self) -> Result<()> {
+        if let Ok(mut e) = self.egress.lock() {
+            e.take();
+        }
+        Ok(self.link.detach()?)
+    }
 }
 
 /// The tap on one interface. Dropping the last clone detaches it.
@@ -226,10 +240,30 @@ impl TapSource {
             &cfg.iface,
             XdpMode::Native,
         )?;
+        // The host's own sends, so that a flow is seen both ways. Closed
+        // (detached) with the source, before the XDP link.
+        let egress_prog = prog
+            .tap_maps()
+            .map(|m| std::os::fd::AsRawFd::as_raw_fd(&m.egress))
+            .ok_or_else(|| Error::Invalid("the tap program has no egress entry".into()))?;
+        let egress = match rampart_dataplane::tcx::attach(
+            egress_prog,
+            ns.as_deref(),
+            &cfg.iface,
+            rampart_dataplane::tcx::Hook::Egress,
+            "the stream tap",
+        ) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = link.detach();
+                return Err(e.into());
+            }
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 cfg,
                 link,
+                egress: std::sync::Mutex::new(Some(egress)),
                 prog,
                 stats: Arc::default(),
                 analysed: AtomicU64::new(0),
@@ -274,7 +308,7 @@ impl TapSource {
     /// # Errors
     /// The kernel's error.
     pub fn detach(&self) -> Result<()> {
-        Ok(self.inner.link.detach()?)
+        self.inner.detach()
     }
 
     fn refresh(&self) {
@@ -415,7 +449,7 @@ impl PacketSource for TapSource {
                 || self.inner.analysed.load(Ordering::Relaxed) >= limit;
             if stop && !finishing {
                 // Stop the program, then take what it already wrote.
-                let _ = self.inner.link.detach();
+                let _ = self.inner.detach();
                 finishing = true;
             }
             let n = if finishing {
@@ -480,7 +514,7 @@ impl PacketSource for TapSource {
                 || deadline.is_some_and(|d| Instant::now() >= d)
                 || self.inner.analysed.load(Ordering::Relaxed) >= limit;
             if stop && !finishing {
-                let _ = self.inner.link.detach();
+                let _ = self.inner.detach();
                 finishing = true;
             }
             let n = if finishing {
