@@ -435,3 +435,71 @@ fn aggregation_counts_a_gso_send_as_its_segments() {
     let c = p.tap_counters().unwrap();
     assert_eq!((c.aggregated, c.gso_extra, c.tuples), (1, 2, 0), "{c:?}");
 }
+
+/// What the tap costs per packet in XDP, BPF_PROG_RUN, one run: tuples
+/// (a ring-buffer record) against aggregation (a per-CPU hash update), on
+/// 65,536 connections of one packet each — first packets (the entries
+/// are created) and again (they exist, but 65,536 of them do not fit the
+/// caches) — and on one frame repeated (everything cache-hot). A
+/// benchmark, not a test: run with
+/// `cargo test --profile ci -p rampart-stream --test prog_stream_tap -- --ignored --nocapture tap_cost`.
+#[test]
+#[ignore = "a benchmark"]
+fn tap_cost() {
+    let n = 65_536u32;
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            rampart_testkit::frame::Frame::udp(
+                std::net::Ipv4Addr::from(0x0a00_0000 + i),
+                "10.10.0.2",
+                1000 + (i % 1000) as u16,
+                53,
+            )
+            .zeros(18)
+            .build()
+        })
+        .collect();
+    let mut json = Vec::new();
+    for (name, aggregate) in [("tuples", false), ("aggregate", true)] {
+        rampart_lab::testing::require_kernel();
+        let p = OffloadProgram::load_sized(
+            Entry::Tap,
+            None,
+            None,
+            TapSizes {
+                ring_bytes: 64 << 20,
+                agg_entries: 262_144,
+            },
+        )
+        .unwrap();
+        p.configure(&OffloadConfig::default()).unwrap();
+        p.configure_tap(aggregate, 1_000_000_000).unwrap();
+        let mut pass = || {
+            let ns: u128 = frames
+                .iter()
+                .map(|f| {
+                    testrun::run_packet(p.prog_fd(), f, 0)
+                        .unwrap()
+                        .duration
+                        .as_nanos()
+                })
+                .sum();
+            (ns / u128::from(n)) as u64
+        };
+        let first = pass();
+        let again = (0..3).map(|_| pass()).min().unwrap();
+        let hot = testrun::mean_duration(p.prog_fd(), &frames[7], 200_000)
+            .unwrap()
+            .as_nanos() as u64;
+        println!(
+            "{name:>9}: first packets {first} ns, again {again} ns, one frame repeated {hot} ns"
+        );
+        json.push(format!(
+            "\"{name}\":{{\"first_ns\":{first},\"again_ns\":{again},\"hot_ns\":{hot}}}"
+        ));
+    }
+    println!(
+        "{{{},\"connections\":{n},\"method\":\"BPF_PROG_RUN, 64-byte UDP, one run per packet; again = best of 3 passes\"}}",
+        json.join(",")
+    );
+}
