@@ -12,6 +12,7 @@
 //! - [`nic`]: the EMULATED SmartNIC's table;
 //! - [`web`]: nginx and wrk.
 
+pub mod bgp;
 pub mod dist;
 pub mod error;
 pub mod gen;

@@ -22,6 +22,7 @@ pub mod ethtool;
 pub mod iptables;
 pub mod netlink;
 pub mod tc_flower;
+pub mod upstream;
 pub mod xdp;
 pub mod xdp_hw;
 
