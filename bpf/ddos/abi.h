@@ -589,20 +589,28 @@ struct ddos_compl_config {
 struct ddos_capture_ctl {
 	/* Entries in ddos_capture: 0 skips the lookup. */
 	__u32 n_active;
-	/* One bit per marked IPv4 victim, bit ddos_capture_bit4(address): a
+	/* One bit per IPv4 address of a marked victim (all 32 for a prefix
+	 * of more than 32 addresses), bit DDOS_CAPTURE_HASH of it: a
 	 * blocked source's packet to an address whose bit is clear is dropped
 	 * without the full parse and lookup (a superset: userspace sets a bit
 	 * before the entry appears and clears it after the entry is gone). */
 	__u32 v4_bits;
 };
 
-/* The bit of an IPv4 victim (network-order address as loaded) in v4_bits:
+/* The bit of an IPv4 address (network order, as loaded) in v4_bits:
  * the top 5 bits of a multiplicative (Fibonacci) hash. */
 #define DDOS_CAPTURE_HASH_MUL 2654435761u
 #define DDOS_CAPTURE_HASH_SHIFT 27
 
-/* Key of ddos_capture: the victim (destination) address, network order, IPv4 in [0]. */
+/* Bits of ddos_capture_key.family: always matched in full, before the address. */
+#define DDOS_CAPTURE_FAMILY_BITS 32
+
+/* Key of ddos_capture (a longest-prefix-match trie): the victim, a host or a
+ * prefix (a carpet-bombed /24 or /64), network order, IPv4 in [0]. */
 struct ddos_capture_key {
+	/* DDOS_CAPTURE_FAMILY_BITS + the victim prefix's length; a lookup
+	 * gives the packet's full length (32 + 32, or 32 + 128). */
+	__u32 prefixlen;
 	/* 4 or 6. */
 	__u32 family;
 	__u32 addr[4];

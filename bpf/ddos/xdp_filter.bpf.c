@@ -152,8 +152,9 @@ struct {
 
 /* Evidence (see ddos/abi.h): the victims marked, the switch, the ring. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, DDOS_CAPTURE_MAX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct ddos_capture_key);
 	__type(value, struct ddos_capture_val);
 } ddos_capture SEC(".maps");
@@ -521,11 +522,14 @@ static __always_inline int capture(struct xdp_md *ctx, const struct ddos_capture
 	if (pi->family == 4) {
 		if (!victim_maybe_marked4(cc, pi->daddr[0]))
 			return 0;
+		k.prefixlen = DDOS_CAPTURE_FAMILY_BITS + 32;
 		k.addr[0] = pi->daddr[0];
-	} else if (pi->family == 6)
+	} else if (pi->family == 6) {
+		k.prefixlen = DDOS_CAPTURE_FAMILY_BITS + 128;
 		__builtin_memcpy(k.addr, pi->daddr, 16);
-	else
+	} else {
 		return 0;
+	}
 	v = bpf_map_lookup_elem(&ddos_capture, &k);
 	if (!v)
 		return 0;

@@ -58,6 +58,42 @@ pub fn lookup_batch_raw(
     Ok((keys, vals, total))
 }
 
+/// Every key of a map, walked with `BPF_MAP_GET_NEXT_KEY` (for map types
+/// without batch operations, such as LPM tries; a key removed meanwhile
+/// may restart the walk, so each key is kept once).
+///
+/// # Errors
+/// The kernel's error other than the end-of-map `ENOENT`.
+pub fn keys_raw(fd: RawFd, key_size: usize) -> Result<Vec<Vec<u8>>> {
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut next = vec![0u8; key_size];
+    let mut prev: Option<Vec<u8>> = None;
+    loop {
+        let prev_ptr = prev
+            .as_ref()
+            .map_or(std::ptr::null(), |p| p.as_ptr().cast());
+        // SAFETY: both buffers are key_size bytes, the map's key size.
+        let rc =
+            unsafe { libbpf_sys::bpf_map_get_next_key(fd, prev_ptr, next.as_mut_ptr().cast()) };
+        if rc < 0 {
+            if -rc == libc::ENOENT {
+                return Ok(out);
+            }
+            return Err(Error::Io {
+                context: "walking a map's keys".into(),
+                err: std::io::Error::from_raw_os_error(-rc),
+            });
+        }
+        if seen.insert(next.clone()) {
+            out.push(next.clone());
+        } else if out.len() > 1 << 20 {
+            return Ok(out);
+        }
+        prev = Some(next.clone());
+    }
+}
+
 /// Walk a whole map with `BPF_MAP_LOOKUP_BATCH` (or, with `delete`,
 /// `BPF_MAP_LOOKUP_AND_DELETE_BATCH`: read and empty a hash map), `chunk`
 /// entries per call, calling `each(key, value)` per entry; returns the

@@ -12,9 +12,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use ipnet::IpNet;
 use rampart_bpf::abi::ddos::{
-    CaptureCtl, CaptureKey, CaptureVal, EvidenceRec, DDOS_CAPTURE_HASH_MUL,
-    DDOS_CAPTURE_HASH_SHIFT, DDOS_CAPTURE_MAX, DDOS_CAPTURE_SNAPLEN,
+    CaptureCtl, CaptureKey, CaptureVal, EvidenceRec, DDOS_CAPTURE_FAMILY_BITS,
+    DDOS_CAPTURE_HASH_MUL, DDOS_CAPTURE_HASH_SHIFT, DDOS_CAPTURE_MAX, DDOS_CAPTURE_SNAPLEN,
 };
 
 use crate::error::{Error, Result};
@@ -62,18 +63,36 @@ pub struct Stats {
     pub ring_full: u64,
 }
 
-/// An IPv4 victim's bit in the switch's `v4_bits` (0 for IPv6): the data
-/// path's `victim_maybe_marked4` computes the same from the loaded address.
-fn v4_bit(k: &CaptureKey) -> u32 {
+/// The bit of an IPv4 address (network order, as loaded) in the switch's
+/// `v4_bits`: the data path's `victim_maybe_marked4` computes the same.
+fn addr_bit(a: u32) -> u32 {
+    1 << (a.wrapping_mul(DDOS_CAPTURE_HASH_MUL) >> DDOS_CAPTURE_HASH_SHIFT)
+}
+
+/// A victim's bits in `v4_bits`: one per address of it (every bit for a
+/// prefix of more than 32 addresses), none for IPv6.
+fn v4_bits(k: &CaptureKey) -> u32 {
     if k.family != 4 {
         return 0;
     }
-    1 << (k.addr[0].wrapping_mul(DDOS_CAPTURE_HASH_MUL) >> DDOS_CAPTURE_HASH_SHIFT)
+    let len = k.prefixlen.saturating_sub(DDOS_CAPTURE_FAMILY_BITS);
+    if len < 27 {
+        return u32::MAX;
+    }
+    let base = u32::from_be(k.addr[0]);
+    (0..1u32 << (32 - len))
+        .map(|i| addr_bit((base | i).to_be()))
+        .fold(0, |b, x| b | x)
 }
 
-fn key(victim: IpAddr) -> CaptureKey {
-    let mut k = CaptureKey::default();
-    match victim {
+/// The trie key of a victim (a host or a prefix, its host bits cleared).
+fn key(victim: IpNet) -> CaptureKey {
+    let victim = victim.trunc();
+    let mut k = CaptureKey {
+        prefixlen: DDOS_CAPTURE_FAMILY_BITS + u32::from(victim.prefix_len()),
+        ..CaptureKey::default()
+    };
+    match victim.addr() {
         IpAddr::V4(a) => {
             k.family = 4;
             k.addr[0] = u32::from_ne_bytes(a.octets());
@@ -116,18 +135,15 @@ impl Capture {
 
     /// Publish the switch: how many victims are marked and the IPv4
     /// victims' bits — of those in the map plus `extra` (about to be added).
-    fn publish(&self, extra: Option<IpAddr>) -> Result<()> {
-        let ks = std::mem::size_of::<CaptureKey>();
-        let vs = std::mem::size_of::<CaptureVal>();
+    fn publish(&self, extra: Option<IpNet>) -> Result<()> {
         let mut v = CaptureCtl::default();
-        rampart_dataplane::maps::walk_batch(self.map.raw(), ks, vs, 64, false, |k, _| {
-            let k: CaptureKey = bytemuck::pod_read_unaligned(k);
+        for k in self.keys()? {
             v.n_active += 1;
-            v.v4_bits |= v4_bit(&k);
-        })?;
+            v.v4_bits |= v4_bits(&k);
+        }
         if let Some(x) = extra {
             v.n_active += 1;
-            v.v4_bits |= v4_bit(&key(x));
+            v.v4_bits |= v4_bits(&key(x));
         }
         maps::update_raw(
             self.ctl.raw(),
@@ -142,7 +158,8 @@ impl Capture {
     ///
     /// # Errors
     /// [`Error::Invalid`] when [`MAX_MARKED`] victims are marked; map failures.
-    pub fn mark(&self, victim: IpAddr, spec: Spec) -> Result<()> {
+    pub fn mark(&self, victim: impl Into<IpNet>, spec: Spec) -> Result<()> {
+        let victim: IpNet = victim.into();
         let _lock = lock_file(&self.name, "capture")?;
         let v = CaptureVal {
             id: spec.id,
@@ -165,7 +182,7 @@ impl Capture {
         self.publish(None)?;
         match r {
             Err(Error::Dataplane(rampart_dataplane::Error::Io { err, .. }))
-                if err.raw_os_error() == Some(libc::E2BIG) =>
+                if matches!(err.raw_os_error(), Some(libc::E2BIG | libc::ENOSPC)) =>
             {
                 Err(Error::Invalid(format!(
                     "evidence: {MAX_MARKED} victims are sampled already, {victim} is not"
@@ -179,11 +196,18 @@ impl Capture {
     ///
     /// # Errors
     /// Map failures.
-    pub fn stats(&self, victim: IpAddr) -> Result<Option<Stats>> {
+    pub fn stats(&self, victim: impl Into<IpNet>) -> Result<Option<Stats>> {
+        let k = key(victim.into());
+        // A trie lookup finds the longest prefix holding the key: only an
+        // exact entry is this victim's.
+        let want = bytemuck::bytes_of(&k);
+        if !self.keys()?.iter().any(|x| bytemuck::bytes_of(x) == want) {
+            return Ok(None);
+        }
         let mut v = CaptureVal::default();
         let have = rampart_dataplane::maps::lookup_raw(
             self.map.raw(),
-            bytemuck::bytes_of(&key(victim)),
+            bytemuck::bytes_of(&k),
             bytemuck::bytes_of_mut(&mut v),
         )?;
         Ok(have.then_some(Stats {
@@ -197,7 +221,8 @@ impl Capture {
     ///
     /// # Errors
     /// Map failures.
-    pub fn unmark(&self, victim: IpAddr) -> Result<Option<Stats>> {
+    pub fn unmark(&self, victim: impl Into<IpNet>) -> Result<Option<Stats>> {
+        let victim: IpNet = victim.into();
         let _lock = lock_file(&self.name, "capture")?;
         let st = self.stats(victim)?;
         maps::delete_raw(self.map.raw(), bytemuck::bytes_of(&key(victim)))?;
@@ -207,20 +232,23 @@ impl Capture {
 }
 
 impl Capture {
+    /// The marked victims' keys (an LPM trie has no batch walk).
+    fn keys(&self) -> Result<Vec<CaptureKey>> {
+        let ks = std::mem::size_of::<CaptureKey>();
+        Ok(rampart_dataplane::maps::keys_raw(self.map.raw(), ks)?
+            .iter()
+            .map(|k| bytemuck::pod_read_unaligned(k))
+            .collect())
+    }
+
     /// Unmark every victim (a daemon starting on pins a previous run left marked).
     ///
     /// # Errors
     /// Map failures.
     pub fn clear(&self) -> Result<()> {
         let _lock = lock_file(&self.name, "capture")?;
-        let ks = std::mem::size_of::<CaptureKey>();
-        let vs = std::mem::size_of::<CaptureVal>();
-        let mut keys = Vec::new();
-        rampart_dataplane::maps::walk_batch(self.map.raw(), ks, vs, 64, false, |k, _| {
-            keys.push(k.to_vec());
-        })?;
-        for k in keys {
-            maps::delete_raw(self.map.raw(), &k)?;
+        for k in self.keys()? {
+            maps::delete_raw(self.map.raw(), bytemuck::bytes_of(&k))?;
         }
         self.publish(None)
     }
@@ -358,23 +386,35 @@ mod tests {
 
     #[test]
     fn keys_hold_the_address_in_network_order() {
-        let k = key("10.1.2.3".parse().unwrap());
-        assert_eq!(k.family, 4);
+        let k = key("10.1.2.3/32".parse().unwrap());
+        assert_eq!((k.family, k.prefixlen), (4, 64));
         assert_eq!(k.addr[0].to_ne_bytes(), [10, 1, 2, 3]);
-        let k = key("2001:db8::1".parse().unwrap());
-        assert_eq!(k.family, 6);
+        let k = key("2001:db8::1/128".parse().unwrap());
+        assert_eq!((k.family, k.prefixlen), (6, 160));
         assert_eq!(k.addr[0].to_ne_bytes(), [0x20, 0x01, 0x0d, 0xb8]);
         assert_eq!(k.addr[3].to_ne_bytes(), [0, 0, 0, 1]);
     }
 
     #[test]
-    fn v4_bits_spread_victims_and_leave_ipv6_out() {
-        assert_eq!(v4_bit(&key("2001:db8::1".parse().unwrap())), 0);
+    fn v4_bits_spread_victims_cover_prefixes_and_leave_ipv6_out() {
+        let k = |s: &str| key(s.parse().unwrap());
+        assert_eq!(v4_bits(&k("2001:db8::1/128")), 0);
         let bits: std::collections::HashSet<u32> = (1..=32u8)
-            .map(|i| v4_bit(&key(IpAddr::from([198, 51, 100, i]))))
+            .map(|i| v4_bits(&k(&format!("198.51.100.{i}/32"))))
             .collect();
         assert!(bits.iter().all(|b| b.count_ones() == 1));
         // 32 neighbouring addresses land on many of the 32 bits, not a few.
         assert!(bits.len() >= 16, "{} distinct bits", bits.len());
+        // A /28 has the bits of its 16 addresses; a /24 has them all.
+        let p28 = (0..16u8).fold(0, |b, i| {
+            b | v4_bits(&k(&format!("198.51.100.{}/32", 32 + i)))
+        });
+        assert_eq!(v4_bits(&k("198.51.100.37/28")), p28);
+        assert_eq!(v4_bits(&k("198.51.100.0/24")), u32::MAX);
+        // The key holds the network, host bits cleared.
+        assert_eq!(
+            k("198.51.100.37/28").addr[0].to_ne_bytes(),
+            [198, 51, 100, 32]
+        );
     }
 }

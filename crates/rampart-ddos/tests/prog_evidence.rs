@@ -2,7 +2,8 @@
 //! victim marked nothing is sampled; a marked attack's packets (its
 //! victim, its class, its source port) are copied to the ring — the first
 //! N, then 1 in M — blocked sources' included, and nothing else is; a
-//! full ring is counted; unmarking stops it.
+//! full ring is counted; unmarking stops it; a carpet-bombed prefix is
+//! marked as one victim.
 
 mod common;
 
@@ -126,6 +127,47 @@ fn ipv6_short_frames_and_every_packet_of_a_victim() {
     assert_eq!(cap.stats(ip("2001:db8::ff")).unwrap().unwrap().seen, 7);
     cap.clear().unwrap();
     assert_eq!(cap.stats(ip("2001:db8::ff")).unwrap(), None);
+}
+
+#[test]
+fn a_carpet_bombed_prefix_is_one_victim() {
+    let mut f = Installed::new("ec", &exact_cfg());
+    let (cap, mut ring) = open(&f);
+    let prog = f.prog();
+    let net4: ipnet::IpNet = "198.51.100.0/24".parse().unwrap();
+    let net6: ipnet::IpNet = "2001:db8:7::/64".parse().unwrap();
+    for (id, net) in [(3, net4), (4, net6)] {
+        let spec = Spec {
+            id,
+            classes: POLICE_ALL,
+            sport: 0,
+            first: 100,
+            every: 0,
+        };
+        cap.mark(net, spec).unwrap();
+    }
+    f.block(&["192.0.2.1"]);
+    // Every address of the prefixes, blocked sources' packets included.
+    for d in ["198.51.100.1", "198.51.100.77", "198.51.100.255"] {
+        assert_eq!(run(&prog, &amp("192.0.2.1", d), 1), XDP_DROP);
+        run(&prog, &amp("192.0.2.9", d), 1);
+    }
+    run(&prog, &udp("2001:db8::1", "2001:db8:7::abcd", 53, 10), 2);
+    // Not the victims: the neighbouring /24 and /64.
+    run(&prog, &amp("192.0.2.1", "198.51.101.1"), 3);
+    run(&prog, &udp("2001:db8::1", "2001:db8:8::1", 53, 10), 3);
+    let recs = ring.drain();
+    assert_eq!(recs.iter().filter(|r| r.id == 3).count(), 6);
+    assert_eq!(recs.iter().filter(|r| r.id == 4).count(), 2);
+    assert_eq!(recs.len(), 8);
+    assert_eq!(cap.stats(net4).unwrap().unwrap().seen, 6);
+    // A host inside the prefix is not the prefix.
+    assert_eq!(cap.stats(ip("198.51.100.77")).unwrap(), None);
+    assert_eq!(cap.unmark(net4).unwrap().map(|s| s.sampled), Some(6));
+    run(&prog, &amp("192.0.2.1", "198.51.100.77"), 2);
+    assert!(ring.drain().is_empty());
+    cap.clear().unwrap();
+    assert_eq!(cap.stats(net6).unwrap(), None);
 }
 
 #[test]

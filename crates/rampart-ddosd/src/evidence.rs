@@ -6,20 +6,19 @@
 //! file and the newest [`MAX_FILES`] files (older ones are removed). The
 //! attack's alerts carry the file in `rampart.pcap`.
 //!
-//! A victim that is a prefix (an IPv4 /24 or IPv6 /64 carpet) has no
-//! address to mark: its attacks have no pcap.
+//! A victim that is a prefix (an IPv4 /24 or IPv6 /64 carpet) is marked as
+//! one: every address in it is sampled into the attack's one pcap.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ipnet::IpNet;
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
 use pcap_file::{DataLink, Endianness, TsResolution};
 use rampart_ddos::evidence::{Capture, Record, Ring, Spec, Stats, SNAPLEN};
 use rampart_ddos::filter::{POLICE_ALL, POLICE_FRAG, POLICE_ICMP, POLICE_SYN, POLICE_UDP};
-use rampart_ddos::Prefix;
 use rampart_ddos_control::detection::{AttackEvent, EventKind, Vector};
 use rampart_ddos_control::features::UDP_AMP_PORTS;
 
@@ -56,17 +55,18 @@ pub fn spec_of(vector: &str, id: u32) -> Spec {
     }
 }
 
-/// The one address of a host victim (`None` for a wider prefix).
-fn host(p: &Prefix) -> Option<IpAddr> {
-    let s = p.to_string();
-    let (a, len) = s.split_once('/').unwrap_or((&s, ""));
-    let a: IpAddr = a.parse().ok()?;
-    let full = if a.is_ipv4() { "32" } else { "128" };
-    (len.is_empty() || len == full).then_some(a)
+/// A victim for logs and file names: a host's address alone, a prefix as
+/// `ADDR_LEN` (no `/` in a file name).
+fn label(v: &IpNet) -> String {
+    if v.prefix_len() == v.max_prefix_len() {
+        v.addr().to_string()
+    } else {
+        format!("{}_{}", v.addr(), v.prefix_len())
+    }
 }
 
 struct Open {
-    victim: IpAddr,
+    victim: IpNet,
     path: PathBuf,
     out: Option<PcapWriter<File>>,
     packets: u64,
@@ -180,14 +180,13 @@ impl Evidence {
     }
 
     fn start(&mut self, e: &AttackEvent, key: String) {
-        let Some(victim) = host(&e.victim) else {
-            return;
-        };
+        let victim = e.victim.net();
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let stamp = chrono_like(SystemTime::now());
         let name = format!(
-            "{stamp}-{victim}-{}.pcap",
+            "{stamp}-{}-{}.pcap",
+            label(&victim),
             e.vector.replace(['/', ' '], "_")
         );
         let path = self.dir.join(name);
@@ -352,6 +351,7 @@ fn chrono_like(t: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rampart_ddos::Prefix;
 
     #[test]
     fn each_vector_samples_its_own_packets() {
@@ -366,16 +366,12 @@ mod tests {
     }
 
     #[test]
-    fn only_host_victims_have_an_address_to_mark() {
-        let p = |s: &str| Prefix::parse(s).unwrap();
-        assert_eq!(host(&p("10.10.0.2")), Some("10.10.0.2".parse().unwrap()));
-        assert_eq!(host(&p("10.10.0.2/32")), Some("10.10.0.2".parse().unwrap()));
-        assert_eq!(
-            host(&p("2001:db8::1/128")),
-            Some("2001:db8::1".parse().unwrap())
-        );
-        assert_eq!(host(&p("10.10.0.0/24")), None);
-        assert_eq!(host(&p("2001:db8::/64")), None);
+    fn victims_are_labelled_as_hosts_or_prefixes() {
+        let l = |s: &str| label(&Prefix::parse(s).unwrap().net());
+        assert_eq!(l("10.10.0.2"), "10.10.0.2");
+        assert_eq!(l("2001:db8::1/128"), "2001:db8::1");
+        assert_eq!(l("10.10.0.0/24"), "10.10.0.0_24");
+        assert_eq!(l("2001:db8::/64"), "2001:db8::_64");
     }
 
     #[test]

@@ -75,7 +75,7 @@ const _: () = assert!(std::mem::offset_of!(FilterStats, drop) == 16);
 const _: () = assert!(size_of::<FilterConfig>() == 16);
 const _: () = assert!(size_of::<PoliceKey>() == 20);
 const _: () = assert!(size_of::<CaptureCtl>() == 8);
-const _: () = assert!(size_of::<CaptureKey>() == 20);
+const _: () = assert!(size_of::<CaptureKey>() == 24);
 // id, classes, sport + pad, first, every, pad; seen, sampled, ring_full.
 const _: () = assert!(size_of::<CaptureVal>() == 24 + 3 * 8);
 const _: () = assert!(size_of::<EvidenceRec>() == 24 + DDOS_CAPTURE_SNAPLEN as usize);
