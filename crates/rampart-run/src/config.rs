@@ -332,12 +332,6 @@ impl Config {
         }
         if let Some(s) = &self.stream {
             s.validate().map_err(|e| Error::Config(e.to_string()))?;
-            if s.apps.len() > 1 {
-                return Err(Error::Config(format!(
-                    "stream.apps = {:?}: rampart run feeds one app from an interface's tap: name one",
-                    s.apps
-                )));
-            }
         }
         if self.ddos.is_some() && self.interfaces.len() > 1 {
             return Err(Error::Config(

@@ -15,25 +15,30 @@ use std::thread::JoinHandle;
 use rampart_dataplane::chain::Chain;
 use rampart_service::alert::{Action, Alert, Alerts, App};
 use rampart_service::{Metrics, Routes, Service, StateCollector, Tokens};
-use rampart_stream::apps::config::{AppName, TapFeed};
+use rampart_stream::apps::config::{AppName, StreamConfig, TapFeed};
 use rampart_stream::apps::{flowmeter, portscan, synflood};
-use rampart_stream::offload::{self, Target};
+use rampart_stream::engine::Pipeline;
+use rampart_stream::offload::{self, AppGraph, OpDesc, OpKind, Target};
 use rampart_stream::source::tap::{TapConfig, TapMode, TapSource};
-use rampart_stream::source::{AnySource, Applied};
+use rampart_stream::source::tee::tee;
+use rampart_stream::source::{AnySource, Applied, PacketSource};
 
 use crate::config::{Config, InterfaceConfig};
 use crate::error::{Error, Result};
 
-/// A stream app running on one interface's tap.
+/// The stream stage of one interface: the tap's reader and the apps.
 struct StreamRun {
+    /// Stops the tap (its reader detaches it and ends; the apps then end
+    /// with their input, flushing their windows).
     cancel: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    /// The tap's reader first, then the apps (when several share the tap).
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl StreamRun {
     fn stop(&mut self) {
         self.cancel.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -260,21 +265,92 @@ fn scan_alert(iface: &str, a: &portscan::ScanAlert) -> Alert {
     x
 }
 
-/// The stream stage on interface `i`: the tap in the chain's stream slot,
-/// the app(s) reading it on a thread of their own.
+/// The graph the tap is planned for: the app's own, or with several
+/// apps on one tap what every app can take — the parsed frames, summed
+/// into connection parts with the aggregate feed, no app's Filter (each
+/// app filters its own records).
+fn tap_graph(s: &StreamConfig) -> Result<AppGraph> {
+    if let [app] = s.apps[..] {
+        return Ok(match app {
+            AppName::Flowmeter => flowmeter::graph(&s.flowmeter()?),
+            AppName::Portscan => portscan::graph(&s.portscan()?),
+            AppName::Synflood => synflood::graph(&s.synflood()?),
+        });
+    }
+    Ok(AppGraph {
+        app: "shared tap".into(),
+        ops: vec![
+            OpDesc::new("source", OpKind::Source, "frames → tuples"),
+            OpDesc::new("part", OpKind::Part, "Map: tuple → connection part"),
+        ],
+    })
+}
+
+/// App `app` on `src`, counting what it produces and sending its alerts.
+fn build_app<S: PacketSource>(
+    app: AppName,
+    src: S,
+    s: &StreamConfig,
+    iface: &str,
+    alerts: &Alerts,
+    counts: &Arc<StreamCounts>,
+) -> Result<Pipeline> {
+    let c = counts.clone();
+    Ok(match app {
+        AppName::Flowmeter => flowmeter::build(
+            src,
+            &s.flowmeter()?,
+            move |r: Option<flowmeter::FlowRecord>| {
+                if r.is_some() {
+                    c.flows.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        )?,
+        AppName::Portscan => {
+            let (alerts, iface) = (alerts.clone(), iface.to_string());
+            portscan::build(
+                src,
+                &s.portscan()?,
+                move |x: Option<portscan::ScanAlert>| {
+                    if let Some(x) = x {
+                        c.alerts.fetch_add(1, Ordering::Relaxed);
+                        alerts.emit(scan_alert(&iface, &x));
+                    }
+                },
+            )?
+        }
+        AppName::Synflood => synflood::build(
+            src,
+            &s.synflood()?,
+            move |x: Option<synflood::FloodAlert>| {
+                if x.is_some() {
+                    c.alerts.fetch_add(1, Ordering::Relaxed);
+                }
+            },
+        )?,
+    })
+}
+
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| Error::System(format!("starting thread {name}: {e}")))
+}
+
+/// The stream stage on interface `i`: the tap in the chain's stream slot
+/// and the apps reading it. One app reads the tap on its own thread;
+/// several share it through a tee (one reader thread copies every record
+/// to each app's thread), so one XDP program and one ring buffer serve
+/// them all.
 fn start_stream(
-    s: &rampart_stream::apps::config::StreamConfig,
+    s: &StreamConfig,
     i: &InterfaceConfig,
     chain: &Chain,
     alerts: Alerts,
     counts: Arc<StreamCounts>,
 ) -> Result<StreamRun> {
-    let app = s.apps[0];
-    let graph = match app {
-        AppName::Flowmeter => flowmeter::graph(&s.flowmeter()?),
-        AppName::Portscan => portscan::graph(&s.portscan()?),
-        AppName::Synflood => synflood::graph(&s.synflood()?),
-    };
+    let graph = tap_graph(s)?;
     let aggregate = s.feed == TapFeed::Aggregate;
     let plan = offload::plan_tap(
         &graph,
@@ -293,7 +369,7 @@ fn start_stream(
         },
         offload: plan.config.clone(),
         applied: Applied {
-            app: Some(plan.app.clone()),
+            app: (s.apps.len() == 1).then(|| plan.app.clone()),
             ops: plan
                 .offloaded
                 .iter()
@@ -305,58 +381,47 @@ fn start_stream(
         chain: Some(chain.clone()),
         ..TapConfig::default()
     })?;
-    let src = AnySource::Tap(tap);
-    let iface = i.name.clone();
-    let p = match app {
-        AppName::Flowmeter => {
-            let c = counts.clone();
-            flowmeter::build(
-                src,
-                &s.flowmeter()?,
-                move |r: Option<flowmeter::FlowRecord>| {
-                    if r.is_some() {
-                        c.flows.fetch_add(1, Ordering::Relaxed);
-                    }
-                },
-            )?
-        }
-        AppName::Portscan => {
-            let c = counts.clone();
-            portscan::build(
-                src,
-                &s.portscan()?,
-                move |x: Option<portscan::ScanAlert>| {
-                    if let Some(x) = x {
-                        c.alerts.fetch_add(1, Ordering::Relaxed);
-                        alerts.emit(scan_alert(&iface, &x));
-                    }
-                },
-            )?
-        }
-        AppName::Synflood => {
-            let c = counts.clone();
-            synflood::build(
-                src,
-                &s.synflood()?,
-                move |x: Option<synflood::FloodAlert>| {
-                    if x.is_some() {
-                        c.alerts.fetch_add(1, Ordering::Relaxed);
-                    }
-                },
-            )?
-        }
-    };
-    let cancel = p.cancel_flag();
-    let thread = std::thread::Builder::new()
-        .name("rampart-stream".into())
-        .spawn(move || {
+    let run = |p: Pipeline| {
+        move || {
             if let Err(e) = p.run() {
                 tracing::error!("stream app stopped: {e}");
             }
-        })
-        .map_err(|e| Error::System(format!("starting the stream thread: {e}")))?;
-    Ok(StreamRun {
-        cancel,
-        thread: Some(thread),
-    })
+        }
+    };
+    if let [app] = s.apps[..] {
+        let p = build_app(app, AnySource::Tap(tap), s, &i.name, &alerts, &counts)?;
+        return Ok(StreamRun {
+            cancel: p.cancel_flag(),
+            threads: vec![spawn("rampart-stream", run(p))?],
+        });
+    }
+    let (driver, branches) = tee(tap, s.apps.len())?;
+    let mut apps = Vec::new();
+    for (app, b) in s.apps.iter().zip(branches) {
+        apps.push((app, build_app(*app, b, s, &i.name, &alerts, &counts)?));
+    }
+    // The apps first: if one cannot start, dropping the driver (never
+    // started) ends the others' input.
+    let mut threads = Vec::new();
+    for (app, p) in apps {
+        threads.push(spawn(&format!("rampart-{}", app_name(*app)), run(p))?);
+    }
+    let cancel = driver.cancel_flag();
+    threads.insert(
+        0,
+        spawn("rampart-stream", move || {
+            if let Err(e) = driver.run() {
+                tracing::error!("stream tap stopped: {e}");
+            }
+        })?,
+    );
+    Ok(StreamRun { cancel, threads })
+}
+
+fn app_name(a: AppName) -> &'static str {
+    match a {
+        AppName::Flowmeter => "flowmeter",
+        AppName::Portscan => "portscan",
+        AppName::Synflood => "synflood",
+    }
 }

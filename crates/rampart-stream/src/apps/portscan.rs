@@ -444,6 +444,9 @@ pub fn build<S: PacketSource>(
     super::check_epoch(&src, &[cfg.response_timeout], &[])?;
     let g = e.graph("portscan")?;
     let p = src.parallelism();
+    // Parts summed without the handshake Filter (a tap shared with apps
+    // that need every packet): keep the parts with a handshake packet.
+    let unfiltered_parts = src.delivers_parts() && !applied.has("handshake");
     let gap = cfg.response_timeout;
     let mut trw = Trw::new(cfg);
     let walk = move |o: Outcome, sh: &mut Shipper<'_, ScanAlert>| {
@@ -451,49 +454,60 @@ pub fn build<S: PacketSource>(
             sh.ship(alert);
         }
     };
-    Ok(
-        part_stream(&g, src, Some(("handshake", handshake_filter())), e.batch)?
-            .add(
-                Map::new("attempt", |p: FlowPart| attempt(&p))
-                    .with_parallelism(p)
-                    .with_output_batch(e.batch),
-            )?
-            .add(
-                KeyedWindow::new(
-                    "attempts",
-                    |e: &Ev| e.key,
-                    WindowSpec::session(gap, gap * 20),
-                    agg(
-                        AttemptAcc::default,
-                        |a: &mut AttemptAcc, e: &Ev| {
-                            if let Some(t) = e.syn {
-                                a.syn = Some(a.syn.map_or(t, |s| s.min(t)));
-                            }
-                            a.synack |= e.synack;
-                        },
-                        |k: &AttemptKey, a: AttemptAcc, _: &WindowInfo| Outcome {
-                            key: *k,
-                            first_syn: a.syn.unwrap_or(0),
-                            success: a.synack,
-                            valid: a.syn.is_some(),
-                        },
-                    ),
-                )
-                .with_span(|e: &Ev| e.last)
+    let parts = part_stream(&g, src, Some(("handshake", handshake_filter())), e.batch)?;
+    let parts = if unfiltered_parts {
+        parts.add(
+            Filter::new("handshake", |x: &FlowPart| {
+                x.key.proto == crate::tuple::proto::TCP
+                    && x.dir.iter().any(|d| d.syn + d.synack + d.rst > 0)
+            })
+            .with_parallelism(p)
+            .with_output_batch(e.batch),
+        )?
+    } else {
+        parts
+    };
+    Ok(parts
+        .add(
+            Map::new("attempt", |p: FlowPart| attempt(&p))
+                .with_parallelism(p)
+                .with_output_batch(e.batch),
+        )?
+        .add(
+            KeyedWindow::new(
+                "attempts",
+                |e: &Ev| e.key,
+                WindowSpec::session(gap, gap * 20),
+                agg(
+                    AttemptAcc::default,
+                    |a: &mut AttemptAcc, e: &Ev| {
+                        if let Some(t) = e.syn {
+                            a.syn = Some(a.syn.map_or(t, |s| s.min(t)));
+                        }
+                        a.synack |= e.synack;
+                    },
+                    |k: &AttemptKey, a: AttemptAcc, _: &WindowInfo| Outcome {
+                        key: *k,
+                        first_syn: a.syn.unwrap_or(0),
+                        success: a.synack,
+                        valid: a.syn.is_some(),
+                    },
+                ),
+            )
+            .with_span(|e: &Ev| e.last)
+            .with_parallelism(e.workers)
+            .with_output_batch(e.batch),
+        )?
+        .add(
+            Filter::new("initiated", |o: &Outcome| o.valid)
                 .with_parallelism(e.workers)
                 .with_output_batch(e.batch),
-            )?
-            .add(
-                Filter::new("initiated", |o: &Outcome| o.valid)
-                    .with_parallelism(e.workers)
-                    .with_output_batch(e.batch),
-            )?
-            .add(
-                FlatMap::new("trw", walk)
-                    .with_key_by(|o: &Outcome| o.key.initiator)
-                    .with_parallelism(e.workers)
-                    .with_output_batch(e.batch),
-            )?
-            .sink(Sink::new("alerts", out))?,
-    )
+        )?
+        .add(
+            FlatMap::new("trw", walk)
+                .with_key_by(|o: &Outcome| o.key.initiator)
+                .with_parallelism(e.workers)
+                .with_output_batch(e.batch),
+        )?
+        .sink(Sink::new("alerts", out))?)
 }

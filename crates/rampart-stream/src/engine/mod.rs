@@ -91,6 +91,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use emit::Route;
 pub use graph::{GraphConfig, OpStat, Pipe, PipeGraph, Pipeline, QueueGauges, RunStats};
+/// Runs a source function into any output (the tee drives a source with it).
+pub(crate) use ops::run_source;
 pub use ops::{Filter, FlatMap, Map, Nothing, Operator, Shipper, Sink, Source, SourceCtx};
 pub use window::{agg, FnAgg, KeyedWindow, ParallelWindow, WindowAgg, WindowInfo, WindowSpec};
 

@@ -12,12 +12,15 @@
 //!   turns frames into tuple records (and runs the app's FlowID and Filter)
 //!   in XDP and steers each to the replica that owns its key; the replica
 //!   only copies records into the engine. It says what it already applied
-//!   ([`PacketSource::applied`]), and the apps skip those operators.
+//!   ([`PacketSource::applied`]), and the apps skip those operators;
+//! - [`tap::TapSource`]: the tap on a server's own interface;
+//! - [`tee::tee`]: one source split for several apps.
 
 pub mod afxdp;
 pub mod pcap;
 pub mod synthetic;
 pub mod tap;
+pub mod tee;
 pub mod xdp_tuple;
 pub mod xsk;
 
