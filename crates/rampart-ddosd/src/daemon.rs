@@ -38,7 +38,7 @@ use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
 mod reload;
-pub use reload::reload_file;
+pub use reload::{apply as apply_reload, check as check_reload, reload_file};
 
 use crate::alerts::{self, Alerts, App};
 use crate::config::{Config, NicHop};

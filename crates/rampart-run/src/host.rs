@@ -8,13 +8,15 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rampart_dataplane::chain::Chain;
 use rampart_service::alert::{Action, Alert, Alerts, App};
-use rampart_service::{Metrics, Routes, Service, StateCollector, Tokens};
+use rampart_service::reload::{to_value, ServerSide};
+use rampart_service::{Metrics, RouteSlot, Routes, Service, StateCollector, Tokens};
 use rampart_stream::apps::config::{AppName, StreamConfig, TapFeed};
 use rampart_stream::apps::{flowmeter, portscan, synflood};
 use rampart_stream::engine::Pipeline;
@@ -22,6 +24,7 @@ use rampart_stream::offload::{self, AppGraph, OpDesc, OpKind, Target};
 use rampart_stream::source::tap::{TapConfig, TapMode, TapSource};
 use rampart_stream::source::tee::tee;
 use rampart_stream::source::{AnySource, Applied, PacketSource};
+use rampart_tenant::agent::AgentHandle;
 
 use crate::config::{Config, InterfaceConfig};
 use crate::error::{Error, Result};
@@ -53,12 +56,29 @@ pub struct StreamCounts {
     pub alerts: AtomicU64,
 }
 
-/// The daemon.
-pub struct Host {
+/// The running applications: what a reload changes, under one lock.
+struct Stages {
+    cfg: Config,
     chains: Vec<Chain>,
     ddos: Option<rampart_ddosd::Handle>,
     tenant: Option<rampart_tenant::agent::AgentThread>,
+    /// The agent `/metrics` and the `/tenant` routes reach (none: the
+    /// tenant stage is off).
+    tenant_agent: Arc<Mutex<Option<AgentHandle>>>,
+    tenant_routes: RouteSlot,
     stream: Vec<StreamRun>,
+    metrics: Metrics,
+    alerts: Alerts,
+    counts: Arc<StreamCounts>,
+    /// The stream and tenant collectors are registered once, when their
+    /// stage first starts (a registry refuses a second copy).
+    stream_metrics: bool,
+    tenant_metrics: bool,
+}
+
+/// The daemon.
+pub struct Host {
+    stages: Arc<Mutex<Stages>>,
     server: Option<rampart_service::Server>,
     /// What the stream apps produced.
     pub stream_counts: Arc<StreamCounts>,
@@ -67,7 +87,7 @@ pub struct Host {
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
-            .field("chains", &self.chains)
+            .field("chains", &self.chains())
             .finish()
     }
 }
@@ -75,6 +95,14 @@ impl std::fmt::Debug for Host {
 fn svc_err(e: impl std::fmt::Display) -> Error {
     Error::Config(e.to_string())
 }
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The answer of the `/tenant` routes while the tenant stage is off.
+const TENANT_OFF: &str =
+    "the tenant application is not enabled: add a [tenant] section to the configuration and reload (SIGHUP)";
 
 impl Host {
     /// Attach a chain to every interface and start the enabled
@@ -85,61 +113,177 @@ impl Host {
     /// A missing interface, attach or load failures, a busy API address.
     pub fn start(cfg: &Config) -> Result<Self> {
         cfg.check_system()?;
-        let mut host = Self {
-            chains: Vec::new(),
-            ddos: None,
-            tenant: None,
-            stream: Vec::new(),
-            server: None,
-            stream_counts: Arc::default(),
-        };
-        match host.start_inner(cfg) {
-            Ok(()) => Ok(host),
-            Err(e) => {
-                host.stop_inner();
-                Err(e)
-            }
-        }
-    }
-
-    fn start_inner(&mut self, cfg: &Config) -> Result<()> {
+        let mut chains = Vec::new();
         for i in &cfg.interfaces {
-            self.chains
-                .push(Chain::attach(i.netns.as_deref(), &i.name, i.mode())?);
+            chains.push(Chain::attach(i.netns.as_deref(), &i.name, i.mode())?);
         }
         let tokens = Tokens::from_file(cfg.server.token_file.as_deref()).map_err(svc_err)?;
         let mut routes = Routes::new();
         // One registry and one alert stream: the ddos daemon's when it runs.
+        let mut ddos = None;
         let (metrics, alerts) = if let Some(i) =
             cfg.interfaces.first().filter(|_| cfg.ddos.is_some())
         {
             let mut d = cfg.ddos_for(i).unwrap_or_default();
-            d.chain = Some(self.chains[0].clone());
+            d.chain = Some(chains[0].clone());
             let h = rampart_ddosd::Handle::spawn(d)?;
             routes = routes.nest(
                 "/ddos",
                 rampart_ddosd::api::routes(rampart_ddosd::api::ApiState::of(&h)),
             );
             let m = (h.metrics.registry.clone(), h.alerts.clone());
-            self.ddos = Some(h);
+            ddos = Some(h);
             m
         } else {
             let m = Metrics::new();
             let a = Alerts::open(&cfg.alerts, &[App::Stream, App::Tenant], &m).map_err(svc_err)?;
             (m, a)
         };
-        if let Some(s) = &cfg.stream {
-            for (n, i) in cfg.interfaces.iter().enumerate() {
-                self.stream.push(start_stream(
-                    s,
-                    i,
-                    &self.chains[n],
-                    alerts.clone(),
-                    self.stream_counts.clone(),
-                )?);
+        let tenant_routes = RouteSlot::new(TENANT_OFF);
+        routes = routes.nest_slot("/tenant", rampart_tenant::api::unserved(), &tenant_routes);
+        let counts = Arc::<StreamCounts>::default();
+        let mut st = Stages {
+            cfg: cfg.clone(),
+            chains,
+            ddos,
+            tenant: None,
+            tenant_agent: Arc::default(),
+            tenant_routes,
+            stream: Vec::new(),
+            metrics: metrics.clone(),
+            alerts,
+            counts: counts.clone(),
+            stream_metrics: false,
+            tenant_metrics: false,
+        };
+        let started = (|| {
+            if let Some(s) = &cfg.stream {
+                st.start_stream(s)?;
             }
-            let c = self.stream_counts.clone();
-            metrics
+            if let Some(t) = st.tenant_config(cfg) {
+                st.start_tenant(t)?;
+            }
+            rampart_service::Server::start(
+                &cfg.server,
+                Service {
+                    name: "rampart",
+                    title: "rampart run",
+                    version: env!("CARGO_PKG_VERSION"),
+                    description: "One daemon for the host: the ddos routes under /ddos, the tenant routes under /tenant.",
+                    routes,
+                    metrics,
+                    tokens,
+                    apps: rampart_service::Apps::none(),
+                },
+            )
+            .map_err(svc_err)
+        })();
+        match started {
+            Ok(server) => Ok(Self {
+                stages: Arc::new(Mutex::new(st)),
+                server: Some(server),
+                stream_counts: counts,
+            }),
+            Err(e) => {
+                st.stop();
+                Err(e)
+            }
+        }
+    }
+
+    /// The API's address, if it serves one.
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server
+            .as_ref()
+            .and_then(rampart_service::Server::api_addr)
+    }
+
+    /// The chains (one per interface).
+    pub fn chains(&self) -> Vec<Chain> {
+        lock(&self.stages).chains.clone()
+    }
+
+    /// Re-read `path` on SIGHUP (while [`Host::wait`] runs) and on
+    /// `POST /v1/reload`, and apply it ([`Host::reload`] says what a reload
+    /// changes).
+    pub fn reload_from(&self, path: &Path) {
+        let Some(server) = &self.server else { return };
+        let (stages, path) = (self.stages.clone(), path.to_path_buf());
+        server.on_reload(move |side| {
+            let new = Config::load(&path).map_err(|e| e.to_string())?;
+            lock(&stages).reload(new, side)
+        });
+    }
+
+    /// Reload now, as SIGHUP does (after [`Host::reload_from`]): the
+    /// thresholds, whitelists and tokens, the tenant list, and each of the
+    /// stream and tenant stages turned on or off (its program put in or
+    /// taken out of the chain: one program-array update; packets flow
+    /// throughout). The blacklist, counters and — unless `[ddos.detect]`
+    /// changed — the learned baselines stay. The interfaces, `[alerts]`,
+    /// adding or removing `[ddos]`, the listeners and each application's
+    /// restart-only keys are refused by name, as is a config that does not
+    /// load: the running configuration stays in force.
+    ///
+    /// # Errors
+    /// One line: why nothing was applied.
+    pub fn reload(&self, trigger: &str) -> Result<String, String> {
+        match &self.server {
+            Some(s) => s.reloader().reload(trigger),
+            None => Err("the daemon has stopped".into()),
+        }
+    }
+
+    /// Serve until `cancel` is set, reloading on each SIGHUP.
+    pub fn wait(&self, cancel: &AtomicBool) {
+        match &self.server {
+            Some(s) => s.wait(cancel),
+            None => rampart_service::server::wait_until(cancel),
+        }
+    }
+
+    /// Stop: the API, the stream apps (their stage leaves the chain), the
+    /// tenant agent (its stage too), the ddos loop — whose stage stays in
+    /// the chain, filtering, as `rampart ddos run` leaves its filter.
+    pub fn stop(mut self) {
+        self.stop_inner();
+    }
+
+    fn stop_inner(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+        lock(&self.stages).stop();
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.stop_inner();
+    }
+}
+
+impl Stages {
+    /// `[tenant]` of `cfg` as the tenant host's config, on this host's chains.
+    fn tenant_config(&self, cfg: &Config) -> Option<rampart_tenant::config::Config> {
+        let mut t = cfg.tenant_config()?;
+        t.infra.chains = self.chains.clone();
+        Some(t)
+    }
+
+    fn start_stream(&mut self, s: &rampart_stream::apps::config::StreamConfig) -> Result<()> {
+        for (n, i) in self.cfg.interfaces.iter().enumerate() {
+            self.stream.push(start_stream(
+                s,
+                i,
+                &self.chains[n],
+                self.alerts.clone(),
+                self.counts.clone(),
+            )?);
+        }
+        if !self.stream_metrics {
+            let c = self.counts.clone();
+            self.metrics
                 .register(
                     StateCollector::new(move |out| {
                         let mut s = rampart_service::Samples::default();
@@ -168,89 +312,177 @@ impl Host {
                     ),
                 )
                 .map_err(svc_err)?;
-        }
-        if let Some(mut t) = cfg.tenant_config() {
-            t.infra.chains = self.chains.clone();
-            let tenants: HashMap<String, u32> = t
-                .tenants
-                .iter()
-                .filter_map(|x| Some((x.name.clone(), x.id?)))
-                .collect();
-            let compiler = rampart_tenant::compiler::Compiler::new(t.limits.policy())?;
-            let agent = rampart_tenant::agent::start(t)?;
-            metrics
-                .register(rampart_tenant::metrics::collector(agent.handle()))
-                .map_err(svc_err)?;
-            routes = routes.nest(
-                "/tenant",
-                rampart_tenant::api::routes(Arc::new(rampart_tenant::api::ApiState {
-                    agent: agent.handle(),
-                    compiler,
-                    tenants,
-                })),
-            );
-            self.tenant = Some(agent);
-        }
-        if cfg.server.api_addr().map_err(svc_err)?.is_some() {
-            self.server = Some(
-                rampart_service::Server::start(
-                    &cfg.server,
-                    Service {
-                        name: "rampart",
-                        title: "rampart run",
-                        version: env!("CARGO_PKG_VERSION"),
-                        description: "One daemon for the host: the ddos routes under /ddos, the tenant routes under /tenant.",
-                        routes,
-                        metrics,
-                        tokens,
-                        apps: rampart_service::Apps::none(),
-                    },
-                )
-                .map_err(svc_err)?,
-            );
+            self.stream_metrics = true;
         }
         Ok(())
     }
 
-    /// The API's address, if it serves one.
-    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
-        self.server
-            .as_ref()
-            .and_then(rampart_service::Server::api_addr)
-    }
-
-    /// The chains (one per interface).
-    pub fn chains(&self) -> &[Chain] {
-        &self.chains
-    }
-
-    /// Stop: the API, the stream apps (their stage leaves the chain), the
-    /// tenant agent (its stage too), the ddos loop — whose stage stays in
-    /// the chain, filtering, as `rampart ddos run` leaves its filter.
-    pub fn stop(mut self) {
-        self.stop_inner();
-    }
-
-    fn stop_inner(&mut self) {
-        if let Some(s) = self.server.take() {
-            s.stop();
-        }
+    fn stop_stream(&mut self) {
         for s in &mut self.stream {
             s.stop();
         }
         self.stream.clear();
+    }
+
+    fn start_tenant(&mut self, t: rampart_tenant::config::Config) -> Result<()> {
+        let tenants: HashMap<String, u32> = t
+            .tenants
+            .iter()
+            .filter_map(|x| Some((x.name.clone(), x.id?)))
+            .collect();
+        let compiler = rampart_tenant::compiler::Compiler::new(t.limits.policy())?;
+        let agent = rampart_tenant::agent::start(t)?;
+        if !self.tenant_metrics {
+            let slot = self.tenant_agent.clone();
+            self.metrics
+                .register(rampart_tenant::metrics::collector_of(move || {
+                    lock(&slot).clone()
+                }))
+                .map_err(svc_err)?;
+            self.tenant_metrics = true;
+        }
+        *lock(&self.tenant_agent) = Some(agent.handle());
+        self.tenant_routes
+            .set(Some(rampart_tenant::api::routes(Arc::new(
+                rampart_tenant::api::ApiState {
+                    agent: agent.handle(),
+                    compiler,
+                    tenants,
+                },
+            ))));
+        self.tenant = Some(agent);
+        Ok(())
+    }
+
+    fn stop_tenant(&mut self) {
+        self.tenant_routes.set(None);
+        *lock(&self.tenant_agent) = None;
         if let Some(t) = self.tenant.take() {
             t.stop();
         }
+    }
+
+    fn stop(&mut self) {
+        self.stop_stream();
+        self.stop_tenant();
         if let Some(d) = self.ddos.take() {
             let _ = d.stop();
         }
     }
+
+    /// Apply `new` (loaded and validated) or refuse it whole: every check
+    /// first — the restart-only parts, the tokens and listeners, each
+    /// running application's own — then the stage starts (which can
+    /// fail), then the applications' reloads.
+    fn reload(&mut self, new: Config, side: &ServerSide) -> Result<String, String> {
+        let mut fixed = Vec::new();
+        if new.interfaces != self.cfg.interfaces {
+            fixed.push("the [[interface]] list".to_string());
+        }
+        if to_value(&new.alerts) != to_value(&self.cfg.alerts) {
+            fixed.push("[alerts]".to_string());
+        }
+        match (&self.cfg.ddos, &new.ddos) {
+            (None, Some(_)) => fixed.push("[ddos] added".to_string()),
+            (Some(_), None) => fixed.push("[ddos] removed".to_string()),
+            _ => {}
+        }
+        if !fixed.is_empty() {
+            return Err(format!(
+                "{} changed: {} a restart (systemctl restart rampart), nothing was reloaded",
+                fixed.join(", "),
+                if fixed.len() == 1 {
+                    "that needs"
+                } else {
+                    "these need"
+                }
+            ));
+        }
+        let tokens =
+            Tokens::from_file(new.server.token_file.as_deref()).map_err(|e| e.to_string())?;
+        side.check(&new.server, &tokens)?;
+        let new_ddos = new.interfaces.first().and_then(|i| new.ddos_for(i));
+        if let (Some(h), Some(d)) = (&self.ddos, &new_ddos) {
+            rampart_ddosd::daemon::check_reload(&h.owner(), d.clone())
+                .map_err(|e| format!("[ddos] {e}"))?;
+        }
+        let new_tenant = self.tenant_config(&new);
+        if let (Some(a), Some(t)) = (&self.tenant, &new_tenant) {
+            rampart_tenant::host::check_reload(&a.handle(), t.clone())
+                .map_err(|e| format!("[tenant] {e}"))?;
+        }
+
+        let mut done = Vec::new();
+        if to_value(&new.stream) != to_value(&self.cfg.stream) {
+            self.stop_stream();
+            if let Some(s) = &new.stream {
+                if let Err(e) = self.start_stream(s) {
+                    self.stop_stream();
+                    // Back to what ran: the stream stage as it was.
+                    let old = self.cfg.stream.clone();
+                    let back = old.as_ref().map(|s| self.start_stream(s));
+                    return Err(format!(
+                        "starting the new [stream]: {e}; nothing was reloaded{}",
+                        match back {
+                            Some(Err(e)) => format!(
+                                " (and the old stream stage did not restart: {e}; it is off)"
+                            ),
+                            _ => String::new(),
+                        }
+                    ));
+                }
+            }
+            done.push(match (&self.cfg.stream, &new.stream) {
+                (None, Some(_)) => "stream stage added".to_string(),
+                (Some(_), None) => "stream stage removed".to_string(),
+                _ => "stream stage restarted with the new [stream] (its windows start afresh)"
+                    .to_string(),
+            });
+        }
+        match (self.tenant.is_some(), new_tenant) {
+            (false, Some(t)) => {
+                self.start_tenant(t)
+                    .map_err(|e| format!("starting the tenant stage: {e}{}", applied(&done)))?;
+                done.push("tenant stage added".to_string());
+            }
+            (true, None) => {
+                self.stop_tenant();
+                done.push(
+                    "tenant stage removed (its tenants' programs and pins are gone)".to_string(),
+                );
+            }
+            (true, Some(t)) => {
+                let a = self
+                    .tenant
+                    .as_ref()
+                    .map(rampart_tenant::agent::AgentThread::handle);
+                if let Some(a) = a {
+                    let m = rampart_tenant::host::apply_reload(&a, t)
+                        .map_err(|e| format!("[tenant] {e}{}", applied(&done)))?;
+                    done.push(format!("tenant: {m}"));
+                }
+            }
+            (false, None) => {}
+        }
+        if let (Some(h), Some(d)) = (&self.ddos, new_ddos) {
+            let m = rampart_ddosd::daemon::apply_reload(&h.owner(), d)
+                .map_err(|e| format!("[ddos] {e}{}", applied(&done)))?;
+            done.push(format!("ddos: {m}"));
+        }
+        let n = tokens.names().count();
+        side.commit(new.server.clone(), tokens);
+        self.cfg = new;
+        done.push(format!("{n} API token(s)"));
+        Ok(done.join("; "))
+    }
 }
 
-impl Drop for Host {
-    fn drop(&mut self) {
-        self.stop_inner();
+/// What a reload failing half-way had already applied (said with the error).
+fn applied(done: &[String]) -> String {
+    if done.is_empty() {
+        String::new()
+    } else {
+        format!(" (already applied: {})", done.join(", "))
     }
 }
 

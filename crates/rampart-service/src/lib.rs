@@ -40,4 +40,4 @@ pub use dashboard::Apps;
 pub use error::{ApiBytes, ApiError, ApiJson, ErrorBody, ErrorKind, JsonBody, ToApiError};
 pub use metrics::{Metrics, Samples, StateCollector};
 pub use owner::{Owned, Owner, OwnerHandle, SpawnError, Stopped};
-pub use server::{Routes, Server, ServerError, Service};
+pub use server::{RouteSlot, Routes, Server, ServerError, Service};

@@ -69,6 +69,91 @@ impl<S: Send + Sync + Clone + 'static> Routes<S> {
     }
 }
 
+impl Routes<()> {
+    /// Serve `slot` under `prefix` (`/tenant`), documenting `doc`'s paths
+    /// (the routes the slot holds when the application runs, before their
+    /// state): for an application a reload can start and stop ([`RouteSlot`]).
+    #[must_use]
+    pub fn nest_slot<D: Send + Sync + Clone + 'static>(
+        self,
+        prefix: &str,
+        doc: Routes<D>,
+        slot: &RouteSlot,
+    ) -> Self {
+        let (_, api) = doc.0.split_for_parts();
+        // Only the document: an empty router nested adds no route.
+        let documented = OpenApiRouter::new().nest(prefix, OpenApiRouter::with_openapi(api));
+        let slot = slot.clone();
+        let svc = tower::service_fn(move |req: Request| {
+            let (router, off) = (slot.get(), slot.off.clone());
+            async move {
+                use tower::ServiceExt;
+                Ok::<_, std::convert::Infallible>(match router {
+                    Some(r) => r.oneshot(req).await.into_response(),
+                    None => ApiError::new(ErrorKind::Unavailable, &*off).into_response(),
+                })
+            }
+        });
+        Self(self.0.merge(documented).nest_service(prefix, svc))
+    }
+}
+
+/// The routes of an application that a reload starts and stops while the
+/// server runs (`rampart run` turning a stage on or off). Its paths stay in
+/// the OpenAPI document; while it is empty they answer 503 with the line
+/// given at [`RouteSlot::new`], which says how to turn the application on.
+#[derive(Clone)]
+pub struct RouteSlot {
+    router: Arc<std::sync::RwLock<Option<Router>>>,
+    off: Arc<str>,
+}
+
+impl std::fmt::Debug for RouteSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteSlot")
+            .field("on", &self.get().is_some())
+            .finish()
+    }
+}
+
+impl RouteSlot {
+    /// An empty slot; `off` is the answer while it stays empty.
+    pub fn new(off: &str) -> Self {
+        Self {
+            router: Arc::default(),
+            off: off.into(),
+        }
+    }
+
+    /// Serve `routes` from now on (`None`: answer `off`).
+    pub fn set(&self, routes: Option<Routes>) {
+        let r = routes.map(|r| {
+            let (router, _) = r.0.split_for_parts();
+            router.fallback(|req: Request| async move {
+                ApiError::new(
+                    ErrorKind::NoRoute,
+                    format!(
+                        "no route {} {}: GET /v1/openapi.json lists the routes",
+                        req.method(),
+                        req.uri().path()
+                    ),
+                )
+            })
+        });
+        match self.router.write() {
+            Ok(mut g) => *g = r,
+            Err(p) => *p.into_inner() = r,
+        }
+    }
+
+    fn get(&self) -> Option<Router> {
+        match self.router.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
 /// What a daemon serves.
 #[derive(Debug)]
 pub struct Service {

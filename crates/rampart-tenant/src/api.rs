@@ -108,6 +108,12 @@ impl FromRequestParts<Arc<ApiState>> for Tenant {
 
 /// The routes.
 pub fn routes(state: Arc<ApiState>) -> Routes {
+    unserved().with_state(state)
+}
+
+/// The routes before they have an instance to serve (for their OpenAPI
+/// paths: `rampart run` documents them while the tenant stage is off).
+pub fn unserved() -> Routes<Arc<ApiState>> {
     Routes::new()
         .routes(routes!(tenant_info))
         .routes(routes!(program_get, program_put, program_delete))
@@ -116,7 +122,6 @@ pub fn routes(state: Arc<ApiState>) -> Routes {
         .routes(routes!(maps_list))
         .routes(routes!(map_dump))
         .routes(routes!(map_set, map_delete))
-        .with_state(state)
 }
 
 /// `GET /v1/tenant`.

@@ -17,7 +17,7 @@
 //! `…/tenants/<tenant>/maps/<map>`.
 
 mod reload;
-pub use reload::reload_file;
+pub use reload::{apply as apply_reload, check as check_reload, reload_file};
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};

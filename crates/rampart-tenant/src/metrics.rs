@@ -65,7 +65,18 @@ pub fn read(a: &HostAgent, out: &mut Samples) -> Result<()> {
 
 /// The collector of the tenant daemon: asks the agent at every scrape.
 pub fn collector(agent: AgentHandle) -> StateCollector {
+    collector_of(move || Some(agent.clone()))
+}
+
+/// The collector of whichever agent `agent()` names at the scrape (none:
+/// no samples) — for a host where a reload starts and stops the instance.
+pub fn collector_of(
+    agent: impl Fn() -> Option<AgentHandle> + Send + Sync + 'static,
+) -> StateCollector {
     StateCollector::new(move |out| {
+        let Some(agent) = agent() else {
+            return Ok(());
+        };
         let mut s = Samples::default();
         agent
             .call(move |a| read(a, &mut s).map(|()| s))

@@ -263,3 +263,193 @@ fn tenant_serve_takes_a_new_tenant_and_refuses_a_removal() {
     );
     let _ = common::rampart(&["tenant", "cleanup", "--name", &name]);
 }
+
+/// Wait until `d`'s log says `needle` the `n`th time.
+fn wait_nth(d: &mut Daemon, needle: &str, n: usize) -> String {
+    let t0 = std::time::Instant::now();
+    loop {
+        let log = d.log();
+        if log.matches(needle).count() >= n {
+            return log;
+        }
+        assert!(
+            d.alive(),
+            "rampart exited before saying {needle:?} ×{n}: {log}"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(120),
+            "no {needle:?} ×{n} after 120 s (a hang guard, not a timing check): {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn run_reloads_on_sighup_keeping_its_blacklist_and_switching_stages() {
+    use rampart_dataplane::chain::{Chain, CHAIN_SLOT_DDOS, CHAIN_SLOT_STREAM, CHAIN_SLOT_TENANT};
+    let lab = TestLab::up("rrld", 0);
+    let ns = lab.host_ns();
+    let tname = rampart_lab::testing::unique_prefix("rrlt");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("rampart.toml");
+    std::fs::write(
+        dir.path().join("tokens"),
+        "ops tok-ops-12345678\nacme tok-acme-12345678\n",
+    )
+    .unwrap();
+    let write = |multiplier: f64, stream: bool, tenant: bool, extra: &str| {
+        let mut t = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n[alerts]\nfile = \"{}\"\n\
+             [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n{extra}\
+             [ddos.daemon]\nstate_dir = \"{}\"\ninterval_s = 0.1\nnice = 0\n\
+             [ddos.detect]\nmultiplier = {multiplier:.1}\n",
+            dir.path().join("tokens").display(),
+            dir.path().join("alerts.jsonl").display(),
+            dir.path().join("state").display(),
+        );
+        if stream {
+            t.push_str("[stream]\napps = [\"flowmeter\"]\n");
+        }
+        if tenant {
+            t.push_str(&format!(
+                "[tenant.infra]\nname = \"{tname}\"\n[[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.77.0.0/16\"]\n"
+            ));
+        }
+        std::fs::write(&cfg, t).unwrap();
+    };
+    write(4.0, true, false, "");
+    let _detach = Detach(ns.clone());
+    let mut d = Daemon::spawn(
+        &["run", "--config", cfg.to_str().unwrap()],
+        &[],
+        &dir.path().join("run.log"),
+    );
+    let log = d.wait_for("API on http://");
+    let addr: SocketAddr = log
+        .split("API on http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pid = d.child.id();
+    let chain = Chain::open(Some(&ns), HOST_IF).unwrap();
+    let slots = || -> Vec<u32> { chain.stages().unwrap().iter().map(|s| s.0).collect() };
+    assert_eq!(slots(), [CHAIN_SLOT_DDOS, CHAIN_SLOT_STREAM]);
+    let tok = Some("tok-ops-12345678");
+    for i in 0..16 {
+        let body = format!(r#"{{"prefix": "172.16.9.{i}", "reason": "test"}}"#);
+        let (code, b) = http(addr, "POST", "/ddos/v1/blocked", tok, &body);
+        assert_eq!(code, 200, "{b}");
+    }
+    let (code, body) = http(
+        addr,
+        "GET",
+        "/tenant/v1/tenant",
+        Some("tok-acme-12345678"),
+        "",
+    );
+    assert_eq!(code, 503, "no tenant stage yet: {body}");
+    assert!(body.contains("[tenant]"), "{body}");
+
+    // A new threshold and the stream stage removed: the process, the
+    // blacklist and the ddos stage stay.
+    write(6.0, false, false, "");
+    d.signal(libc::SIGHUP);
+    let log = wait_nth(&mut d, "configuration reloaded (SIGHUP)", 1);
+    assert!(log.contains("stream stage removed"), "{log}");
+    assert!(d.alive());
+    assert_eq!(d.child.id(), pid);
+    let st = get(addr, "/ddos/v1/status");
+    assert_eq!(st["detect"]["multiplier"], 6.0, "{st}");
+    assert_eq!(st["blocked"], 16, "blacklist intact: {st}");
+    assert_eq!(slots(), [CHAIN_SLOT_DDOS]);
+
+    // The stream stage back, the tenant stage added: its routes answer.
+    write(6.0, true, true, "");
+    d.signal(libc::SIGHUP);
+    let log = wait_nth(&mut d, "configuration reloaded (SIGHUP)", 2);
+    assert!(
+        log.contains("stream stage added") && log.contains("tenant stage added"),
+        "{log}"
+    );
+    assert_eq!(
+        slots(),
+        [CHAIN_SLOT_DDOS, CHAIN_SLOT_STREAM, CHAIN_SLOT_TENANT]
+    );
+    let (code, body) = http(
+        addr,
+        "GET",
+        "/tenant/v1/tenant",
+        Some("tok-acme-12345678"),
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("acme"), "{body}");
+
+    // A bad file: one line naming the key; everything stays.
+    write(8.0, true, true, "no_such_key = 1\n");
+    d.signal(libc::SIGHUP);
+    let log = wait_nth(&mut d, "configuration not reloaded (SIGHUP)", 1);
+    let line = log
+        .lines()
+        .find(|l| l.contains("configuration not reloaded (SIGHUP)"))
+        .unwrap();
+    assert!(line.contains("no_such_key"), "{line}");
+    assert!(d.alive());
+    assert_eq!(get(addr, "/ddos/v1/status")["detect"]["multiplier"], 6.0);
+    assert_eq!(
+        slots(),
+        [CHAIN_SLOT_DDOS, CHAIN_SLOT_STREAM, CHAIN_SLOT_TENANT]
+    );
+
+    // What needs a restart is refused by name, nothing applied.
+    std::fs::write(
+        &cfg,
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .replace("no_such_key = 1\n", "xdp_mode = \"generic\"\n"),
+    )
+    .unwrap();
+    let (code, body) = http(addr, "POST", "/v1/reload", tok, "");
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("[[interface]]") && body.contains("restart"),
+        "{body}"
+    );
+    write(6.0, false, true, "[ddos.filter]\nsample_shift = 3\n");
+    let (code, body) = http(addr, "POST", "/v1/reload", tok, "");
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("filter.sample_shift"), "{body}");
+    assert_eq!(
+        slots(),
+        [CHAIN_SLOT_DDOS, CHAIN_SLOT_STREAM, CHAIN_SLOT_TENANT],
+        "the stream stage stays: nothing applied"
+    );
+
+    // The tenant stage removed through the API: its routes say how to get it back.
+    write(6.0, true, false, "");
+    let (code, body) = http(addr, "POST", "/v1/reload", tok, "");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(slots(), [CHAIN_SLOT_DDOS, CHAIN_SLOT_STREAM]);
+    let (code, _) = http(
+        addr,
+        "GET",
+        "/tenant/v1/tenant",
+        Some("tok-acme-12345678"),
+        "",
+    );
+    assert_eq!(code, 503);
+    assert_eq!(get(addr, "/ddos/v1/status")["blocked"], 16);
+    assert!(d.alive());
+    assert_eq!(d.child.id(), pid);
+    let log = d.stop();
+    assert_eq!(
+        slots(),
+        [CHAIN_SLOT_DDOS],
+        "the ddos stage stays after a stop: {log}"
+    );
+    drop(_detach);
+    let _ = Chain::remove(Some(&ns), HOST_IF);
+    let _ = common::rampart(&["tenant", "cleanup", "--name", &tname]);
+}

@@ -51,7 +51,18 @@ impl Daemon {
     /// # Errors
     /// One line: the keys that need a restart, or what detection refused.
     pub(crate) fn reload(&mut self, new: Config) -> Result<String, String> {
-        let changed = changed_keys(&self.cfg, &new);
+        self.check_reload(&new)?;
+        self.apply_reload(new)
+    }
+
+    /// Would [`Daemon::reload`] take `new`? (What refuses a reload, with
+    /// nothing applied: so a host running several applications can check
+    /// them all before applying any.)
+    ///
+    /// # Errors
+    /// One line: the keys that need a restart, or what detection refused.
+    pub(crate) fn check_reload(&self, new: &Config) -> Result<(), String> {
+        let changed = changed_keys(&self.cfg, new);
         let fixed: Vec<&String> = changed.iter().filter(|k| !reloadable(k)).collect();
         if !fixed.is_empty() {
             return Err(format!(
@@ -68,6 +79,17 @@ impl Daemon {
                 },
             ));
         }
+        if changed
+            .iter()
+            .any(|k| k.starts_with("detect.") && k != "detect.whitelist")
+        {
+            Detection::new(&new.detect, &self.scope.name()).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    fn apply_reload(&mut self, new: Config) -> Result<String, String> {
+        let changed = changed_keys(&self.cfg, &new);
         let detect_keys: Vec<&String> = changed
             .iter()
             .filter(|k| k.starts_with("detect.") && *k != "detect.whitelist")
@@ -185,10 +207,30 @@ pub fn reload_file(
     let tokens = Tokens::from_file(new.server.token_file.as_deref()).map_err(|e| e.to_string())?;
     side.check(&new.server, &tokens)?;
     let server = new.server.clone();
-    let msg = owner
-        .call(move |d| d.reload(new))
-        .map_err(|_| "the daemon has stopped".to_string())??;
+    let msg = apply(owner, new)?;
     let n = tokens.names().count();
     side.commit(server, tokens);
     Ok(format!("{msg}; {n} API token(s)"))
+}
+
+/// Check `new` (loaded and validated) against the running daemon without
+/// applying anything: `Err` is why [`apply`] would refuse it.
+///
+/// # Errors
+/// One line: the keys that need a restart, or what detection refused.
+pub fn check(owner: &OwnerHandle<Daemon>, new: Config) -> Result<(), String> {
+    owner
+        .call(move |d| d.check_reload(&new))
+        .map_err(|_| "the daemon has stopped".to_string())?
+}
+
+/// Apply `new` (loaded and validated; the `[server]` part is the caller's)
+/// to the running daemon, or refuse it whole.
+///
+/// # Errors
+/// One line: why nothing was applied.
+pub fn apply(owner: &OwnerHandle<Daemon>, new: Config) -> Result<String, String> {
+    owner
+        .call(move |d| d.reload(new))
+        .map_err(|_| "the daemon has stopped".to_string())?
 }

@@ -33,6 +33,13 @@ impl HostAgent {
     /// # Errors
     /// One line: what needs a restart, or what failed.
     pub(crate) fn reload(&mut self, new: Config) -> Result<String, String> {
+        self.check_reload(&new)?;
+        self.apply_reload(new)
+    }
+
+    /// The keys that changed between the running config and `new`
+    /// (tenants and `[server]` aside).
+    fn changed_keys(&self, new: &Config) -> Vec<String> {
         let strip = |c: &Config| {
             let mut v = json(c);
             if let Value::Object(m) = &mut v {
@@ -42,13 +49,21 @@ impl HostAgent {
             v
         };
         let mut changed = Vec::new();
-        diff("", &strip(&self.cfg), &strip(&new), &mut changed);
+        diff("", &strip(&self.cfg), &strip(new), &mut changed);
+        changed
+    }
+
+    /// Would [`HostAgent::reload`] take `new`? Nothing is applied.
+    ///
+    /// # Errors
+    /// One line: what needs a restart.
+    pub(crate) fn check_reload(&self, new: &Config) -> Result<(), String> {
+        let changed = self.changed_keys(new);
         let mut fixed: Vec<String> = changed
             .iter()
             .filter(|k| !LIVE.contains(&k.as_str()))
             .cloned()
             .collect();
-        let mut added = Vec::new();
         for t in &self.cfg.tenants {
             match new.tenants.iter().find(|n| n.name == t.name) {
                 None => fixed.push(format!("tenant {} removed", t.name)),
@@ -58,11 +73,6 @@ impl HostAgent {
                     fixed.push(format!("tenant {} changed ({})", t.name, keys.join(", ")));
                 }
                 Some(_) => {}
-            }
-        }
-        for n in &new.tenants {
-            if !self.cfg.tenants.iter().any(|t| t.name == n.name) {
-                added.push(n.clone());
             }
         }
         if !fixed.is_empty() {
@@ -75,6 +85,17 @@ impl HostAgent {
         if new.fairness.enabled && !new.infra.accounting {
             return Err("fairness.enabled needs infra.accounting = true".into());
         }
+        Ok(())
+    }
+
+    fn apply_reload(&mut self, new: Config) -> Result<String, String> {
+        let changed = self.changed_keys(&new);
+        let added: Vec<_> = new
+            .tenants
+            .iter()
+            .filter(|n| !self.cfg.tenants.iter().any(|t| t.name == n.name))
+            .cloned()
+            .collect();
         let mut done = Vec::new();
         for t in added {
             let name = t.name.clone();
@@ -112,10 +133,30 @@ pub fn reload_file(agent: &AgentHandle, path: &Path, side: &ServerSide) -> Resul
     let tokens = new.tokens().map_err(|e| e.to_string())?;
     side.check(&new.server, &tokens)?;
     let server = new.server.clone();
-    let msg = agent
-        .call(move |a| a.reload(new))
-        .map_err(|_| "the host agent has stopped".to_string())??;
+    let msg = apply(agent, new)?;
     let n = tokens.names().count();
     side.commit(server, tokens);
     Ok(format!("{msg}; {n} API token(s)"))
+}
+
+/// Check `new` (loaded and validated) against the running instance
+/// without applying anything: `Err` is why [`apply`] would refuse it.
+///
+/// # Errors
+/// One line: what needs a restart.
+pub fn check(agent: &AgentHandle, new: Config) -> Result<(), String> {
+    agent
+        .call(move |a| a.check_reload(&new))
+        .map_err(|_| "the host agent has stopped".to_string())?
+}
+
+/// Apply `new` (loaded and validated; the `[server]` part is the caller's)
+/// to the running instance, or refuse it whole.
+///
+/// # Errors
+/// One line: why nothing was applied.
+pub fn apply(agent: &AgentHandle, new: Config) -> Result<String, String> {
+    agent
+        .call(move |a| a.reload(new))
+        .map_err(|_| "the host agent has stopped".to_string())?
 }

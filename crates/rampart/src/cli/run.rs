@@ -60,7 +60,9 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
         cfg.stages().join(" -> "),
         ifaces.join(", ")
     );
-    rampart_service::server::wait_until(cancel);
+    // SIGHUP and POST /v1/reload re-read the file (docs/run.md).
+    host.reload_from(&a.config);
+    host.wait(cancel);
     host.stop();
     eprintln!("rampart run stopped; the ddos stage stays in the chain, filtering (state pinned)");
     Ok(())
