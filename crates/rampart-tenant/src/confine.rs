@@ -126,7 +126,7 @@ impl Default for Policy {
 }
 
 /// A tenant map as declared in the object.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct MapDecl {
     /// Name (as the tenant wrote it).
     pub name: String,

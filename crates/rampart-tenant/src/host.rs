@@ -12,9 +12,18 @@
 //! a tenant's new program reuses its maps when their definition is
 //! unchanged, so map state survives swaps.
 //!
-//! Pins (for inspection with bpftool; removed when the agent stops):
-//! `/sys/fs/bpf/rampart/tenant/<instance>/maps/<shared map>` and
-//! `…/tenants/<tenant>/maps/<map>`.
+//! Pins (removed when the agent stops cleanly):
+//! `/sys/fs/bpf/rampart/tenant/<instance>/maps/<shared map>`,
+//! `…/tenants/<tenant>/{prog,maps/<map>}`, `…/progs` (the running
+//! generation's program array) and `…/links/<iface>` (the interfaces'
+//! links when the dispatcher runs alone, not as a chain stage). They keep
+//! the dispatcher attached and every tenant's program and policy running
+//! while no agent is alive (a crash, `kill -9`); the next agent of the
+//! instance adopts them: same maps, same programs, the new generation
+//! swapped in atomically (no moment without the dispatcher). A lock file
+//! (`/run/rampart/tenant/<instance>.lock`) tells a crashed instance from a
+//! running one, and `<instance>.programs.json` beside it keeps what the
+//! API reports about each program.
 
 mod reload;
 pub use reload::{apply as apply_reload, check as check_reload, reload_file};
@@ -31,8 +40,9 @@ use rampart_bpf::xdp_tenant_acct::{XdpTenantAcctSkel, XdpTenantAcctSkelBuilder};
 use rampart_bpf::xdp_tenant_dispatch::{XdpTenantDispatchSkel, XdpTenantDispatchSkelBuilder};
 use rampart_dataplane::chain::{Attached, CHAIN_SLOT_TENANT};
 use rampart_dataplane::maps::map_info;
+use rampart_dataplane::xdp::XdpLink;
 use rampart_dataplane::{netns, pin};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::compiler::Built;
@@ -53,6 +63,17 @@ const SHARED_PREFIX: &str = "rampart_t_";
 const PROGS_MAP: &str = "rampart_t_progs";
 /// The wrapper's entry program in a linked tenant object.
 const WRAPPER_PROG: &str = "rampart_tenant_entry";
+/// Pin of the running generation's program array (its entries live as
+/// long as the pin: the tenants' programs outlive a crashed agent).
+const PROGS_PIN: &str = "progs";
+/// The next generation's array, pinned before it runs.
+const PROGS_NEXT_PIN: &str = "progs-next";
+/// Directory of the interfaces' pinned links (dispatcher alone on them).
+const LINKS_PIN: &str = "links";
+/// Pin of a tenant's running program, under `tenants/<name>/`.
+const PROG_PIN: &str = "prog";
+/// Where an instance's lock file and program records live.
+const RUN_DIR: &str = "/run/rampart/tenant";
 
 /// One tenant as the agent holds it.
 #[derive(Debug)]
@@ -67,10 +88,17 @@ struct Tenant {
 
 /// A loaded tenant program.
 struct Program {
-    /// Owns the program and the tenant's maps while they run.
-    _obj: libbpf_rs::Object,
+    /// Owns the program and the tenant's maps while they run: the object
+    /// this agent loaded, or the pinned program it adopted (which holds
+    /// its maps itself).
+    _owner: ProgramOwner,
     fd: RawFd,
     info: ProgramInfo,
+}
+
+enum ProgramOwner {
+    Loaded(#[allow(dead_code)] libbpf_rs::Object),
+    Adopted(#[allow(dead_code)] OwnedFd),
 }
 
 impl std::fmt::Debug for Program {
@@ -80,16 +108,17 @@ impl std::fmt::Debug for Program {
 }
 
 /// What the API reports about a tenant's program.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ProgramInfo {
     /// Increases with every accepted submission.
     pub version: u64,
     /// `running`.
-    pub status: &'static str,
-    /// SHA-256 of the tenant object.
+    pub status: String,
+    /// SHA-256 of the tenant object (empty when an adopted program's
+    /// record was lost).
     pub sha256: String,
-    /// `c` or `object`.
-    pub from: &'static str,
+    /// `c` or `object` (`unknown` when an adopted program's record was lost).
+    pub from: String,
     /// Instructions of the tenant's code.
     pub insns: usize,
     /// Instructions the verifier processed for the linked program.
@@ -109,7 +138,7 @@ pub struct ProgramInfo {
 }
 
 /// A tenant map after a load.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct MapState {
     /// Declaration.
     #[serde(flatten)]
@@ -170,6 +199,10 @@ pub struct HostAgent {
     ifindexes: Vec<(String, u32)>,
     tenants: BTreeMap<u32, Tenant>,
     tokens: TokenGenerator,
+    /// Held while this agent runs the instance.
+    lock: Option<nix::fcntl::Flock<std::fs::File>>,
+    /// Started from a crashed instance's pins.
+    adopted: bool,
 }
 
 impl std::fmt::Debug for HostAgent {
@@ -277,32 +310,52 @@ fn verifier_summary(log: &str) -> String {
 impl HostAgent {
     /// Create the instance: shared maps, first generation, accounting,
     /// tenants from the config, token generator; attach when configured.
+    /// An instance whose agent died (its pins are there, its lock is free)
+    /// is adopted: its maps, the tenants' running programs and the
+    /// interfaces' links are taken over, and the new generation replaces
+    /// the old one atomically.
     ///
     /// # Errors
-    /// Missing privileges, an instance of the same name already running,
-    /// missing interfaces or namespaces, load or attach failures (the
-    /// partial instance is removed).
+    /// Missing privileges, an instance of the same name running, missing
+    /// interfaces or namespaces, load or attach failures (a new partial
+    /// instance is removed; an adopted one keeps running as it was).
     pub fn start(cfg: Config) -> Result<Self> {
         rampart_dataplane::features::require_root("rampart tenant")?;
         pin::ensure_bpffs()?;
         let dir = pin::path(&["tenant", &cfg.infra.name]);
-        if dir.exists() {
-            return Err(Error::Invalid(format!(
-                "tenant instance {:?} already exists ({}): another `rampart tenant serve` runs it, or it crashed — \
-                 stop it, or remove the directory",
-                cfg.infra.name,
-                dir.display()
-            )));
+        let lock = lock_instance(&cfg.infra.name)?;
+        let adopt = dir.join("maps").is_dir();
+        if dir.exists() && !adopt {
+            // A crash before the maps were pinned: nothing ran yet.
+            pin::remove_tree(&dir)?;
         }
         let ns = cfg.infra.netns.clone();
         let mut ifindexes = Vec::new();
         for i in &cfg.infra.interfaces {
             ifindexes.push((i.clone(), netns::ifindex(ns.as_deref(), i)?));
         }
-        // First generation: its load creates the shared maps.
-        let open = XdpTenantDispatchSkelBuilder::default()
+        // First generation: its load creates the shared maps (or reuses
+        // the pinned ones of the instance it adopts).
+        let mut open = XdpTenantDispatchSkelBuilder::default()
             .open(rampart_dataplane::skel::object_storage())
             .map_err(ctx_err("opening xdp_tenant_dispatch"))?;
+        if adopt {
+            let mut pinned = BTreeMap::new();
+            for m in open.open_object_mut().maps() {
+                let name = m.name().to_string_lossy().into_owned();
+                if name.starts_with(SHARED_PREFIX) && name != PROGS_MAP {
+                    let fd = pin::open_pinned(&dir.join("maps").join(&name)).map_err(|e| {
+                        Error::Invalid(format!(
+                            "adopting tenant instance {:?}: {e} (pins of another version? \
+                             `rampart tenant cleanup --name {}` removes them)",
+                            cfg.infra.name, cfg.infra.name
+                        ))
+                    })?;
+                    pinned.insert(name, fd);
+                }
+            }
+            reuse_shared(open.open_object_mut(), &pinned)?;
+        }
         let skel = open
             .load()
             .map_err(ctx_err("loading xdp_tenant_dispatch"))?;
@@ -338,23 +391,50 @@ impl HostAgent {
             ifindexes,
             tenants: BTreeMap::new(),
             tokens,
+            lock: Some(lock),
+            adopted: adopt,
         };
         if let Err(e) = agent.setup() {
-            agent.shutdown();
+            if adopt {
+                // The adopted pins keep the instance running as it was.
+                agent.release();
+            } else {
+                agent.shutdown();
+            }
             return Err(e);
+        }
+        if adopt {
+            tracing::info!(
+                "tenant instance {}: adopted its pins ({} tenant program(s) kept running)",
+                agent.cfg.infra.name,
+                agent.current_programs().len()
+            );
         }
         Ok(agent)
     }
 
+    /// Started from the pins of an instance whose agent had died.
+    pub fn adopted(&self) -> bool {
+        self.adopted
+    }
+
     fn setup(&mut self) -> Result<()> {
         let maps = pin::dir(&["tenant", &self.cfg.infra.name, "maps"])?;
-        for (name, fd) in &self.shared {
-            pin::pin_fd(fd.as_raw_fd(), &maps.join(name))?;
+        if !self.adopted {
+            for (name, fd) in &self.shared {
+                pin::pin_fd(fd.as_raw_fd(), &maps.join(name))?;
+            }
         }
         self.set_global()?;
         let tenants = self.cfg.tenants.clone();
         for t in tenants {
             self.add_tenant(t)?;
+        }
+        if self.adopted {
+            self.adopt_programs()?;
+        }
+        if let Some(g) = &self.generation {
+            fill_progs(g, &self.current_programs())?;
         }
         if self.cfg.infra.accounting {
             let mut open = XdpTenantAcctSkelBuilder::default()
@@ -368,22 +448,125 @@ impl HostAgent {
                 .map_err(ctx_err("attaching the accounting tracepoints"))?;
             self.acct = Some(skel);
         }
+        if let Some(g) = &self.generation {
+            stage_generation(&self.dir, g)?;
+        }
         if self.cfg.infra.attach {
             let fd = self.dispatcher_fd();
-            for (name, _) in self.ifindexes.clone() {
+            for (name, ifindex) in self.ifindexes.clone() {
                 let chain = self.cfg.infra.chains.iter().find(|c| c.iface() == name);
-                let link = Attached::new(
-                    fd,
-                    chain,
-                    CHAIN_SLOT_TENANT,
-                    self.cfg.infra.netns.as_deref(),
-                    &name,
-                    self.cfg.infra.mode,
-                )?;
+                let link = match chain {
+                    // The chain's slot is replaced atomically.
+                    Some(_) => Attached::new(
+                        fd,
+                        chain,
+                        CHAIN_SLOT_TENANT,
+                        self.cfg.infra.netns.as_deref(),
+                        &name,
+                        self.cfg.infra.mode,
+                    )?,
+                    None => Attached::Link(self.link_on(&name, ifindex, fd)?),
+                };
                 self.links.push((name, link));
             }
         }
+        // Only now: the pin held the adopted generation's program array,
+        // whose entries go with its last pin — and its dispatcher ran
+        // until the attach above replaced it.
+        self.commit_generation()
+    }
+
+    /// The dispatcher `fd` alone on `iface`: the pinned link of a crashed
+    /// agent updated in place (no moment without it), or a new pinned one.
+    fn link_on(&self, iface: &str, ifindex: u32, fd: RawFd) -> Result<XdpLink> {
+        let dir = self.dir.join(LINKS_PIN);
+        let path = dir.join(iface.replace('.', "%2e"));
+        if let Ok(l) = XdpLink::open_pinned(&path) {
+            // A link whose interface was deleted is defunct (ifindex 0).
+            if l.info().is_ok_and(|(_, i)| i == ifindex) && l.update(fd).is_ok() {
+                return Ok(l);
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let l = XdpLink::attach(
+            fd,
+            self.cfg.infra.netns.as_deref(),
+            iface,
+            self.cfg.infra.mode,
+        )?;
+        if let Err(e) = l.pin(&path) {
+            let _ = l.detach();
+            return Err(e.into());
+        }
+        Ok(l)
+    }
+
+    /// Take over the programs a crashed agent left pinned, with the
+    /// records it kept of them.
+    fn adopt_programs(&mut self) -> Result<()> {
+        let mut records = read_records(&self.cfg.infra.name);
+        for (tid, t) in &mut self.tenants {
+            let p = self.dir.join("tenants").join(&t.cfg.name).join(PROG_PIN);
+            let Ok(fd) = pin::open_pinned(&p) else {
+                continue;
+            };
+            let id = prog_id(fd.as_raw_fd());
+            let info = match records.remove(&t.cfg.name) {
+                Some(i) if i.prog_id == id => i,
+                _ => ProgramInfo {
+                    version: 1,
+                    status: "running".into(),
+                    sha256: String::new(),
+                    from: "unknown".into(),
+                    insns: 0,
+                    verified_insns: None,
+                    helpers: Vec::new(),
+                    maps: Vec::new(),
+                    prog_id: id,
+                    loaded_at: unix_now(),
+                    generation: 1,
+                    warnings: String::new(),
+                },
+            };
+            tracing::debug!("tenant {} ({tid}): program {id} adopted", t.cfg.name);
+            t.versions = info.version;
+            t.program = Some(Program {
+                fd: fd.as_raw_fd(),
+                _owner: ProgramOwner::Adopted(fd),
+                info,
+            });
+        }
         Ok(())
+    }
+
+    /// Make the staged generation's pin (see [`stage_generation`]) the
+    /// instance's, once its dispatcher runs: the previous generation's
+    /// program array loses its last pin, and with it its entries.
+    fn commit_generation(&self) -> Result<()> {
+        let (next, cur) = (self.dir.join(PROGS_NEXT_PIN), self.dir.join(PROGS_PIN));
+        std::fs::rename(&next, &cur)
+            .map_err(|e| Error::io(format!("renaming a pin to {}", cur.display()), e))
+    }
+
+    /// Write what the API reports about each program beside the lock
+    /// (a failure is logged: the programs keep running either way).
+    fn save_records(&self) {
+        let recs: BTreeMap<&str, &ProgramInfo> = self
+            .tenants
+            .values()
+            .filter_map(|t| Some((t.cfg.name.as_str(), &t.program.as_ref()?.info)))
+            .collect();
+        let path = records_path(&self.cfg.infra.name);
+        let tmp = path.with_extension("json.tmp");
+        let res = serde_json::to_vec(&recs)
+            .map_err(std::io::Error::other)
+            .and_then(|b| std::fs::write(&tmp, b))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if let Err(e) = res {
+            tracing::warn!("writing {}: {e}", path.display());
+        }
     }
 
     fn shared_fd(&self, name: &str) -> RawFd {
@@ -698,23 +881,17 @@ impl HostAgent {
         let skel = open
             .load()
             .map_err(ctx_err("loading xdp_tenant_dispatch"))?;
-        for (tid, fd) in programs {
-            skel.maps
-                .rampart_t_progs
-                .update(
-                    &tid.to_ne_bytes(),
-                    &fd.to_ne_bytes(),
-                    libbpf_rs::MapFlags::ANY,
-                )
-                .map_err(ctx_err(format!("installing tenant {tid}'s program")))?;
-        }
+        fill_progs(&skel, programs)?;
+        // Pinned before it runs: a crash at any point leaves the running
+        // dispatcher's program array pinned (so its entries stay).
+        stage_generation(&self.dir, &skel)?;
         let fd = skel.progs.xdp_tenant_dispatch.as_fd().as_raw_fd();
         for (_, link) in &mut self.links {
             link.update(fd)?;
         }
         self.generation = Some(skel);
         self.gen_no += 1;
-        Ok(())
+        self.commit_generation()
     }
 
     fn current_programs(&self) -> BTreeMap<u32, RawFd> {
@@ -802,12 +979,12 @@ impl HostAgent {
         t.versions += 1;
         let info = ProgramInfo {
             version: t.versions,
-            status: "running",
+            status: "running".into(),
             sha256: Sha256::digest(&built.tenant_object)
                 .iter()
                 .map(|b| format!("{b:02x}"))
                 .collect(),
-            from: built.info.from,
+            from: built.info.from.into(),
             insns: built.report.insns,
             verified_insns: verified,
             helpers: built.report.helpers.clone(),
@@ -828,15 +1005,18 @@ impl HostAgent {
         let mut programs = self.current_programs();
         programs.insert(tid, fd);
         self.swap(&programs)?;
+        // Pinned so that it outlives a crashed agent (the next one adopts it).
+        pin_replace(fd, &maps_dir.with_file_name(PROG_PIN))?;
         let t = self
             .tenants
             .get_mut(&tid)
             .ok_or_else(|| Error::NotFound(format!("no tenant {tid}")))?;
         t.program = Some(Program {
-            _obj: obj,
+            _owner: ProgramOwner::Loaded(obj),
             fd,
             info: info.clone(),
         });
+        self.save_records();
         Ok(info)
     }
 
@@ -919,12 +1099,15 @@ impl HostAgent {
         if t.program.is_none() {
             return Ok(false);
         }
+        let pinned = self.tenant_maps_dir(&t.cfg.name).with_file_name(PROG_PIN);
         let mut programs = self.current_programs();
         programs.remove(&tid);
         self.swap(&programs)?;
+        let _ = std::fs::remove_file(pinned);
         if let Some(t) = self.tenants.get_mut(&tid) {
             t.program = None;
         }
+        self.save_records();
         Ok(true)
     }
 
@@ -1107,12 +1290,32 @@ impl HostAgent {
         self.generation = None;
         let _ = pin::remove_tree(&self.dir);
         pin::prune_empty_parents(&self.dir);
+        if self.lock.take().is_some() {
+            let _ = std::fs::remove_file(records_path(&self.cfg.infra.name));
+            let _ = std::fs::remove_file(lock_path(&self.cfg.infra.name));
+        }
+    }
+
+    /// Let go of the instance without touching what runs: the pins keep
+    /// the dispatcher and the programs as they were (an adoption that
+    /// failed). The next agent can adopt them again.
+    fn release(&mut self) {
+        // A stage's drop would empty its slot: the adopted one must stay.
+        std::mem::forget(std::mem::take(&mut self.links));
+        self.acct = None;
+        for t in self.tenants.values_mut() {
+            t.program = None;
+        }
+        self.generation = None;
+        self.lock = None;
     }
 }
 
 impl Drop for HostAgent {
     fn drop(&mut self) {
-        self.shutdown();
+        if self.lock.is_some() {
+            self.shutdown();
+        }
     }
 }
 
@@ -1121,15 +1324,104 @@ pub fn instance_dir(name: &str) -> PathBuf {
     pin::path(&["tenant", name])
 }
 
-/// Remove a crashed instance's pins (links were not pinned: a dead agent's
-/// program is already detached).
+fn lock_path(name: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{name}.lock"))
+}
+
+fn records_path(name: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{name}.programs.json"))
+}
+
+/// Take the instance's lock (held by a running agent).
+fn lock_instance(name: &str) -> Result<nix::fcntl::Flock<std::fs::File>> {
+    std::fs::create_dir_all(RUN_DIR).map_err(|e| Error::io(format!("creating {RUN_DIR}"), e))?;
+    let path = lock_path(name);
+    let f = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+        if e == nix::errno::Errno::EWOULDBLOCK {
+            Error::Invalid(format!(
+                "tenant instance {name:?} is running (another `rampart tenant serve` or \
+                 `rampart run` holds {}): stop it first, or give this one another infra.name",
+                path.display()
+            ))
+        } else {
+            Error::io(format!("locking {}", path.display()), e.into())
+        }
+    })
+}
+
+/// The program records a previous agent of `name` wrote (empty if none).
+fn read_records(name: &str) -> BTreeMap<String, ProgramInfo> {
+    std::fs::read(records_path(name))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Pin `fd` at `path`, replacing what is pinned there in one rename: a
+/// crash leaves the old pin or the new one, never none.
+fn pin_replace(fd: RawFd, path: &Path) -> Result<()> {
+    // bpffs refuses dots in names.
+    let next = path.with_file_name(format!(
+        "{}-next",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let _ = std::fs::remove_file(&next);
+    pin::pin_fd(fd, &next)?;
+    std::fs::rename(&next, path).map_err(|e| {
+        let _ = std::fs::remove_file(&next);
+        Error::io(format!("renaming a pin to {}", path.display()), e)
+    })
+}
+
+/// Pin a new generation's program array beside the running one's (under
+/// [`PROGS_NEXT_PIN`]) before its dispatcher runs.
+fn stage_generation(dir: &Path, skel: &XdpTenantDispatchSkel<'_>) -> Result<()> {
+    let next = dir.join(PROGS_NEXT_PIN);
+    let _ = std::fs::remove_file(&next);
+    pin::pin_fd(skel.maps.rampart_t_progs.as_fd().as_raw_fd(), &next)?;
+    Ok(())
+}
+
+/// Put the tenants' programs in a generation's program array.
+fn fill_progs(skel: &XdpTenantDispatchSkel<'_>, programs: &BTreeMap<u32, RawFd>) -> Result<()> {
+    for (tid, fd) in programs {
+        skel.maps
+            .rampart_t_progs
+            .update(
+                &tid.to_ne_bytes(),
+                &fd.to_ne_bytes(),
+                libbpf_rs::MapFlags::ANY,
+            )
+            .map_err(ctx_err(format!("installing tenant {tid}'s program")))?;
+    }
+    Ok(())
+}
+
+/// Remove a crashed instance's pins, detaching the links it left (its
+/// dispatcher and programs stop).
 ///
 /// # Errors
-/// When the directory exists but cannot be removed.
+/// The instance is running; the directory exists but cannot be removed.
 pub fn cleanup(name: &str) -> Result<bool> {
+    let _lock = lock_instance(name)?;
     let d = instance_dir(name);
+    let _ = std::fs::remove_file(records_path(name));
+    let _ = std::fs::remove_file(lock_path(name));
     if !d.exists() {
         return Ok(false);
+    }
+    if let Ok(rd) = std::fs::read_dir(d.join(LINKS_PIN)) {
+        for e in rd.flatten() {
+            if let Ok(l) = XdpLink::open_pinned(&e.path()) {
+                let _ = l.detach();
+            }
+        }
     }
     pin::remove_tree(&d)?;
     pin::prune_empty_parents(&d);

@@ -1,0 +1,339 @@
+//! `kill -9` under a flood: the data path a daemon built keeps dropping
+//! while the daemon is dead, and a restart adopts it — the same maps and
+//! programs, no moment without them. For `rampart tenant serve` (a
+//! tenant's program drops the flood) and `rampart run` (the ddos stage
+//! drops blocked sources, the tenant stage the rest). Every frame of the
+//! flood that reaches the host's stack is counted by an iptables rule in
+//! the host namespace: it must stay 0. A clean stop (SIGTERM) removes
+//! what the daemon built.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::Daemon;
+use rampart_lab::gen::{GenSpec, Generator, Limit};
+use rampart_lab::packet::Proto;
+use rampart_lab::testing::{require_kernel, unique_prefix, TestLab};
+use rampart_lab::topology::HOST_IF;
+
+const TENANT_TOKEN: &str = "acme-secret-token";
+const OPS_TOKEN: &str = "ops-secret-token";
+const DROP_ALL: &str =
+    "#include \"rampart_tenant.h\"\nint tenant_main(struct xdp_md *ctx) { return XDP_DROP; }\n";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP/1.0 request; (status, body).
+fn http(port: u16, method: &str, path: &str, token: &str, body: &[u8]) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let ctype = if body.starts_with(b"{") {
+        "application/json"
+    } else {
+        "application/octet-stream"
+    };
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: {ctype}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
+    (code, body)
+}
+
+/// Wait until `f` holds; the deadline only guards against a hung test.
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no {what} after 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn until_up(port: u16) {
+    wait_for("API", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+}
+
+/// Frames XDP saw on the host's interface.
+fn xdp_seen(ns: &str) -> u64 {
+    rampart_dataplane::xdp::veth_xdp_counts(Some(ns), HOST_IF)
+        .unwrap()
+        .0
+}
+
+/// Wait until XDP on the host's interface has seen `n` more frames.
+fn xdp_sees_more(ns: &str, what: &str, n: u64) {
+    let x0 = xdp_seen(ns);
+    wait_for(what, || xdp_seen(ns) >= x0 + n);
+}
+
+/// An iptables rule counting the flood's frames that reach the host's stack.
+fn count_leaks(ns: &str) {
+    rampart_dataplane::cmd::in_ns(
+        ns,
+        "iptables",
+        &["-t", "raw", "-A", "PREROUTING", "-s", "172.16.0.0/12"],
+    )
+    .unwrap();
+}
+
+fn leaked(ns: &str) -> u64 {
+    let out = rampart_dataplane::cmd::in_ns(
+        ns,
+        "iptables",
+        &["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"],
+    )
+    .unwrap();
+    out.lines()
+        .find(|l| l.contains("172.16.0.0/12"))
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+fn flood() -> GenSpec {
+    GenSpec {
+        sources: 16,
+        proto: Proto::Udp,
+        pps: Some(20_000.0),
+        // A cap: the test stops it once every phase has seen its share.
+        limit: Limit::Seconds(300.0),
+        ..GenSpec::default()
+    }
+}
+
+/// SIGKILL, and reap.
+fn kill9(d: &mut Daemon) {
+    d.child.kill().unwrap();
+    let _ = d.child.wait();
+}
+
+/// The tenant program of `acme` as the API reports it.
+fn program(port: u16, prefix: &str) -> serde_json::Value {
+    let (code, body) = http(
+        port,
+        "GET",
+        &format!("{prefix}/v1/program"),
+        TENANT_TOKEN,
+        b"",
+    );
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn tenant_serve_killed_under_a_flood_keeps_dropping_and_is_adopted() {
+    require_kernel();
+    let lab = TestLab::up("k9t", 0);
+    let ns = lab.host_ns();
+    count_leaks(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique_prefix("k9t");
+    let port = free_port();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
+    let cfg = dir.path().join("tenant.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
+             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    let args = ["tenant", "serve", "--config", cfg.to_str().unwrap()];
+    let mut d = Daemon::spawn(&args, &[], &dir.path().join("serve1.log"));
+    until_up(port);
+    let (code, body) = http(
+        port,
+        "PUT",
+        "/v1/program",
+        TENANT_TOKEN,
+        DROP_ALL.as_bytes(),
+    );
+    assert_eq!(code, 200, "{body}");
+    let before = program(port, "");
+
+    let g = Generator::new(&lab, &flood()).unwrap();
+    let stop = AtomicBool::new(false);
+    // Frames leaked so far at the end of each phase (for the message).
+    let mut phases = vec![("before the flood", leaked(&ns))];
+    let report = std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&stop).unwrap());
+        xdp_sees_more(&ns, "flood at the host", 2_000);
+        phases.push(("before kill -9", leaked(&ns)));
+        kill9(&mut d);
+        // Dead: the pinned link keeps the dispatcher, the pinned program
+        // array the tenant's program.
+        assert!(
+            rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF)
+                .unwrap()
+                .is_some(),
+            "the dispatcher stays attached"
+        );
+        xdp_sees_more(&ns, "flood while the daemon is dead", 5_000);
+        phases.push(("while dead", leaked(&ns)));
+        d = Daemon::spawn(&args, &[], &dir.path().join("serve2.log"));
+        d.wait_for("adopted its pins (1 tenant program(s) kept running)");
+        phases.push(("restart", leaked(&ns)));
+        until_up(port);
+        xdp_sees_more(&ns, "flood after the restart", 5_000);
+        phases.push(("after restart", leaked(&ns)));
+        stop.store(true, Ordering::Relaxed);
+        run.join().unwrap()
+    });
+    let after = program(port, "");
+    for k in ["sha256", "version", "prog_id", "from"] {
+        assert_eq!(after[k], before[k], "{k}: the same program, adopted");
+    }
+    assert!(report.sent_packets > 10_000, "{report:?}");
+    phases.push(("end", leaked(&ns)));
+    assert_eq!(
+        leaked(&ns),
+        0,
+        "no frame of the flood reached the host across kill -9 and restart: {phases:?}"
+    );
+
+    // A clean stop removes everything it built.
+    let log = d.stop();
+    assert!(log.contains("stopped"), "{log}");
+    assert!(
+        !rampart_tenant::host::instance_dir(&name).exists(),
+        "pins removed"
+    );
+    assert_eq!(
+        rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap(),
+        None,
+        "detached"
+    );
+}
+
+#[test]
+fn rampart_run_killed_under_a_flood_keeps_both_stages_and_is_adopted() {
+    require_kernel();
+    let lab = TestLab::up("k9r", 0);
+    let ns = lab.host_ns();
+    count_leaks(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let tname = unique_prefix("k9r");
+    let port = free_port();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\nops {OPS_TOKEN}\n")).unwrap();
+    let cfg = dir.path().join("rampart.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [alerts]\nfile = \"\"\n\
+             [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
+             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n\
+             [tenant.infra]\nname = \"{tname}\"\n\
+             [[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
+            tokens.display(),
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let args = ["run", "--config", cfg.to_str().unwrap()];
+    let mut d = Daemon::spawn(&args, &[], &dir.path().join("run1.log"));
+    until_up(port);
+    let spec = flood();
+    // Half the sources blocked by the ddos stage, the tenant's program
+    // drops what passes it.
+    for i in 0..spec.sources / 2 {
+        let body = format!("{{\"prefix\": \"{}\"}}", spec.source_addr(i));
+        let (code, b) = http(port, "POST", "/ddos/v1/blocked", OPS_TOKEN, body.as_bytes());
+        assert_eq!(code, 200, "{b}");
+    }
+    let (code, body) = http(
+        port,
+        "PUT",
+        "/tenant/v1/program",
+        TENANT_TOKEN,
+        DROP_ALL.as_bytes(),
+    );
+    assert_eq!(code, 200, "{body}");
+    let before = program(port, "/tenant");
+    let chain = rampart_dataplane::chain::Chain::open(Some(&ns), HOST_IF).unwrap();
+    let stages = chain.stages().unwrap();
+
+    let g = Generator::new(&lab, &spec).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut phases = vec![("before the flood", leaked(&ns))];
+    let report = std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&stop).unwrap());
+        xdp_sees_more(&ns, "flood at the host", 2_000);
+        phases.push(("before kill -9", leaked(&ns)));
+        kill9(&mut d);
+        assert_eq!(
+            chain.stages().unwrap(),
+            stages,
+            "every stage stays in its slot"
+        );
+        xdp_sees_more(&ns, "flood while the daemon is dead", 5_000);
+        phases.push(("while dead", leaked(&ns)));
+        d = Daemon::spawn(&args, &[], &dir.path().join("run2.log"));
+        d.wait_for("adopted its pins (1 tenant program(s) kept running)");
+        phases.push(("restart", leaked(&ns)));
+        until_up(port);
+        xdp_sees_more(&ns, "flood after the restart", 5_000);
+        phases.push(("after restart", leaked(&ns)));
+        stop.store(true, Ordering::Relaxed);
+        run.join().unwrap()
+    });
+    let after = program(port, "/tenant");
+    for k in ["sha256", "version", "prog_id"] {
+        assert_eq!(after[k], before[k], "{k}: the same program, adopted");
+    }
+    let (code, body) = http(port, "GET", "/ddos/v1/blocked", OPS_TOKEN, b"");
+    assert_eq!(code, 200, "{body}");
+    let blocked: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        blocked.as_array().map_or(0, Vec::len) as u32,
+        spec.sources / 2,
+        "the blocks carried over: {body}"
+    );
+    assert!(report.sent_packets > 10_000, "{report:?}");
+    phases.push(("end", leaked(&ns)));
+    assert_eq!(
+        leaked(&ns),
+        0,
+        "no frame of the flood reached the host across kill -9 and restart: {phases:?}"
+    );
+
+    // A clean stop: the tenant's pins and stage go; the ddos stage stays,
+    // filtering (as `rampart ddos run` leaves its filter).
+    d.stop();
+    assert!(!rampart_tenant::host::instance_dir(&tname).exists());
+    let slots: Vec<u32> = chain.stages().unwrap().iter().map(|s| s.0).collect();
+    assert_eq!(slots, [rampart_dataplane::chain::CHAIN_SLOT_DDOS]);
+    let name = rampart_ddos::filter::Scope::new(Some(&ns), HOST_IF)
+        .unwrap()
+        .name();
+    rampart_ddos::filter::Filter::detach(&name).unwrap();
+    assert!(rampart_dataplane::chain::Chain::remove(Some(&ns), HOST_IF).unwrap());
+}
