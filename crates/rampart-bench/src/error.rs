@@ -28,6 +28,9 @@ pub enum Error {
     /// From the tenant offload.
     #[error(transparent)]
     Tenant(#[from] rampart_tenant::Error),
+    /// From `rampart run` (the demo's one daemon).
+    #[error(transparent)]
+    Run(#[from] rampart_run::Error),
     /// A setting out of range; the message says which and what to use.
     #[error("{0}")]
     Invalid(String),

@@ -494,6 +494,19 @@ mod tests {
     }
 
     #[test]
+    fn several_stream_apps_share_the_tap() {
+        let c = Config::parse(&format!(
+            "{IFACE}[stream]\napps = [\"flowmeter\", \"portscan\"]\n"
+        ))
+        .unwrap();
+        assert_eq!(c.stream.unwrap().apps.len(), 2);
+        let e = err(&format!(
+            "{IFACE}[stream]\napps = [\"portscan\", \"portscan\"]\n"
+        ));
+        assert!(e.contains("named twice"), "{e}");
+    }
+
+    #[test]
     fn a_missing_interface_is_named() {
         let c = Config::parse("[[interface]]\nname = \"rp-no-such0\"\n[stream]\n").unwrap();
         let e = c.check_system().unwrap_err().to_string();

@@ -203,6 +203,12 @@ impl Host {
         lock(&self.stages).chains.clone()
     }
 
+    /// What the ddos daemon publishes (blocked, policed, protected), if
+    /// `[ddos]` runs.
+    pub fn ddos_view(&self) -> Option<Arc<std::sync::RwLock<rampart_ddosd::View>>> {
+        lock(&self.stages).ddos.as_ref().map(|d| d.view.clone())
+    }
+
     /// Re-read `path` on SIGHUP (while [`Host::wait`] runs) and on
     /// `POST /v1/reload`, and apply it ([`Host::reload`] says what a reload
     /// changes).

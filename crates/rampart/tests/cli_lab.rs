@@ -160,10 +160,30 @@ fn the_demo_reports_json_and_cleans_up() {
         "50000",
         "--unban-timeout",
         "20",
+        "--dns-seconds",
+        "3",
         "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        all["stages"],
+        serde_json::json!(["ddos", "stream", "tenant"])
+    );
+    assert!(all["duration_s"].as_f64().unwrap() > 0.0);
+    // One rampart run: the flowmeter and the port-scan app on the tap, the
+    // tenant's limiter in front of its resolver.
+    let s = &all["stream"];
+    assert!(s["flows"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["scanner_flagged"], true, "{s}");
+    let t = &all["tenant"];
+    assert!(t["flood_queries"].as_u64().unwrap() > 0, "{t}");
+    assert!(
+        t["truncated"].as_u64().unwrap() + t["dropped"].as_u64().unwrap() > 0,
+        "{t}"
+    );
+    assert!(t["dig_ok"].as_u64().unwrap() > 0, "{t}");
+    let r = &all["ddos"];
     for k in [
         "attack_dropped_pct",
         "legit_ok_pct",

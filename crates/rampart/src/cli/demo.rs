@@ -1,5 +1,7 @@
-//! `rampart demo` (= `rampart demo ddos`): the DDoS demo, in a lab of its
-//! own (rampart_bench::demo says what it runs and reports).
+//! `rampart demo`: the product's demo — DDoS mitigation, stream analytics
+//! and a tenant's DNS rate limiter under one `rampart run` on one
+//! interface, in a lab of its own (rampart_bench::demo says what it runs
+//! and reports).
 
 use std::sync::atomic::AtomicBool;
 
@@ -9,8 +11,8 @@ use rampart_bench::demo::DemoSpec;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Which demo: `ddos` (the only one; the default).
-    #[arg(default_value = "ddos")]
+    /// Which demo: `all` (the only one; the default).
+    #[arg(default_value = "all")]
     pub which: String,
     /// Lab prefix for the demo's own lab (removed at the end).
     #[arg(long, default_value = "demo")]
@@ -57,7 +59,13 @@ pub struct DemoArgs {
     /// Longest wait for every source to be unbanned after the attack (seconds).
     #[arg(long, default_value_t = 60.0)]
     pub unban_timeout: f64,
-    /// Print one JSON object.
+    /// Seconds of the dnsperf flood on the tenant's resolver (after the attack).
+    #[arg(long, default_value_t = 8.0)]
+    pub dns_seconds: f64,
+    /// dnsperf's query rate (queries/s, from one source).
+    #[arg(long, default_value_t = 2000)]
+    pub dns_qps: u32,
+    /// Print one JSON object (sections `ddos`, `stream`, `tenant`).
     #[arg(long)]
     pub json: bool,
 }
@@ -79,6 +87,8 @@ pub fn run(a: DemoArgs, cancel: &AtomicBool) -> Result<()> {
         service_cpu: a.service_cpu,
         no_pin: a.no_pin,
         unban_timeout: a.unban_timeout,
+        dns_seconds: a.dns_seconds,
+        dns_qps: a.dns_qps,
         json: a.json,
     };
     Ok(rampart_bench::demo::run(&spec, cancel)?)

@@ -1,13 +1,25 @@
-//! `rampart demo` (= `rampart demo ddos`): the DDoS demo, in a lab of its own.
+//! `rampart demo`: the product's demo, in a lab of its own. One `rampart
+//! run` (rampart_run::Host) runs the three applications as the stages of
+//! one XDP chain on the lab host's `host0`: ddos → stream (flowmeter and
+//! portscan sharing the tap) → tenant (a tenant's DNS rate limiter).
 //!
-//! nginx on `host` serves wrk in `wan` (fixed connections). The mitigation
-//! daemon runs in `hw+xdp-host` mode with the lab's EMULATED NIC as the
-//! hardware tier. A mixed attack from the lab generator (a UDP flood and a
-//! SYN flood, thousands of spoofed sources, Zipf rates) runs for
-//! `--attack-seconds`; rampart detects and blocks it, moves the heaviest
-//! sources to the NIC table, and unbans every source once the attack has
-//! stopped. The report compares wrk with and without the attack and counts
-//! where every attack packet went.
+//! - **ddos**: nginx on `host` serves wrk in `wan` (fixed connections). The
+//!   mitigation daemon runs in `hw+xdp-host` mode with the lab's EMULATED
+//!   NIC as the hardware tier. A mixed attack from the lab generator (a UDP
+//!   flood and a SYN flood, thousands of spoofed sources, Zipf rates) runs
+//!   for `--attack-seconds`; rampart detects and blocks it, moves the
+//!   heaviest sources to the NIC table, and unbans every source once the
+//!   attack has stopped. The report compares wrk with and without the
+//!   attack and counts where every attack packet went.
+//! - **stream** ([`apps::scan`]), between the reference run and the
+//!   attack: nmap scans host0 from a wan address and the port-scan app on
+//!   the tap flags it; the flowmeter on the same tap counts every flow of
+//!   the whole demo.
+//! - **tenant** ([`apps::run`]), once the attack is over (while detection
+//!   unbans its sources, so the DDoS figures stay comparable with the DDoS
+//!   daemon alone): the tenant submits its DNS rate limiter through the
+//!   tenant API, dnsperf floods the tenant's resolver (dnsmasq) from one
+//!   wan address and `dig` from four others must be answered.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -18,24 +30,30 @@ use std::time::{Duration, Instant};
 
 use rampart_ddos::filter::{Filter, Scope};
 use rampart_ddos::Prefix;
-use rampart_ddosd::{Config, Handle, Mode};
+use rampart_ddosd::{Config, Mode, View};
 use rampart_lab::dist::Dist;
 use rampart_lab::gen::{GenSpec, Generator, Limit};
 use rampart_lab::packet::Proto;
 use rampart_lab::topology::{UpOptions, HOST_IF};
 use rampart_lab::web::{self, Nginx, Wrk};
 use rampart_lab::Lab;
+use rampart_run::Host;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::out::{print_json, si};
 
+pub mod apps;
+
 const URL: &str = "http://10.10.0.2/";
+
+/// Seconds of wrk before the reference run, while rampart run starts.
+const WARM_UP_S: f64 = 3.0;
 
 /// What `rampart demo` runs (the CLI's flags, with their defaults there).
 #[derive(Debug, Clone)]
 pub struct DemoSpec {
-    /// Which demo: `ddos` (the only one; the default).
+    /// Which demo: `all` (the only one; the default).
     pub which: String,
     /// Lab prefix for the demo's own lab (removed at the end).
     pub prefix: String,
@@ -68,8 +86,30 @@ pub struct DemoSpec {
     pub no_pin: bool,
     /// Longest wait for every source to be unbanned after the attack (seconds).
     pub unban_timeout: f64,
+    /// Seconds of the dnsperf flood on the tenant's resolver.
+    pub dns_seconds: f64,
+    /// dnsperf's query rate (queries/s, from one source).
+    pub dns_qps: u32,
     /// Print one JSON object.
     pub json: bool,
+}
+
+/// The report (`--json`): one section per application, all from one
+/// `rampart run` on one interface.
+#[derive(Debug, Serialize)]
+pub struct RunDemoReport {
+    /// The whole demo, lab up to lab down (seconds).
+    pub duration_s: f64,
+    /// Where the chain ran.
+    pub interface: String,
+    /// The chain's stages, in order.
+    pub stages: Vec<&'static str>,
+    /// The DDoS mitigation.
+    pub ddos: DemoReport,
+    /// The stream apps on the tap.
+    pub stream: apps::StreamSection,
+    /// The tenant's DNS rate limiter.
+    pub tenant: apps::TenantSection,
 }
 
 /// The report (`--json`).
@@ -94,6 +134,9 @@ pub struct DemoReport {
     pub false_bans: usize,
     /// Each false ban: prefix, detector, reason.
     pub false_ban_details: Vec<String>,
+    /// Blocks of the demo's other hostile sources (the port scanner, the
+    /// DNS flooder): not false bans.
+    pub other_hostile_blocks: Vec<String>,
     /// Share of attack packets dropped by the EMULATED NIC table.
     pub nic_share_pct: f64,
     /// Share a perfect top-K of exact sources (the K heaviest in the NIC from
@@ -184,6 +227,7 @@ fn keep_evidence(pcaps: &[String]) -> Result<Vec<String>> {
 struct Cleanup {
     lab: Lab,
     nginx: Option<Nginx>,
+    resolver: Option<rampart_tenant::services::Daemon>,
     dir: PathBuf,
     scope: String,
 }
@@ -191,7 +235,10 @@ struct Cleanup {
 impl Drop for Cleanup {
     fn drop(&mut self) {
         self.nginx = None;
+        self.resolver = None;
+        // rampart run leaves its ddos stage filtering in the chain.
         let _ = Filter::detach(&self.scope);
+        let _ = rampart_dataplane::chain::Chain::remove(Some(&self.lab.host_ns()), HOST_IF);
         let _ = self.lab.down();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -282,9 +329,18 @@ struct Seen {
 
 /// Every 50 ms: NIC rule counters (accumulated over rule removals), XDP
 /// drops of blocked and policed sources, protection's answers, leaks.
+/// What the ddos stage of `rampart run` publishes.
+struct DdosView(std::sync::Arc<std::sync::RwLock<View>>);
+
+impl DdosView {
+    fn view(&self) -> View {
+        self.0.read().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
 fn sampler(
     lab: &Lab,
-    daemon: &Handle,
+    daemon: &DdosView,
     scope: &Scope,
     t0: Instant,
     stop: &AtomicBool,
@@ -352,6 +408,32 @@ fn demo_config(lab: &Lab, args: &DemoSpec, dir: &Path) -> Result<Config> {
     )
 }
 
+/// The `rampart run` config of the demo: host0 with the three stages, the
+/// ddos section as the DDoS benchmarks' lab config, one API (the tenant
+/// uses it) and one alert stream.
+fn run_config(lab: &Lab, args: &DemoSpec, dir: &Path) -> Result<rampart_run::Config> {
+    let tokens = dir.join("tokens");
+    std::fs::write(
+        &tokens,
+        format!("{} {}\n", apps::TENANT_NAME, apps::TENANT_TOKEN),
+    )
+    .map_err(|e| Error::io(format!("writing {}", tokens.display()), e))?;
+    let text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n\
+         [alerts]\nfile = \"{}\"\n\
+         [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{}\"\n\
+         [stream]\napps = [\"flowmeter\", \"portscan\"]\n{}",
+        tokens.display(),
+        dir.join("alerts.jsonl").display(),
+        lab.host_ns(),
+        apps::tenant_toml(lab.prefix()),
+    );
+    let mut c = rampart_run::Config::parse(&text)?;
+    c.ddos = Some(demo_config(lab, args, dir)?);
+    c.validate()?;
+    Ok(c)
+}
+
 fn oracle_share(args: &DemoSpec, sent_udp: u64, sent_syn: u64) -> f64 {
     let su = Dist::Zipf { s: args.zipf }.shares(args.udp_sources);
     let ss = Dist::Zipf { s: args.zipf }.shares(args.syn_sources);
@@ -375,9 +457,10 @@ fn oracle_share(args: &DemoSpec, sent_udp: u64, sent_syn: u64) -> f64 {
 /// Settings out of range or a missing tool ([`Error::Invalid`]), lab,
 /// daemon or generator failures; [`Error::Interrupted`] on Ctrl-C.
 pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
-    if args.which != "ddos" {
+    let started = Instant::now();
+    if args.which != "all" {
         return Err(Error::Invalid(format!(
-            "unknown demo {:?}: the demo is `ddos` (rampart demo, or rampart demo ddos)",
+            "unknown demo {:?}: the demo is `all` (rampart demo: the three applications under one rampart run)",
             args.which
         )));
     }
@@ -386,9 +469,16 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
             "--attack-seconds must be ≥ 2 and --baseline-seconds ≥ 3".into(),
         ));
     }
-    for p in ["nginx", "wrk", "curl", "iptables"] {
+    if !(args.dns_seconds >= 1.0 && args.dns_qps >= 1) {
+        return Err(Error::Invalid(
+            "--dns-seconds must be ≥ 1 and --dns-qps ≥ 1".into(),
+        ));
+    }
+    for p in [
+        "nginx", "wrk", "curl", "iptables", "dnsperf", "dig", "nmap", "dnsmasq",
+    ] {
         if !web::have(p) {
-            return Err(Error::Invalid(format!("the demo needs {p}: install it (`./run deps` installs nginx, wrk, curl and iptables)")));
+            return Err(Error::Invalid(format!("the demo needs {p}: install it (`./run deps` installs nginx, wrk, curl, iptables, dnsperf, dnsutils, nmap and dnsmasq)")));
         }
     }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -408,13 +498,14 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         }
     };
     say(format!(
-        "lab {}: wan (wrk, attackers) → EMULATED NIC (K = {}) → host (nginx, rampart)",
+        "lab {}: wan (wrk, attackers, a scanner, DNS clients) → EMULATED NIC (K = {}) → host (nginx, rampart run) → tenant {} (dnsmasq)",
         lab.prefix(),
-        args.nic_capacity
+        args.nic_capacity,
+        apps::TENANT_NAME,
     ));
     lab.up(&UpOptions {
         nic_capacity: Some(args.nic_capacity),
-        ..Default::default()
+        tenants: apps::TENANT,
     })?;
     let dir = std::env::temp_dir().join(format!("rampart-demo-{}", lab.prefix()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -426,6 +517,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let mut guard = Cleanup {
         lab: Lab::new(&args.prefix)?,
         nginx: None,
+        resolver: None,
         dir: dir.clone(),
         scope: scope.clone(),
     };
@@ -440,16 +532,36 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         &lab.wan_ns(),
     )?);
     ipt_setup(&lab)?;
+    apps::add_wan_addresses(&lab)?;
+    guard.resolver = Some(apps::start_resolver(&lab)?);
+    let cfg = run_config(&lab, args, &dir)?;
 
-    // 1. Reference: wrk without attack; the daemon starts once wrk runs and learns it as normal.
+    // 1. Reference: wrk without attack; rampart run starts once wrk runs and learns it as normal.
     say(format!(
-        "no attack: wrk -c{} for {:.0} s against nginx ({}); rampart starts and learns normal traffic",
+        "no attack: wrk -c{} for {:.0} s against nginx ({}); rampart run starts on {HOST_IF} (ddos → stream → tenant) and learns normal traffic",
         args.connections,
         args.baseline_seconds,
         service_cpu.map_or("not pinned".to_string(), |c| format!(
             "nginx and wrk on CPU {c}, the attack generator on CPU 0"
         ))
     ));
+    // rampart run starts while wrk warms up (the ddos daemon learns wrk
+    // as normal), so that its start does not share the measured seconds:
+    // the reference and the attack run both with the three stages up.
+    let warm = Wrk::spawn(&lab.wan_ns(), URL, WARM_UP_S, args.connections, service_cpu)?;
+    std::thread::sleep(Duration::from_millis(700));
+    // Declared after the guard: stopped before the lab goes.
+    let host = Host::start(&cfg)?;
+    let daemon = DdosView(
+        host.ddos_view()
+            .ok_or_else(|| Error::Failed("rampart run started without its ddos stage".into()))?,
+    );
+    let api = format!(
+        "http://{}",
+        host.api_addr()
+            .ok_or_else(|| Error::Failed("rampart run has no API".into()))?
+    );
+    warm.finish()?;
     let w = Wrk::spawn(
         &lab.wan_ns(),
         URL,
@@ -457,9 +569,6 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         args.connections,
         service_cpu,
     )?;
-    std::thread::sleep(Duration::from_millis(700));
-    let cfg = demo_config(&lab, args, &dir)?;
-    let daemon = Handle::spawn(cfg)?;
     let base = w.finish()?;
     let rps0 = base.rps();
     say(format!("  {} requests/s", si(rps0)));
@@ -467,7 +576,16 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         return Err(Error::Interrupted);
     }
 
-    // 2. Attack, with wrk running throughout.
+    // 2. A scan first (the port-scan app must see its SYNs: once the
+    // attack is on, the victim's SYN cookies answer them ahead of the tap).
+    let alerts_file = dir.join("alerts.jsonl");
+    say(format!(
+        "scan: nmap -sS of {HOST_IF}'s address from {}",
+        apps::SCANNER
+    ));
+    let scan = apps::scan(&lab, &alerts_file)?;
+
+    // 3. Attack, with wrk running throughout.
     let total = args.attack_seconds + 2.0;
     say(format!(
         "attack: UDP flood {}pps from {} sources + SYN flood {}pps from {} sources (Zipf {}), {:.0} s; mode hw+xdp-host",
@@ -575,20 +693,48 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let after_dropped = dropped.saturating_sub(at_ttm.nic + at_ttm.xdp + at_ttm.protect);
     let after_leaked = last.leaked.saturating_sub(at_ttm.leaked);
 
-    // 3. The attack is over: wait for the rate monitor to unban everything.
-    say("attack stopped; waiting for detection to end the attack and unban the sources".into());
-    let mut unbanned_after = None;
-    while attack_end.elapsed().as_secs_f64() < args.unban_timeout && !cancel.load(Ordering::Relaxed)
-    {
-        let v = daemon.view();
-        if v.blocked.is_empty() && v.blocked_total > 0 {
-            unbanned_after = Some(attack_end.elapsed().as_secs_f64());
-            break;
+    // 4. The attack is over: while detection ends it and unbans the
+    // sources, the DNS flood on the tenant's limiter.
+    say(format!(
+        "attack stopped; detection unbans the sources. Meanwhile the tenant submits its DNS rate limiter; dnsperf floods the tenant's resolver from {} ({} q/s, {:.0} s) while dig asks from {} other clients",
+        apps::FLOODER,
+        args.dns_qps,
+        args.dns_seconds,
+        apps::DIG_CLIENTS.len()
+    ));
+    let apps_spec = apps::AppsSpec {
+        dns_seconds: args.dns_seconds,
+        dns_qps: args.dns_qps,
+    };
+    let (unbanned_after, phase) = std::thread::scope(|s| {
+        let phase = s.spawn(|| apps::run(&lab, &apps_spec, &api, &dir, cancel));
+        let mut unbanned_after = None;
+        while attack_end.elapsed().as_secs_f64() < args.unban_timeout
+            && !cancel.load(Ordering::Relaxed)
+        {
+            let v = daemon.view();
+            if v.blocked.is_empty() && v.blocked_total > 0 {
+                unbanned_after = Some(attack_end.elapsed().as_secs_f64());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        let phase = phase
+            .join()
+            .map_err(|_| Error::Failed("the stream and tenant part panicked".into()));
+        (unbanned_after, phase)
+    });
+    let tenant = phase??;
     let view = daemon.view();
-    daemon.stop()?;
+    // Stopping ends the tap's input: the stream apps flush what they hold.
+    let counts = host.stream_counts.clone();
+    host.stop();
+    let stream = apps::stream_section(
+        counts.flows.load(Ordering::Relaxed),
+        counts.alerts.load(Ordering::Relaxed),
+        scan.finish(),
+        &alerts_file,
+    );
 
     // Alerts: every block and its detector; false bans are blocks outside the attack range.
     let attack_net = Prefix::parse("172.16.0.0/12")?;
@@ -596,6 +742,8 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let mut by_det: HashMap<String, usize> = HashMap::new();
     let mut false_bans = 0;
     let mut false_ban_details = Vec::new();
+    let mut other_hostile_blocks = Vec::new();
+    let others = [apps::SCANNER, apps::FLOODER].map(|a| Prefix::parse(&a.to_string()));
     let mut pcaps = Vec::new();
     for line in std::fs::read_to_string(dir.join("alerts.jsonl"))
         .unwrap_or_default()
@@ -621,7 +769,19 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
             *by_det
                 .entry(v["detector"].as_str().unwrap_or("?").to_string())
                 .or_default() += 1;
-            if !inside {
+            let other = Prefix::parse(&p).is_ok_and(|x| {
+                others
+                    .iter()
+                    .flatten()
+                    .any(|o| x.net().contains(&o.net().addr()))
+            });
+            if other {
+                other_hostile_blocks.push(format!(
+                    "{p} by {}: {}",
+                    v["detector"].as_str().unwrap_or("?"),
+                    v["reason"].as_str().unwrap_or("?")
+                ));
+            } else if !inside {
                 false_bans += 1;
                 false_ban_details.push(format!(
                     "{p} by {}: {}",
@@ -643,6 +803,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         legit_ok_pct: 100.0 * rps1 / rps0.max(1e-9),
         false_bans,
         false_ban_details,
+        other_hostile_blocks,
         nic_share_pct: nic_share,
         oracle_nic_share_pct: oracle,
         nic_share_of_oracle_pct: 100.0 * nic_share / oracle.max(1e-9),
@@ -672,13 +833,23 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         pcaps: keep_evidence(&pcaps)?,
     };
     drop(guard);
+    let report = RunDemoReport {
+        duration_s: started.elapsed().as_secs_f64(),
+        interface: format!("{HOST_IF} (netns {})", lab.host_ns()),
+        stages: cfg.stages(),
+        ddos: r,
+        stream,
+        tenant,
+    };
     if args.json {
-        return print_json(&r);
+        return print_json(&report);
     }
+    let r = &report.ddos;
     let ttm_s = r
         .time_to_mitigate_s
         .map(|t| format!("{t:.2} s"))
         .unwrap_or_else(|| "never".into());
+    println!("ddos:");
     println!(
         "  {} requests/s under attack ({:.1}% of no attack), {} socket errors",
         si(rps1),
@@ -735,6 +906,53 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     for p in &r.pcaps {
         println!("  evidence: {p}");
     }
-    println!("lab {} removed", lab.prefix());
+    for b in &r.other_hostile_blocks {
+        println!("  also blocked (not a false ban): {b}");
+    }
+    let s = &report.stream;
+    println!("stream ({} on one tap):", s.apps.join(" + "));
+    println!(
+        "  {} flow records; scanner {} (nmap -sS ports {}) {}; sources flagged: {}",
+        s.flows,
+        s.scanner,
+        s.scanned_ports,
+        match (s.scanner_flagged, s.flagged_after_s) {
+            (true, Some(t)) => format!("flagged {t:.1} s after the scan started"),
+            (true, None) => "flagged".to_string(),
+            (false, _) => "NOT flagged".to_string(),
+        },
+        if s.flagged.is_empty() {
+            "none".to_string()
+        } else {
+            s.flagged.join(", ")
+        }
+    );
+    let t = &report.tenant;
+    println!("tenant {} ({}, {}):", t.tenant, t.program, t.resolver);
+    println!(
+        "  dnsperf from {}: {} queries at {:.0} q/s; the limiter ({} q/s per source, {} q/s per /24, {} over budget) kept {:.1}% from the resolver ({} truncated, {} dropped, {} passed)",
+        t.flooder,
+        t.flood_queries,
+        t.flood_qps,
+        t.per_source_qps,
+        t.per_prefix_qps,
+        t.over_budget,
+        t.flood_limited_pct,
+        t.truncated,
+        t.dropped,
+        t.passed
+    );
+    println!(
+        "  dig from {} other clients: {} of {} answered ({:.1}%)",
+        t.dig_clients.len(),
+        t.dig_ok,
+        t.dig_sent,
+        t.dig_ok_pct
+    );
+    println!(
+        "lab {} removed; the demo took {:.0} s",
+        lab.prefix(),
+        report.duration_s
+    );
     Ok(())
 }
