@@ -474,7 +474,7 @@ fn tap_cost() {
         .unwrap();
         p.configure(&OffloadConfig::default()).unwrap();
         p.configure_tap(aggregate, 1_000_000_000).unwrap();
-        let mut pass = || {
+        let pass = || {
             let ns: u128 = frames
                 .iter()
                 .map(|f| {
