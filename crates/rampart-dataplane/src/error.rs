@@ -14,6 +14,19 @@ pub enum Error {
         /// What was attempted.
         what: String,
     },
+    /// The process's effective capability set lacks what loading and
+    /// attaching XDP programs needs (root in name only is not enough).
+    #[error(
+        "{what} needs CAP_BPF and CAP_NET_ADMIN; it lacks {missing} in its effective capabilities (euid {euid}): run it as root, or grant them (the systemd unit's AmbientCapabilities)"
+    )]
+    MissingCapability {
+        /// What was attempted.
+        what: String,
+        /// The capabilities missing, `CAP_BPF and CAP_NET_ADMIN`.
+        missing: String,
+        /// The effective user id.
+        euid: u32,
+    },
     /// A kernel feature rampart relies on is missing.
     #[error("kernel feature missing: {feature} ({detail})")]
     MissingFeature {

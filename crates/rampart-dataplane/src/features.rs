@@ -26,6 +26,82 @@ pub fn require_root(what: &str) -> Result<()> {
     }
 }
 
+/// The effective capability set of this process (`CapEff` in
+/// /proc/self/status), or `None` if it cannot be read.
+pub fn effective_caps() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let v = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(v.trim(), 16).ok()
+}
+
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_BPF: u32 = 39;
+
+/// What a daemon putting XDP programs on interfaces needs, checked before
+/// it starts so that what is missing is one line naming it: the
+/// capabilities (CAP_BPF — or CAP_SYS_ADMIN — and CAP_NET_ADMIN in the
+/// *effective* set: a root process in a container or a unit with bounded
+/// capabilities may lack them), the BPF filesystem, and the bpf() syscall
+/// accepting an XDP program (its errno says why not).
+///
+/// # Errors
+/// [`Error::MissingFeature`] naming what is missing and how to get it.
+pub fn require_xdp_host(what: &str) -> Result<()> {
+    let disabled = std::env::var("RAMPART_TEST_DISABLE_FEATURE").unwrap_or_default();
+    let off = |k: &str| disabled.split(',').any(|d| d.trim() == k);
+    let caps = if off("caps") {
+        Some(0)
+    } else {
+        effective_caps()
+    };
+    if let Some(caps) = caps {
+        let has = |c: u32| caps & (1u64 << c) != 0;
+        let mut missing = Vec::new();
+        if !has(CAP_BPF) && !has(CAP_SYS_ADMIN) {
+            missing.push("CAP_BPF");
+        }
+        if !has(CAP_NET_ADMIN) {
+            missing.push("CAP_NET_ADMIN");
+        }
+        if !missing.is_empty() {
+            return Err(Error::MissingCapability {
+                what: what.to_string(),
+                missing: missing.join(" and "),
+                euid: nix::unistd::geteuid().as_raw(),
+            });
+        }
+    }
+    if off("bpffs") {
+        return Err(Error::MissingFeature {
+            feature: Feature::Bpffs.name(),
+            detail: "disabled by RAMPART_TEST_DISABLE_FEATURE".into(),
+        });
+    }
+    crate::pin::ensure_bpffs()?;
+    let errno = if off("xdp") {
+        Some(libc::ENOSYS)
+    } else {
+        match trivial_xdp(1) {
+            Some(_) => None,
+            None => Some(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+        }
+    };
+    if let Some(e) = errno {
+        let why = match e {
+            libc::ENOSYS => "the kernel has no bpf() system call (built without CONFIG_BPF_SYSCALL, or a seccomp filter forbids it)".to_string(),
+            libc::EPERM => "bpf() refused with EPERM although the capabilities are there: a kernel lockdown, an LSM policy or kernel.unprivileged_bpf_disabled (see /sys/kernel/security/lockdown)".to_string(),
+            libc::EINVAL => "the kernel cannot load an XDP program (EINVAL: built without XDP support?)".to_string(),
+            e => format!("loading a two-instruction XDP program failed: {}", std::io::Error::from_raw_os_error(e)),
+        };
+        return Err(Error::MissingFeature {
+            feature: Feature::Xdp.name(),
+            detail: why,
+        });
+    }
+    Ok(())
+}
+
 /// Load `r0 = action; exit` as an XDP program.
 fn trivial_xdp(action: i32) -> Option<OwnedFd> {
     let insns = [

@@ -52,6 +52,10 @@ pub struct Config {
     /// `[tenant]`: tenant programs (the config of `rampart tenant serve`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tenant: Option<rampart_tenant::config::Config>,
+    /// The file named no `[[interface]]`: the one listed is the default
+    /// route's ([`Config::load`]), which the daemon says at start.
+    #[serde(skip)]
+    pub interface_from_route: bool,
 }
 
 impl Default for Config {
@@ -63,6 +67,7 @@ impl Default for Config {
             ddos: None,
             stream: None,
             tenant: None,
+            interface_from_route: false,
         }
     }
 }
@@ -170,13 +175,44 @@ fn owned_key(text: &str) -> std::result::Result<(), ConfigError> {
     Ok(())
 }
 
+/// The interface of the default route (IPv4, else IPv6) in the daemon's
+/// own network namespace, if there is one.
+pub fn default_route_interface() -> Option<String> {
+    let v4 = std::fs::read_to_string("/proc/net/route").unwrap_or_default();
+    // Iface Destination Gateway Flags RefCnt Use Metric Mask …
+    let found = v4.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() > 7 && f[1] == "00000000" && f[7] == "00000000").then(|| f[0].to_string())
+    });
+    found.or_else(|| {
+        let v6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
+        // dest dest_len src src_len next_hop metric refcnt use flags iface
+        v6.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 9 && f[0].bytes().all(|b| b == b'0') && f[1] == "00" && f[9] != "lo")
+                .then(|| f[9].to_string())
+        })
+    })
+}
+
 impl Config {
     fn checked(
         text: &str,
         c: std::result::Result<Self, ConfigError>,
+        route: impl FnOnce() -> Option<String>,
     ) -> std::result::Result<Self, ConfigError> {
         owned_key(text)?;
         let mut c = c?;
+        if c.interfaces.is_empty() {
+            if let Some(name) = route() {
+                c.interfaces.push(InterfaceConfig {
+                    name,
+                    netns: None,
+                    xdp_mode: native(),
+                });
+                c.interface_from_route = true;
+            }
+        }
         c.server = c.server.with_default_listen(DEFAULT_LISTEN);
         c.validate()
             .map_err(|e| ConfigError::invalid(e.to_string()))?;
@@ -188,18 +224,24 @@ impl Config {
     /// # Errors
     /// [`Error::Config`]: one line naming the key and the fix.
     pub fn parse(text: &str) -> Result<Self> {
-        Self::checked(text, rampart_service::config::parse(text)).map_err(config_error)
+        Self::checked(text, rampart_service::config::parse(text), || None).map_err(config_error)
     }
 
-    /// Read, parse and validate a file.
+    /// Read, parse and validate a file. A file without `[[interface]]`
+    /// runs on the default route's interface
+    /// ([`Config::interface_from_route`]).
     ///
     /// # Errors
     /// An unreadable file, or as [`Config::parse`] (naming the file).
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Config(format!("reading config {}: {e}", path.display())))?;
-        Self::checked(&text, rampart_service::config::parse(&text))
-            .map_err(|e| config_error(e.in_file(path)))
+        Self::checked(
+            &text,
+            rampart_service::config::parse(&text),
+            default_route_interface,
+        )
+        .map_err(|e| config_error(e.in_file(path)))
     }
 
     /// The effective config as TOML (`rampart run --print-config`).
@@ -284,7 +326,7 @@ impl Config {
             .map_err(|e| Error::Config(e.to_string()))?;
         if self.interfaces.is_empty() {
             return Err(Error::Config(
-                "no [[interface]]: add the interface to run on, e.g. `[[interface]]` then `name = \"eth0\"`"
+                "no [[interface]] and no default route to take it from: add the interface to run on, e.g. `[[interface]]` then `name = \"eth0\"`"
                     .into(),
             ));
         }
@@ -504,6 +546,20 @@ mod tests {
             "{IFACE}[stream]\napps = [\"portscan\", \"portscan\"]\n"
         ));
         assert!(e.contains("named twice"), "{e}");
+    }
+
+    #[test]
+    fn no_interface_means_the_default_routes() {
+        let c = Config::checked(
+            "[stream]\n",
+            rampart_service::config::parse("[stream]\n"),
+            || Some("ens3".into()),
+        )
+        .unwrap();
+        assert_eq!(c.interfaces[0].name, "ens3");
+        assert!(c.interface_from_route);
+        let c = Config::parse(&format!("{IFACE}[stream]\n")).unwrap();
+        assert!(!c.interface_from_route);
     }
 
     #[test]

@@ -77,3 +77,73 @@ fn print_config_round_trips() {
         std::fs::remove_file(f).unwrap();
     }
 }
+
+/// Run `rampart run --check` on the shipped config (on `lo`) with `pre` in
+/// front (a capability-dropping wrapper) and `env` set.
+fn check_with(pre: &[&str], env: &[(&str, &str)], tag: &str) -> std::process::Output {
+    let p = shipped_on("lo", tag);
+    let bin = env!("CARGO_BIN_EXE_rampart");
+    let (prog, args) = match pre.split_first() {
+        Some((p0, rest)) => (p0.to_string(), [rest, &[bin]].concat()),
+        None => (bin.to_string(), Vec::new()),
+    };
+    let o = std::process::Command::new(prog)
+        .args(args)
+        .args(["run", "--check", "--config", p.to_str().unwrap()])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    std::fs::remove_file(p).unwrap();
+    o
+}
+
+#[test]
+fn a_host_without_what_xdp_needs_gets_one_line_naming_it() {
+    // Root by user id but without CAP_BPF (nor CAP_SYS_ADMIN) in its
+    // effective set: the capabilities are checked, not the user id.
+    let o = check_with(
+        &["setpriv", "--bounding-set=-bpf,-sys_admin", "--"],
+        &[],
+        "caps",
+    );
+    let line = one_error_line(&o, "CAP_BPF");
+    assert!(line.contains("effective"), "{line}");
+    let o = check_with(
+        &["setpriv", "--bounding-set=-net_admin", "--"],
+        &[],
+        "netadm",
+    );
+    one_error_line(&o, "lacks CAP_NET_ADMIN");
+    // No bpf() system call, no bpffs (simulated: this kernel has both).
+    let o = check_with(&[], &[("RAMPART_TEST_DISABLE_FEATURE", "xdp")], "nobpf");
+    one_error_line(&o, "no bpf() system call");
+    let o = check_with(&[], &[("RAMPART_TEST_DISABLE_FEATURE", "bpffs")], "nofs");
+    one_error_line(&o, "BPF filesystem");
+    // And with everything there, the same file is fine.
+    let o = check_with(&[], &[], "all");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+}
+
+#[test]
+fn no_interface_means_the_default_routes_said_at_start() {
+    let p = std::env::temp_dir().join(format!("rampart-cli-run-{}-route.toml", std::process::id()));
+    std::fs::write(&p, "[stream]\napps = [\"flowmeter\"]\n").unwrap();
+    let o = rampart(&["run", "--check", "--config", p.to_str().unwrap()]);
+    std::fs::remove_file(p).unwrap();
+    match rampart_run::config::default_route_interface() {
+        Some(i) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains(&format!(
+                    "running on {i}, the interface of the default route"
+                )),
+                "{err}"
+            );
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.contains(&format!("OK: stream on {i}")), "{out}");
+        }
+        None => {
+            one_error_line(&o, "no default route");
+        }
+    }
+}

@@ -30,7 +30,15 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
         print!("{}", cfg.render()?);
         return Ok(());
     }
+    // Before anything is loaded: one line naming what this host lacks.
+    rampart_dataplane::features::require_xdp_host("rampart run")?;
     cfg.check_system()?;
+    if cfg.interface_from_route {
+        eprintln!(
+            "rampart run: the config names no [[interface]]: running on {}, the interface of the default route",
+            cfg.interfaces[0].name
+        );
+    }
     if a.check {
         let ifaces: Vec<String> = cfg
             .interfaces
