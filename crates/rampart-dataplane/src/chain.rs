@@ -169,6 +169,35 @@ impl Chain {
         Ok(true)
     }
 
+    /// Is the chain's entry point attached to the interface that now has
+    /// its name? An interface deleted and created again (same name, new
+    /// ifindex) starts without XDP: the entry point (pinned, with every
+    /// stage in its slots) is attached to it again in `mode` and its link
+    /// pin replaced. Down and up keep the link: nothing to do then.
+    ///
+    /// # Errors
+    /// The interface is missing; the entry point's pin is gone; attaching fails.
+    pub fn check(&self, mode: XdpMode) -> Result<Check> {
+        let now = netns::ifindex(self.netns(), self.iface())?;
+        let link_pin = self.inner.dir.join(LINK);
+        let linked = XdpLink::open_pinned(&link_pin)
+            .and_then(|l| l.info())
+            .map_or(0, |(_, ifindex)| ifindex);
+        if linked == now {
+            return Ok(Check::Attached);
+        }
+        let entry = pin::open_pinned(&self.inner.dir.join(ENTRY))?;
+        let link = XdpLink::attach(entry.as_raw_fd(), self.netns(), self.iface(), mode)?;
+        let _ = std::fs::remove_file(&link_pin);
+        if let Err(e) = link.pin(&link_pin) {
+            // Unpinned, the link would go with this process: detach it so
+            // the next check tries again.
+            let _ = link.detach();
+            return Err(e);
+        }
+        Ok(Check::Reattached)
+    }
+
     /// `iface` or `iface (netns ns)`.
     pub fn describe(&self) -> String {
         match &self.inner.netns {
@@ -260,6 +289,76 @@ impl Chain {
             }
         }
         Ok(v)
+    }
+}
+
+/// What [`Chain::check`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// The entry point runs on the interface of that name.
+    Attached,
+    /// The interface had been created again: attached to it now.
+    Reattached,
+}
+
+/// Watches a chain's attachment, saying each change of state once in
+/// the log: the interface gone, back, created again (entry point attached
+/// again), attaching failing.
+#[derive(Debug)]
+pub struct Watch {
+    chain: Chain,
+    mode: XdpMode,
+    gone: bool,
+    failed: bool,
+}
+
+impl Watch {
+    /// Watch `chain`, attaching its entry point in `mode` when needed.
+    pub fn new(chain: Chain, mode: XdpMode) -> Self {
+        Self {
+            chain,
+            mode,
+            gone: false,
+            failed: false,
+        }
+    }
+
+    /// Check once (see [`Chain::check`]); logs one line per change.
+    pub fn check(&mut self) {
+        let where_ = self.chain.describe();
+        if netns::ifindex(self.chain.netns(), self.chain.iface()).is_err() {
+            if !self.gone {
+                tracing::warn!(
+                    "{where_} is gone: the XDP chain is attached again when an interface of that name comes back"
+                );
+                self.gone = true;
+            }
+            return;
+        }
+        match self.chain.check(self.mode) {
+            Ok(Check::Attached) => {
+                if self.gone || self.failed {
+                    tracing::info!("{where_} is back with the XDP chain attached");
+                }
+                self.gone = false;
+                self.failed = false;
+            }
+            Ok(Check::Reattached) => {
+                tracing::warn!(
+                    "{where_}: the XDP chain was not attached (the interface was deleted and created again); attached again with its stages"
+                );
+                self.gone = false;
+                self.failed = false;
+            }
+            Err(e) => {
+                if !self.failed {
+                    tracing::error!(
+                        "{where_}: the XDP chain is not attached and attaching it again failed: {e}; its stages see no packet until it is"
+                    );
+                    self.failed = true;
+                }
+            }
+        }
     }
 }
 

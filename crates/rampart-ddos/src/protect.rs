@@ -504,13 +504,7 @@ impl Protect {
                 self.load_tc()?
             }
         };
-        let link = rampart_dataplane::tcx::attach(
-            skel.progs.tc_cookie.as_fd().as_raw_fd(),
-            self.scope.netns.as_deref(),
-            &self.scope.iface,
-            rampart_dataplane::tcx::Hook::Ingress,
-            "the SYN-cookie TC stage",
-        )?;
+        let link = self.tc_link(skel.progs.tc_cookie.as_fd().as_raw_fd())?;
         let res = (|| -> Result<()> {
             pin::pin_fd(
                 skel.progs.tc_cookie.as_fd().as_raw_fd(),
@@ -532,12 +526,81 @@ impl Protect {
         Ok(())
     }
 
+    /// Is the TC stage (when one is attached) on the interface that now
+    /// has the scope's name? An interface deleted and created again starts
+    /// without it: the pinned stage is attached to it again and its link
+    /// pin replaced.
+    ///
+    /// # Errors
+    /// Reading the link; attaching again.
+    pub fn check_tc(&mut self) -> Result<TcCheck> {
+        let link_pin = self.dir.join(pins::TC_LINK);
+        if !link_pin.exists() {
+            return Ok(TcCheck::Off);
+        }
+        let Ok(now) = netns::ifindex(self.scope.netns.as_deref(), &self.scope.iface) else {
+            return Ok(TcCheck::IfaceGone);
+        };
+        let link = pin::open_pinned(&link_pin)?;
+        // SAFETY: a C struct of integers and a union of them: all zeroes is valid.
+        let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+        // SAFETY: `info` is valid for `len` bytes of writes.
+        let rc =
+            unsafe { libbpf_sys::bpf_link_get_info_by_fd(link.as_raw_fd(), &mut info, &mut len) };
+        if rc != 0 {
+            return Err(Error::io(
+                "reading the TC stage's link",
+                std::io::Error::from_raw_os_error(-rc),
+            ));
+        }
+        // SAFETY: the union's `tcx` member is the one the kernel fills for TCX links
+        // (0 once the link is defunct: its interface was deleted).
+        if unsafe { info.__bindgen_anon_1.tcx.ifindex } == now {
+            return Ok(TcCheck::Attached);
+        }
+        let prog = pin::open_pinned(&self.dir.join(pins::PROG_TC))?;
+        let new = self.tc_link(prog.as_raw_fd())?;
+        let _ = std::fs::remove_file(&link_pin);
+        if let Err(e) = pin::pin_fd(new.as_raw_fd(), &link_pin) {
+            // SAFETY: plain syscall wrapper on an fd we own; unpinned, the
+            // next check attaches again.
+            let _ = unsafe { libbpf_sys::bpf_link_detach(new.as_raw_fd()) };
+            return Err(e.into());
+        }
+        Ok(TcCheck::Reattached)
+    }
+
+    /// A TCX ingress link of `prog_fd` on the scope's interface.
+    fn tc_link(&self, prog_fd: std::os::fd::RawFd) -> Result<std::os::fd::OwnedFd> {
+        Ok(rampart_dataplane::tcx::attach(
+            prog_fd,
+            self.scope.netns.as_deref(),
+            &self.scope.iface,
+            rampart_dataplane::tcx::Hook::Ingress,
+            "the SYN-cookie TC stage",
+        )?)
+    }
+
     fn detach_tc_if_unused(&self) -> Result<()> {
         if !self.tc_attached() || self.list()?.iter().any(|e| e.flags.syn_cookies) {
             return Ok(());
         }
         detach_tc(&self.dir)
     }
+}
+
+/// What [`Protect::check_tc`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcCheck {
+    /// No TC stage (no victim has SYN cookies).
+    Off,
+    /// Attached to the interface of that name.
+    Attached,
+    /// The interface is gone.
+    IfaceGone,
+    /// The interface had been created again: attached to it now.
+    Reattached,
 }
 
 /// Detach the TC stage pinned in `dir` (if any) and remove its pins.

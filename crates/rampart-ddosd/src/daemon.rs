@@ -349,6 +349,8 @@ pub struct Daemon {
     /// The host filter's XDP link, held and checked every interval (none
     /// in a chain: the chain holds the link).
     attachment: Option<crate::watch::Attachment>,
+    /// The SYN-cookie TC stage's attachment.
+    tc_watch: crate::watch::TcWatch,
     /// The last state-file write failed (logged once until one succeeds).
     save_failing: bool,
     /// The last interval's error, logged once until it changes or clears.
@@ -755,6 +757,7 @@ impl Daemon {
             intervals: 0,
             recent_intervals: std::collections::VecDeque::with_capacity(RECENT_INTERVALS),
             attachment,
+            tc_watch: crate::watch::TcWatch::default(),
             save_failing: false,
             interval_error: None,
             resumed: false,
@@ -1621,6 +1624,9 @@ impl Owned for Daemon {
     fn tick(&mut self) {
         if let Some(a) = &mut self.attachment {
             a.check();
+        }
+        if let Some(p) = &mut self.protect {
+            self.tc_watch.check(p, &self.scope.describe());
         }
         // A failure that repeats every interval is said once (and once
         // when intervals work again), not twice a second.

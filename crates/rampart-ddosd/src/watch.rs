@@ -120,3 +120,48 @@ impl Attachment {
         Ok(())
     }
 }
+
+/// The SYN-cookie TC stage's attachment (while a victim has cookies),
+/// checked every interval as the XDP filter's is: attached again to an
+/// interface deleted and created again, each change of state one line.
+#[derive(Debug, Default)]
+pub struct TcWatch {
+    gone: bool,
+    failed: bool,
+}
+
+impl TcWatch {
+    /// Check `p`'s TC stage on `where_` (the scope, for the log).
+    pub fn check(&mut self, p: &mut rampart_ddos::protect::Protect, where_: &str) {
+        use rampart_ddos::protect::TcCheck;
+        match p.check_tc() {
+            Ok(TcCheck::Off) => {
+                self.gone = false;
+                self.failed = false;
+            }
+            Ok(TcCheck::Attached) => {
+                if self.gone || self.failed {
+                    tracing::info!("{where_}: the SYN-cookie TC stage is attached");
+                }
+                self.gone = false;
+                self.failed = false;
+            }
+            Ok(TcCheck::IfaceGone) => self.gone = true,
+            Ok(TcCheck::Reattached) => {
+                tracing::warn!(
+                    "{where_}: the SYN-cookie TC stage was not attached (the interface was deleted and created again); attached again"
+                );
+                self.gone = false;
+                self.failed = false;
+            }
+            Err(e) => {
+                if !self.failed {
+                    tracing::error!(
+                        "{where_}: the SYN-cookie TC stage is not attached and attaching it again failed: {e}; cookie ACKs are not answered until it is"
+                    );
+                    self.failed = true;
+                }
+            }
+        }
+    }
+}

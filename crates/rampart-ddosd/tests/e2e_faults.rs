@@ -20,6 +20,7 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use rampart_ddos::filter::{Filter, Scope};
+use rampart_ddos::protect::{Protect, ProtectFlags, TcCheck};
 use rampart_ddos::Prefix;
 use rampart_ddosd::{Command, Config, Handle};
 use rampart_lab::gen::{GenSpec, Generator, Limit};
@@ -225,6 +226,19 @@ fn interface_deleted_and_created_again_gets_the_filter_back() {
     let fx = Fault::up("dfdel", |_| None);
     let prog = fx.attached().expect("the filter is attached");
     let (host, nic) = (fx.lab.host_ns(), fx.lab.nic_ns());
+    // SYN cookies on for the host: their TC stage is attached too.
+    let mut protect = Protect::open(&Scope::new(Some(&host), HOST_IF).unwrap()).unwrap();
+    let victim: std::net::IpAddr = "10.10.0.2".parse().unwrap();
+    protect
+        .set(
+            victim,
+            ProtectFlags {
+                syn_cookies: true,
+                ack_guard: false,
+            },
+        )
+        .unwrap();
+    assert!(protect.tc_attached(), "the TC stage is attached");
     under_flood(&fx, 4.0, || {
         std::thread::sleep(Duration::from_millis(500));
         // Deleting host0 deletes its veth peer nic-host too.
@@ -259,15 +273,30 @@ fn interface_deleted_and_created_again_gets_the_filter_back() {
         Duration::from_secs(10),
         || fx.attached() == Some(prog),
     );
-    let lines = problems(fx.lab.prefix());
-    assert_eq!(
-        lines
-            .iter()
-            .filter(|l| l.contains("was not attached"))
-            .count(),
-        1,
-        "one line says the filter was attached again: {lines:?}"
+    wait_for(
+        "the TC stage attached to the new host0",
+        Duration::from_secs(10),
+        || {
+            problems(fx.lab.prefix())
+                .iter()
+                .any(|l| l.contains("the SYN-cookie TC stage was not attached"))
+        },
     );
+    // Its pinned link is on the new host0 (a stale one would be attached
+    // again by this check: Reattached).
+    assert_eq!(protect.check_tc().unwrap(), TcCheck::Attached);
+    fx.intervals(2);
+    let lines = problems(fx.lab.prefix());
+    for stage in ["the XDP filter", "the SYN-cookie TC stage"] {
+        assert_eq!(
+            lines
+                .iter()
+                .filter(|l| l.contains(&format!("{stage} was not attached")))
+                .count(),
+            1,
+            "one line says {stage} was attached again: {lines:?}"
+        );
+    }
 
     // Frames from a blocked source and from another one, sent into the new
     // host0 from its peer (the EMULATED NIC's redirect still points at the
@@ -353,6 +382,7 @@ fn interface_deleted_and_created_again_gets_the_filter_back() {
         "no blocked frame reached the stack: {out}"
     );
     assert_eq!(fx.daemon().view().blocked.len(), SOURCES as usize);
+    protect.clear(victim).unwrap();
 }
 
 #[test]

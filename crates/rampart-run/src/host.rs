@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use rampart_dataplane::chain::Chain;
+use rampart_dataplane::chain::{Chain, Watch};
 use rampart_service::alert::{Action, Alert, Alerts, App};
 use rampart_service::reload::{to_value, ServerSide};
 use rampart_service::{Metrics, RouteSlot, Routes, Service, StateCollector, Tokens};
@@ -76,9 +76,49 @@ struct Stages {
     tenant_metrics: bool,
 }
 
+/// The chains' watcher: re-attaches a chain whose interface was deleted
+/// and created again (one log line per change).
+struct ChainWatch {
+    cancel: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How often the chains' attachments are checked.
+const WATCH_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl ChainWatch {
+    fn start(mut watches: Vec<Watch>) -> Result<Self> {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = cancel.clone();
+        let thread = std::thread::Builder::new()
+            .name("rampart-chain-watch".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    for w in &mut watches {
+                        w.check();
+                    }
+                    std::thread::sleep(WATCH_INTERVAL);
+                }
+            })
+            .map_err(|e| Error::System(format!("starting the chain watcher: {e}")))?;
+        Ok(Self {
+            cancel,
+            thread: Some(thread),
+        })
+    }
+
+    fn stop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// The daemon.
 pub struct Host {
     stages: Arc<Mutex<Stages>>,
+    watch: Option<ChainWatch>,
     server: Option<rampart_service::Server>,
     /// What the stream apps produced.
     pub stream_counts: Arc<StreamCounts>,
@@ -114,8 +154,15 @@ impl Host {
     pub fn start(cfg: &Config) -> Result<Self> {
         cfg.check_system()?;
         let mut chains = Vec::new();
+        let mut watches = Vec::new();
         for i in &cfg.interfaces {
-            chains.push(Chain::attach(i.netns.as_deref(), &i.name, i.mode())?);
+            let c = Chain::attach(i.netns.as_deref(), &i.name, i.mode())?;
+            // A chain opened from its pins may sit on an interface created
+            // again while no daemon ran: checked now, then every interval.
+            let mut w = Watch::new(c.clone(), i.mode());
+            w.check();
+            watches.push(w);
+            chains.push(c);
         }
         let tokens = Tokens::from_file(cfg.server.token_file.as_deref()).map_err(svc_err)?;
         let mut routes = Routes::new();
@@ -178,9 +225,11 @@ impl Host {
             )
             .map_err(svc_err)
         })();
+        let started = started.and_then(|server| Ok((server, ChainWatch::start(watches)?)));
         match started {
-            Ok(server) => Ok(Self {
+            Ok((server, watch)) => Ok(Self {
                 stages: Arc::new(Mutex::new(st)),
+                watch: Some(watch),
                 server: Some(server),
                 stream_counts: counts,
             }),
@@ -258,6 +307,9 @@ impl Host {
     fn stop_inner(&mut self) {
         if let Some(s) = self.server.take() {
             s.stop();
+        }
+        if let Some(mut w) = self.watch.take() {
+            w.stop();
         }
         lock(&self.stages).stop();
     }

@@ -337,3 +337,79 @@ fn rampart_run_killed_under_a_flood_keeps_both_stages_and_is_adopted() {
     rampart_ddos::filter::Filter::detach(&name).unwrap();
     assert!(rampart_dataplane::chain::Chain::remove(Some(&ns), HOST_IF).unwrap());
 }
+
+#[test]
+fn rampart_run_attaches_its_chain_again_to_a_recreated_interface() {
+    require_kernel();
+    let lab = TestLab::up("rcif", 0);
+    let (ns, nic) = (lab.host_ns(), lab.nic_ns());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = dir.path().join("rampart.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n[alerts]\nfile = \"\"\n\
+             [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
+             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n",
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let args = ["run", "--config", cfg.to_str().unwrap()];
+    let mut d = Daemon::spawn(&args, &[], &dir.path().join("run.log"));
+    until_up(port);
+    let entry = rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF)
+        .unwrap()
+        .expect("the chain is attached");
+    let ip = |a: &[&str]| rampart_dataplane::cmd::ip(a).unwrap();
+    // Down and up keep the link.
+    ip(&["-n", &ns, "link", "set", HOST_IF, "down"]);
+    ip(&["-n", &ns, "link", "set", HOST_IF, "up"]);
+    // Deleted (its veth peer with it) and created again: a new ifindex.
+    ip(&["-n", &ns, "link", "del", HOST_IF]);
+    d.wait_for("is gone");
+    ip(&[
+        "-n",
+        &ns,
+        "link",
+        "add",
+        HOST_IF,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        rampart_lab::topology::NIC_HOST_IF,
+        "netns",
+        &nic,
+    ]);
+    ip(&["-n", &ns, "link", "set", HOST_IF, "up"]);
+    d.wait_for("attached again with its stages");
+    assert_eq!(
+        rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap(),
+        Some(entry),
+        "the same entry point on the new interface"
+    );
+    let log = d.stop();
+    assert_eq!(
+        log.matches("the XDP chain was not attached").count(),
+        1,
+        "one line: {log}"
+    );
+    let chain = rampart_dataplane::chain::Chain::open(Some(&ns), HOST_IF).unwrap();
+    assert_eq!(
+        chain
+            .stages()
+            .unwrap()
+            .iter()
+            .map(|s| s.0)
+            .collect::<Vec<_>>(),
+        [rampart_dataplane::chain::CHAIN_SLOT_DDOS],
+        "the ddos stage in its slot"
+    );
+    let name = rampart_ddos::filter::Scope::new(Some(&ns), HOST_IF)
+        .unwrap()
+        .name();
+    rampart_ddos::filter::Filter::detach(&name).unwrap();
+    assert!(rampart_dataplane::chain::Chain::remove(Some(&ns), HOST_IF).unwrap());
+}
