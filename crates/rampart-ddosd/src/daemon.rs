@@ -581,6 +581,16 @@ impl Daemon {
         metrics: Metrics,
         alerts: Alerts,
     ) -> Result<Self> {
+        let mut cfg = cfg;
+        if cfg.daemon.mode == Mode::Auto {
+            // Probed once: a reload keeps this choice (see reload.rs).
+            let p = crate::mode::probe(cfg.daemon.netns.as_deref(), &cfg.daemon.iface)?;
+            tracing::info!("mode auto: {}", p.reason);
+            cfg.daemon.mode = p.mode;
+            if let Some(b) = p.backend {
+                cfg.hw.backend = b.into();
+            }
+        }
         cfg.validate()?;
         cfg.require_runnable()?;
         let d = &cfg.daemon;
@@ -630,7 +640,8 @@ impl Daemon {
         }
         let features = Features::open(&scope.name())?;
         let (host, host_filter) = match mode {
-            Mode::XdpHost | Mode::HwXdpHost => {
+            // Auto was resolved above.
+            Mode::XdpHost | Mode::HwXdpHost | Mode::Auto => {
                 (HostTier::Xdp(XdpTier::new(host_f, scope.describe())), None)
             }
             Mode::XdpNic | Mode::HwXdpNic => {

@@ -11,7 +11,7 @@ fn ddos_config(dir: &std::path::Path, ns: &Netns) -> std::path::PathBuf {
     std::fs::write(
         &p,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[daemon]\niface = \"{}\"\nnetns = \"{}\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\n[daemon]\nmode = \"auto\"\niface = \"{}\"\nnetns = \"{}\"\n\
              state_dir = \"{}\"\ninterval_s = 0.1\n[alerts]\nfile = \"{}\"\n",
             ns.iface(),
             ns.name,
@@ -80,6 +80,11 @@ fn ddos_daemon_logs_plain_text_once_and_json() {
     d.wait_for("rampart ddos daemon: mode xdp-host");
     let log = d.stop();
     assert!(log.contains(" INFO "), "{log}");
+    // `mode = "auto"` probed the veth, which offloads nothing, and said so.
+    assert!(
+        log.contains("mode auto: ") && log.contains("offloads neither TC flower"),
+        "{log}"
+    );
     assert!(log.contains("rampart ddos daemon stopped"), "{log}");
     assert_plain_and_once(&log);
 

@@ -71,7 +71,7 @@ impl Drop for Detach {
 
 fn config(ns: &str, dir: &std::path::Path, multiplier: f64, extra: &str) -> String {
     format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n[daemon]\niface = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n[daemon]\nmode = \"auto\"\niface = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
          state_dir = \"{}\"\ninterval_s = 0.1\n[alerts]\nfile = \"{}\"\n[filter]\nsample_shift = 0\n\
          [detect]\nmultiplier = {multiplier:.1}\n{extra}",
         dir.join("tokens").display(),
@@ -157,7 +157,7 @@ fn sighup_under_a_flood_keeps_the_daemon_and_its_blacklist() {
 
         // A restart-only key: refused through the API with the key's name.
         let other = config(&ns, dir.path(), 6.0, "")
-            .replace("interval_s = 0.1", "interval_s = 0.1\nmode = \"iptables\"");
+            .replace("mode = \"auto\"", "mode = \"iptables\"");
         std::fs::write(&cfg, other).unwrap();
         let (code, body) = http(addr, "POST", "/v1/reload", tok, "");
         assert_eq!(code, 422, "{body}");

@@ -51,8 +51,19 @@ impl Daemon {
     /// # Errors
     /// One line: the keys that need a restart, or what detection refused.
     pub(crate) fn reload(&mut self, new: Config) -> Result<String, String> {
+        let new = self.keep_probed(new);
         self.check_reload(&new)?;
         self.apply_reload(new)
+    }
+
+    /// `mode = "auto"` in a reloaded file is what start probed: the
+    /// running mode and hardware backend, never a new probe.
+    fn keep_probed(&self, mut new: Config) -> Config {
+        if new.daemon.mode == crate::mode::Mode::Auto {
+            new.daemon.mode = self.cfg.daemon.mode;
+            new.hw.backend.clone_from(&self.cfg.hw.backend);
+        }
+        new
     }
 
     /// Would [`Daemon::reload`] take `new`? (What refuses a reload, with
@@ -62,6 +73,7 @@ impl Daemon {
     /// # Errors
     /// One line: the keys that need a restart, or what detection refused.
     pub(crate) fn check_reload(&self, new: &Config) -> Result<(), String> {
+        let new = &self.keep_probed(new.clone());
         let changed = changed_keys(&self.cfg, new);
         let fixed: Vec<&String> = changed.iter().filter(|k| !reloadable(k)).collect();
         if !fixed.is_empty() {

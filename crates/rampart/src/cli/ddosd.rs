@@ -31,7 +31,6 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
     // Before any thread starts: without root, one line naming what is missing.
     rampart_dataplane::features::require_root("rampart ddos run")?;
     let server_cfg = cfg.server.clone();
-    let mode = cfg.daemon.mode.name();
     let h = Handle::spawn(cfg)?;
     let server = rampart_ddosd::api::start(&h, &server_cfg)?;
     // SIGHUP and POST /v1/reload re-read the file (docs/operations.md).
@@ -47,7 +46,8 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
         api.push_str(&format!(", metrics on http://{m}/metrics"));
     }
     tracing::info!(
-        "rampart ddos daemon: mode {mode}, {} tiers, {} sources blocked{}{api}",
+        "rampart ddos daemon: mode {}, {} tiers, {} sources blocked{}{api}",
+        v.mode,
         v.tiers.len(),
         v.blocked.len(),
         if v.resumed {
