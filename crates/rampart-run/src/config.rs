@@ -356,9 +356,9 @@ impl Config {
         }
         if let Some(d) = &self.ddos {
             use rampart_ddosd::Mode;
-            if !matches!(d.daemon.mode, Mode::XdpHost | Mode::HwXdpHost) {
+            if !matches!(d.daemon.mode, Mode::XdpHost | Mode::HwXdpHost | Mode::Auto) {
                 return Err(Error::Config(format!(
-                    "ddos.daemon.mode = {:?}: rampart run chains the ddos filter on the interface: use \"xdp-host\" or \"hw+xdp-host\"",
+                    "ddos.daemon.mode = {:?}: rampart run chains the ddos filter on the interface: use \"auto\", \"xdp-host\" or \"hw+xdp-host\"",
                     d.daemon.mode.name()
                 )));
             }

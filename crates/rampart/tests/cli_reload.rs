@@ -156,8 +156,8 @@ fn sighup_under_a_flood_keeps_the_daemon_and_its_blacklist() {
         assert_eq!(get(addr, "/v1/status")["detect"]["multiplier"], 6.0);
 
         // A restart-only key: refused through the API with the key's name.
-        let other = config(&ns, dir.path(), 6.0, "")
-            .replace("mode = \"auto\"", "mode = \"iptables\"");
+        let other =
+            config(&ns, dir.path(), 6.0, "").replace("mode = \"auto\"", "mode = \"iptables\"");
         std::fs::write(&cfg, other).unwrap();
         let (code, body) = http(addr, "POST", "/v1/reload", tok, "");
         assert_eq!(code, 422, "{body}");
