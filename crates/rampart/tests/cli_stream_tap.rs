@@ -125,7 +125,7 @@ fn the_tap_runs_on_a_servers_interface_and_afxdp_needs_consume() {
             "run",
             "flowmeter",
             "--source",
-            &format!("xdp:{host},seconds=4"),
+            &format!("xdp:{host},seconds=6"),
             "--json",
             "--listen",
             &format!("127.0.0.1:{port}"),
@@ -134,7 +134,26 @@ fn the_tap_runs_on_a_servers_interface_and_afxdp_needs_consume() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    // The tap is on (XDP attached, then its egress half at once) and its
+    // /metrics answers: no fixed sleep, a loaded machine starts it slower.
+    wait_for_xdp(&lab.host_ns());
+    let t0 = Instant::now();
+    while !std::process::Command::new("curl")
+        .args([
+            "-sf",
+            "-m",
+            "2",
+            &format!("http://127.0.0.1:{port}/metrics"),
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "/metrics never answered"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let ping = std::process::Command::new("ip")
         .args([
             "netns",
@@ -178,7 +197,9 @@ fn the_tap_runs_on_a_servers_interface_and_afxdp_needs_consume() {
         .iter()
         .find(|f| f["proto"] == "ICMP" && f["icmp_type"] == 8)
         .unwrap_or_else(|| panic!("the pings' flow: {out}"));
-    assert_eq!(echo["flow"]["pkts_toserver"], 3);
+    assert_eq!(echo["flow"]["pkts_toserver"], 3, "{out}");
+    // The host's replies, through the tap's egress half.
+    assert_eq!(echo["flow"]["pkts_toclient"], 3, "{out}");
     assert!(echo["community_id"].as_str().unwrap().starts_with("1:"));
     let stats = lines.last().unwrap();
     assert_eq!(stats["event_type"], "stats");
