@@ -91,13 +91,35 @@ pub fn run_packet(prog_fd: RawFd, packet: &[u8], ifindex: u32) -> Result<RunOutp
 /// The kernel's error (bad program type, packet too short or too long,
 /// an RX queue without an interface).
 pub fn run_packet_in(prog_fd: RawFd, packet: &[u8], ingress: Ingress) -> Result<RunOutput> {
-    let mut out = vec![0u8; packet.len() + 512];
-    let mut ctx = XdpMd {
+    let ctx = XdpMd {
         data_end: packet.len() as u32,
         ingress_ifindex: ingress.ifindex,
         rx_queue_index: ingress.rx_queue,
         ..Default::default()
     };
+    // SAFETY: XdpMd is repr(C) plain data; its bytes are what the kernel reads.
+    let bytes = unsafe { as_bytes(&ctx) };
+    run_once(
+        prog_fd,
+        packet,
+        (ingress != Ingress::default()).then_some(bytes),
+        "BPF_PROG_RUN",
+    )
+}
+
+/// The bytes of a repr(C) context struct, as `ctx_in` takes them.
+///
+/// # Safety
+/// `T` must be a `repr(C)` type without padding the kernel could read.
+unsafe fn as_bytes<T>(v: &T) -> &[u8] {
+    // SAFETY: the caller's promise; the slice lives as long as `v`.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast(), std::mem::size_of::<T>()) }
+}
+
+/// One run of `prog_fd` on a copy of `packet` (room for 512 more bytes),
+/// with `ctx` as its context when given.
+fn run_once(prog_fd: RawFd, packet: &[u8], ctx: Option<&[u8]>, what: &str) -> Result<RunOutput> {
+    let mut out = vec![0u8; packet.len() + 512];
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         data_in: packet.as_ptr().cast(),
@@ -107,11 +129,11 @@ pub fn run_packet_in(prog_fd: RawFd, packet: &[u8], ingress: Ingress) -> Result<
         repeat: 1,
         ..Default::default()
     };
-    if ingress != Ingress::default() {
-        opts.ctx_in = (&raw mut ctx).cast_const().cast();
-        opts.ctx_size_in = std::mem::size_of::<XdpMd>() as u32;
+    if let Some(c) = ctx {
+        opts.ctx_in = c.as_ptr().cast();
+        opts.ctx_size_in = c.len() as u32;
     }
-    run(&mut opts, prog_fd, "BPF_PROG_RUN")?;
+    run(&mut opts, prog_fd, what)?;
     out.truncate(opts.data_size_out as usize);
     Ok(RunOutput {
         retval: opts.retval,
@@ -139,6 +161,9 @@ struct SkBuff {
     cb: [u32; 5],
     middle: [u32; 17],
     data_meta: u32,
+    // The C struct's implicit gap before the 8-byte pointer, made explicit
+    // so every byte handed to the kernel is initialised (and zero).
+    _gap: u32,
     flow_keys: u64,
     tstamp: u64,
     wire_len: u32,
@@ -159,32 +184,20 @@ const _: () = assert!(std::mem::offset_of!(SkBuff, gso_size) == 176);
 /// # Errors
 /// The kernel's error (bad program type, packet too short or too long).
 pub fn run_skb(prog_fd: RawFd, packet: &[u8], skb: Skb) -> Result<RunOutput> {
-    let mut out = vec![0u8; packet.len() + 512];
-    let mut ctx = SkBuff {
+    let ctx = SkBuff {
         gso_segs: skb.gso_segs,
         gso_size: skb.gso_size,
         ..Default::default()
     };
-    let mut opts = libbpf_sys::bpf_test_run_opts {
-        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
-        data_in: packet.as_ptr().cast(),
-        data_size_in: packet.len() as u32,
-        data_out: out.as_mut_ptr().cast(),
-        data_size_out: out.len() as u32,
-        repeat: 1,
-        ..Default::default()
-    };
-    if skb != Skb::default() {
-        opts.ctx_in = (&raw mut ctx).cast_const().cast();
-        opts.ctx_size_in = std::mem::size_of::<SkBuff>() as u32;
-    }
-    run(&mut opts, prog_fd, "BPF_PROG_RUN (TC)")?;
-    out.truncate(opts.data_size_out as usize);
-    Ok(RunOutput {
-        retval: opts.retval,
-        data: out,
-        duration: Duration::from_nanos(opts.duration.into()),
-    })
+    // SAFETY: SkBuff is repr(C) plain data without implicit padding, laid
+    // out as struct __sk_buff (asserted).
+    let bytes = unsafe { as_bytes(&ctx) };
+    run_once(
+        prog_fd,
+        packet,
+        (skb != Skb::default()).then_some(bytes),
+        "BPF_PROG_RUN (TC)",
+    )
 }
 
 /// Mean run time of `prog_fd` over `repeat` kernel-side runs on `packet`
