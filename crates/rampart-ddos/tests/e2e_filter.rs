@@ -413,10 +413,18 @@ fn a_policed_source_far_above_its_rate_is_mostly_dropped_as_policed() {
             "{what}: what the policer passed reached the feature stage"
         );
         let lost = lost_on_the_wire(&lab) - lost_before;
-        assert_eq!(
-            got(&policed) + e.dropped + got(&free) + lost,
-            r.sent_packets,
-            "{what}: every packet sent is accounted for ({lost} lost on the wire)"
+        let accounted = got(&policed) + e.dropped + got(&free);
+        assert!(
+            accounted <= r.sent_packets,
+            "{what}: {accounted} packets counted, only {} sent",
+            r.sent_packets
+        );
+        // Whatever did not reach XDP was reported lost by the veths.
+        assert!(
+            r.sent_packets - accounted <= lost,
+            "{what}: {} of {} packets unaccounted for, the wire reported {lost} lost",
+            r.sent_packets - accounted,
+            r.sent_packets
         );
         assert!(
             got(&free) > 10_000,
@@ -428,9 +436,5 @@ fn a_policed_source_far_above_its_rate_is_mostly_dropped_as_policed() {
 
 /// Frames the lab's veths dropped on the way to `host0` (ring overflow).
 fn lost_on_the_wire(lab: &rampart_lab::Lab) -> u64 {
-    rampart_lab::gen::wire_lost(lab)
-        .unwrap()
-        .iter()
-        .map(|(_, n)| n)
-        .sum()
+    rampart_lab::gen::wire_lost_total(lab).unwrap()
 }

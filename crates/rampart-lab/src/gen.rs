@@ -620,6 +620,26 @@ pub fn wire_lost(lab: &Lab) -> Result<[(&'static str, u64); 4]> {
     ])
 }
 
+/// Frames lost on the `wan → nic → host` wire, each lost frame once.
+///
+/// The two ends of a veth report the same loss (the sender's xmit error
+/// and the receiver's drop both include the peer's count), so each hop is
+/// the larger of its two ends, never their sum.
+///
+/// # Errors
+/// As [`veth_lost`].
+pub fn wire_lost_total(lab: &Lab) -> Result<u64> {
+    let by_if = wire_lost(lab)?;
+    Ok(hops_lost(&by_if))
+}
+
+/// [`wire_lost_total`] of a per-interface reading, or of the difference of
+/// two readings (what a run lost).
+#[must_use]
+pub fn hops_lost(by_if: &[(&'static str, u64); 4]) -> u64 {
+    by_if[0].1.max(by_if[1].1) + by_if[2].1.max(by_if[3].1)
+}
+
 fn nic_forwarded(lab: &Lab) -> Result<u64> {
     Ok(rampart_dataplane::xdp::veth_xdp_packets(
         Some(&lab.nic_ns()),

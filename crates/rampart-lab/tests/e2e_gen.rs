@@ -182,13 +182,7 @@ fn per_source_counts_follow_the_distribution() {
         // binary run). Every loss must be visible as such in the veth
         // drivers' counters; a walk that lost frames is repeated, so the
         // assertions below judge a complete walk.
-        let wire = || -> u64 {
-            rampart_lab::gen::wire_lost(&lab)
-                .expect("veth counters")
-                .iter()
-                .map(|(_, v)| v)
-                .sum()
-        };
+        let wire = || -> u64 { rampart_lab::gen::wire_lost_total(&lab).expect("veth counters") };
         let mut attempt = 0;
         let (h, lost) = loop {
             let w0 = wire();

@@ -342,13 +342,7 @@ fn stages_come_and_go_under_a_flood_without_losing_a_packet() {
     let name = Scope::new(Some(&ns), HOST_IF).unwrap().name();
     let filter = Filter::open(&name).unwrap();
     let dropped0 = filter.stats().unwrap().dropped("blacklist");
-    let lost = || -> u64 {
-        rampart_lab::gen::wire_lost(&lab)
-            .unwrap()
-            .iter()
-            .map(|(_, n)| n)
-            .sum()
-    };
+    let lost = || -> u64 { rampart_lab::gen::wire_lost_total(&lab).unwrap() };
     let lost0 = lost();
 
     let g = Generator::new(&lab, &spec).unwrap();

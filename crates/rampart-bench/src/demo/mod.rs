@@ -644,16 +644,13 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         (ru, rs, sres)
     });
     let attack_end = Instant::now();
-    let wire_lost_by_if: HashMap<String, u64> = rampart_lab::gen::wire_lost(&lab)?
-        .iter()
-        .zip(lost0.iter())
-        .map(|((i, b), (_, a))| (i.to_string(), b.saturating_sub(*a)))
-        .collect();
-    // A frame lost between two veth ends is counted by both (sender's xmit
-    // error, receiver's drop): count each hop once.
-    let at = |i: &str| wire_lost_by_if.get(i).copied().unwrap_or(0);
-    let wire_lost = at(rampart_lab::topology::WAN_IF).max(at(rampart_lab::topology::NIC_WAN_IF))
-        + at(rampart_lab::topology::NIC_HOST_IF).max(at(HOST_IF));
+    let mut lost_run = rampart_lab::gen::wire_lost(&lab)?;
+    for ((_, b), (_, a)) in lost_run.iter_mut().zip(lost0.iter()) {
+        *b = b.saturating_sub(*a);
+    }
+    let wire_lost = rampart_lab::gen::hops_lost(&lost_run);
+    let wire_lost_by_if: HashMap<String, u64> =
+        lost_run.iter().map(|(i, n)| (i.to_string(), *n)).collect();
     // Attack frames into the NIC = all frames into it − wrk's (counted at the host).
     let wrk_frames = ipt_count(&lab, "10.10.0.1/32").saturating_sub(wrk_in0);
     let nic_frames = nic_in(&lab)?.saturating_sub(nic_in0);
