@@ -160,6 +160,17 @@ fn the_three_stages_see_traffic_on_one_interface() {
         )
         .unwrap()
         .unwrap_or_else(|e| panic!("program refused: {}", e.message()));
+    // Its settings by name, on rampart run's API as on tenant serve's.
+    let now = tenant
+        .put_json(
+            "/tenant/v1/config/dns",
+            &serde_json::json!({"per_source_qps": 1000, "mode": "truncate"}),
+        )
+        .unwrap()
+        .unwrap_or_else(|e| panic!("settings refused: {}", e.message()));
+    assert_eq!(now["per_source_qps"], 1000.0, "{now}");
+    let now = tenant.get("/tenant/v1/config/dns").unwrap().unwrap();
+    assert_eq!(now["mode"], "truncate", "{now}");
     let tenant_addr = std::net::Ipv4Addr::from(rampart_lab::Lab::tenant_v4(1));
     rampart_dataplane::netns::run_in(Some(&wan), || {
         let s = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();

@@ -16,6 +16,8 @@
 //! | GET | /v1/maps, /v1/maps/{map} | the caller's maps / entries (hex) |
 //! | PUT | /v1/maps/{map}/{key} | set an entry (key in hex): `{"value": hex}` |
 //! | DELETE | /v1/maps/{map}/{key} | delete an entry (key in hex) |
+//! | GET / PUT | /v1/config/dns | the DNS rate limiter's settings by name (PUT: the fields to change) |
+//! | GET / PUT | /v1/config/synproxy | the SYN-cookie proxy's settings by name |
 //! | GET | /metrics, /healthz, /v1/openapi.json | the shell's (all tenants' metrics; no token on loopback) |
 //!
 //! Errors are `{"error": {"code", "message", "details"?}}`: a refused
@@ -43,6 +45,8 @@ use crate::agent::AgentHandle;
 use crate::compiler::{Compiler, Submission};
 use crate::error::Error;
 use crate::host::{HostAgent, ProgramInfo, TenantStats};
+use crate::programs::{DnsLimits, SynProxyConfig};
+use crate::settings::{DnsSettings, SynSettings};
 
 /// Shared state of the HTTP server.
 #[derive(Debug)]
@@ -122,6 +126,8 @@ pub fn unserved() -> Routes<Arc<ApiState>> {
         .routes(routes!(maps_list))
         .routes(routes!(map_dump))
         .routes(routes!(map_set, map_delete))
+        .routes(routes!(dns_config_get, dns_config_put))
+        .routes(routes!(syn_config_get, syn_config_put))
 }
 
 /// `GET /v1/tenant`.
@@ -482,4 +488,107 @@ async fn map_delete(
         return Err(Error::NotFound(format!("no entry {key}")).into());
     }
     Ok(Json(json!({"deleted": key})))
+}
+
+/// The caller's maps `cfg` and `list` of a ready-made service, on the agent's
+/// thread: the read-change-write of a PUT runs there, so two requests
+/// never interleave.
+fn service_maps(
+    a: &HostAgent,
+    id: u32,
+    cfg: &str,
+    list: &str,
+    service: &str,
+) -> Result<(OwnedFd, OwnedFd), Error> {
+    let missing = |m: &str| {
+        Error::NotFound(format!(
+            "your program has no {m} map: these settings are the {service}'s (PUT its source to /v1/program first)"
+        ))
+    };
+    let c = a.tenant_map(id, cfg).map_err(|_| missing(cfg))?;
+    let l = a.tenant_map(id, list).map_err(|_| missing(list))?;
+    Ok((c, l))
+}
+
+const DNS: &str = "DNS rate limiter (dns_ratelimit.c)";
+const SYN: &str = "SYN-cookie proxy (synproxy.c)";
+
+#[utoipa::path(get, path = "/v1/config/dns", tag = "tenant",
+    responses((status = 200, description = "The DNS rate limiter's settings, every field", body = DnsSettings),
+        (status = 404, description = "Your program is not the DNS rate limiter", body = ErrorBody)))]
+async fn dns_config_get(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<DnsSettings>> {
+    let l = s
+        .agent
+        .run(move |a| {
+            let (c, e) = service_maps(a, id, "dns_cfg", "dns_exempt", DNS)?;
+            DnsLimits::read(c.as_raw_fd(), e.as_raw_fd())
+        })
+        .await??;
+    Ok(Json(DnsSettings::from(&l)))
+}
+
+#[utoipa::path(put, path = "/v1/config/dns", tag = "tenant",
+    request_body(content = DnsSettings, description = "The fields to change; the others keep their values"),
+    responses((status = 200, description = "The settings now, every field", body = DnsSettings),
+        (status = 400, description = "A field out of range (the message names it and the range)", body = ErrorBody),
+        (status = 404, description = "Your program is not the DNS rate limiter", body = ErrorBody)))]
+async fn dns_config_put(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+    ApiJson(change): ApiJson<DnsSettings>,
+) -> ApiResult<Json<DnsSettings>> {
+    change.validate()?;
+    let l = s
+        .agent
+        .run(move |a| {
+            let (c, e) = service_maps(a, id, "dns_cfg", "dns_exempt", DNS)?;
+            let l = change.merge(&DnsLimits::read(c.as_raw_fd(), e.as_raw_fd())?)?;
+            l.store(c.as_raw_fd(), e.as_raw_fd())?;
+            DnsLimits::read(c.as_raw_fd(), e.as_raw_fd())
+        })
+        .await??;
+    Ok(Json(DnsSettings::from(&l)))
+}
+
+#[utoipa::path(get, path = "/v1/config/synproxy", tag = "tenant",
+    responses((status = 200, description = "The SYN-cookie proxy's settings, every field", body = SynSettings),
+        (status = 404, description = "Your program is not the SYN-cookie proxy", body = ErrorBody)))]
+async fn syn_config_get(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+) -> ApiResult<Json<SynSettings>> {
+    let c = s
+        .agent
+        .run(move |a| {
+            let (c, p) = service_maps(a, id, "syn_cfg", "syn_ports", SYN)?;
+            SynProxyConfig::read(c.as_raw_fd(), p.as_raw_fd())
+        })
+        .await??;
+    Ok(Json(SynSettings::from(&c)))
+}
+
+#[utoipa::path(put, path = "/v1/config/synproxy", tag = "tenant",
+    request_body(content = SynSettings, description = "The fields to change; the others keep their values"),
+    responses((status = 200, description = "The settings now, every field", body = SynSettings),
+        (status = 400, description = "A field out of range (the message names it and the range)", body = ErrorBody),
+        (status = 404, description = "Your program is not the SYN-cookie proxy", body = ErrorBody)))]
+async fn syn_config_put(
+    State(s): State<Arc<ApiState>>,
+    Tenant(id): Tenant,
+    ApiJson(change): ApiJson<SynSettings>,
+) -> ApiResult<Json<SynSettings>> {
+    change.validate()?;
+    let c = s
+        .agent
+        .run(move |a| {
+            let (c, p) = service_maps(a, id, "syn_cfg", "syn_ports", SYN)?;
+            let new = change.merge(&SynProxyConfig::read(c.as_raw_fd(), p.as_raw_fd())?)?;
+            new.store(c.as_raw_fd(), p.as_raw_fd())?;
+            SynProxyConfig::read(c.as_raw_fd(), p.as_raw_fd())
+        })
+        .await??;
+    Ok(Json(SynSettings::from(&c)))
 }

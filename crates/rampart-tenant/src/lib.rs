@@ -7,6 +7,8 @@
 //!   generations swapped atomically with `bpf_link_update`, accounting;
 //! - [`tokens`]: Algorithm 1, the work-conserving weighted token generator;
 //! - [`api`]: the HTTP API with tenant-token authentication and `/metrics`;
+//! - [`programs`], [`settings`]: the ready-made tenant services (DNS rate
+//!   limiter, SYN-cookie proxy) and their settings by name;
 //! - [`services`]: the lab's tenant services (UDP sink, nginx, dnsmasq).
 
 pub mod agent;
@@ -22,6 +24,7 @@ pub mod programs;
 pub mod selector;
 pub mod serve;
 pub mod services;
+pub mod settings;
 pub mod tokens;
 pub mod userspace;
 

@@ -9,10 +9,11 @@
 //!   (SYN → SYN-ACK with the kernel's cookie, XDP_TX); an ACK reaches the
 //!   server only with a valid cookie or on an already validated flow.
 //!
-//! A tenant configures a service by writing its maps: through the HTTP API
-//! (`PUT /v1/maps/dns_cfg` with `{"key": "00000000", "value": <hex of
-//! [`DnsLimits::cfg_value`]>}`), or, for the host's own tools and tests,
-//! with [`DnsLimits::apply`] on the map fds the host agent hands out.
+//! A tenant configures a service by name: `PUT /v1/config/dns` and
+//! `PUT /v1/config/synproxy` (`rampart tenant config dns|synproxy`, the
+//! fields in [`crate::settings`]), which write these maps; the host's own
+//! tools and tests call [`DnsLimits::apply`] on the map fds the host agent
+//! hands out.
 
 use std::net::IpAddr;
 use std::os::fd::RawFd;
@@ -81,17 +82,14 @@ pub struct DnsStats {
     pub bad_frame: u64,
 }
 
-fn gcra(qps: f64, burst: u32) -> Result<(u64, u64)> {
+/// GCRA interval and tolerance (ns) of a rate and burst checked by
+/// [`DnsLimits::validate`] (0 queries/s: no limit).
+fn gcra(qps: f64, burst: u32) -> (u64, u64) {
     if qps == 0.0 {
-        return Ok((0, 0));
-    }
-    if !(qps.is_finite() && qps > 0.0 && qps <= 1e9) || burst == 0 {
-        return Err(Error::Invalid(format!(
-            "DNS budget {qps} queries/s with burst {burst}: use a rate in (0, 1e9] (0 for none) and a burst ≥ 1"
-        )));
+        return (0, 0);
     }
     let interval = (1e9 / qps).round().max(1.0) as u64;
-    Ok((interval, interval * u64::from(burst - 1)))
+    (interval, interval * u64::from(burst.max(1) - 1))
 }
 
 impl DnsLimits {
@@ -100,23 +98,8 @@ impl DnsLimits {
     /// # Errors
     /// A rate or prefix length out of range.
     pub fn validate(&self) -> Result<()> {
-        gcra(self.src_qps, self.src_burst)?;
-        gcra(self.pfx_qps, self.pfx_burst)?;
-        if !(1..=32).contains(&self.v4_plen) || !(1..=64).contains(&self.v6_plen) {
-            return Err(Error::Invalid(format!(
-                "DNS prefix lengths /{} and /{}: IPv4 must be within 1..=32, IPv6 within 1..=64",
-                self.v4_plen, self.v6_plen
-            )));
-        }
-        for (a, l) in &self.exempt {
-            let max = if a.is_ipv4() { 32 } else { 128 };
-            if *l > max {
-                return Err(Error::Invalid(format!(
-                    "exempt prefix {a}/{l}: the length exceeds {max}"
-                )));
-            }
-        }
-        Ok(())
+        // The named fields' ranges: the message names the field.
+        crate::settings::DnsSettings::from(self).validate()
     }
 
     /// The value of `dns_cfg[0]` (`struct dns_cfg`, 48 bytes, host order).
@@ -125,8 +108,8 @@ impl DnsLimits {
     /// Invalid limits.
     pub fn cfg_value(&self) -> Result<Vec<u8>> {
         self.validate()?;
-        let (si, st) = gcra(self.src_qps, self.src_burst)?;
-        let (pi, pt) = gcra(self.pfx_qps, self.pfx_burst)?;
+        let (si, st) = gcra(self.src_qps, self.src_burst);
+        let (pi, pt) = gcra(self.pfx_qps, self.pfx_burst);
         let mut v = Vec::with_capacity(48);
         for x in [si, st, pi, pt] {
             v.extend_from_slice(&x.to_ne_bytes());
@@ -242,12 +225,7 @@ impl SynProxyConfig {
     /// # Errors
     /// Values out of range.
     pub fn cfg_value(&self) -> Result<Vec<u8>> {
-        if self.wscale > 14 || self.ttl == 0 || self.mss4 < 536 || self.mss6 < 1220 {
-            return Err(Error::Invalid(format!(
-                "SYN proxy settings mss4 {} mss6 {} wscale {} ttl {}: need mss4 ≥ 536, mss6 ≥ 1220, wscale ≤ 14, ttl ≥ 1",
-                self.mss4, self.mss6, self.wscale, self.ttl
-            )));
-        }
+        crate::settings::SynSettings::from(self).validate()?;
         let mut v = Vec::with_capacity(8);
         v.extend_from_slice(&self.mss4.to_ne_bytes());
         v.extend_from_slice(&self.mss6.to_ne_bytes());

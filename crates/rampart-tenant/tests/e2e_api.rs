@@ -123,6 +123,8 @@ fn every_route_is_in_the_openapi_document() {
         "/v1/maps",
         "/v1/maps/{map}",
         "/v1/maps/{map}/{key}",
+        "/v1/config/dns",
+        "/v1/config/synproxy",
         "/metrics",
         "/healthz",
         "/v1/openapi.json",

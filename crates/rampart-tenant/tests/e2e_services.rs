@@ -107,6 +107,197 @@ fn dns_limiter_answers_tc_then_tcp_and_survives_a_flood() {
     assert_eq!(DnsStats::read(st.as_raw_fd()).unwrap().exempt, 1);
 }
 
+/// The tenant API on host0 of `lab` (tenant t1 owning 10.20.1.0/24, token
+/// `t1-token`) and its token file.
+fn lab_api(lab: &TestLab) -> (rampart_tenant::serve::Server, tempfile::NamedTempFile) {
+    let tokens = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tokens.path(), "t1 t1-token\n").unwrap();
+    let cfg = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\ntoken_file = \"{}\"\n\
+         [infra]\nname = \"{}\"\nnetns = \"{}\"\ninterfaces = [\"host0\"]\n\
+         [fairness]\nenabled = false\n\
+         [[tenant]]\nname = \"t1\"\nselectors = [\"prefix:10.20.1.0/24\"]\n",
+        tokens.path().display(),
+        rampart_lab::testing::unique_prefix("tcfg"),
+        lab.host_ns()
+    );
+    let s =
+        rampart_tenant::serve::Server::start(rampart_tenant::config::Config::parse(&cfg).unwrap())
+            .expect("tenant API");
+    (s, tokens)
+}
+
+/// The one value of a one-entry array map, read through `GET /v1/maps/{map}` (hex).
+fn map_hex(c: &rampart_tenant::client::Client, map: &str) -> String {
+    let d = c.get(&format!("/v1/maps/{map}")).unwrap().unwrap();
+    d["entries"][0]["value"].as_str().unwrap().to_string()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn dns_limits_set_by_name_change_the_map_and_the_limiter() {
+    let lab = TestLab::up("tdcf", 1);
+    let (api, _tokens) = lab_api(&lab);
+    let c = rampart_tenant::client::Client::new(&format!("http://{}", api.addr), "t1-token");
+    let _dns = services::dnsmasq(
+        &lab.tenant_ns(1),
+        tenant_addr(1),
+        Ipv4Addr::new(192, 0, 2, 53),
+    )
+    .expect("dnsmasq");
+    // Settings of no DNS limiter: the message says what is missing.
+    let e = c.get("/v1/config/dns").unwrap().unwrap_err();
+    assert_eq!(e.status, 404);
+    assert!(e.message().contains("dns_cfg"), "{}", e.message());
+    c.put("/v1/program", DNS_RATELIMIT_C.as_bytes())
+        .unwrap()
+        .unwrap();
+    // As submitted the limiter limits nothing.
+    let now = c.get("/v1/config/dns").unwrap().unwrap();
+    assert_eq!(now["per_source_qps"], 0.0, "{now}");
+    assert_eq!(now["exempt"], serde_json::json!([]), "{now}");
+    for _ in 0..5 {
+        assert_eq!(dig(&lab, &["+short", "+notcp"]).trim(), "192.0.2.53");
+    }
+
+    // By name: one query per 100 s per source after a burst of 3, truncate.
+    let now = c
+        .put_json(
+            "/v1/config/dns",
+            &serde_json::json!({"per_source_qps": 0.01, "per_source_burst": 3, "mode": "truncate"}),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            &now["per_source_qps"],
+            &now["per_source_burst"],
+            &now["mode"]
+        ),
+        (
+            &serde_json::json!(0.01),
+            &serde_json::json!(3),
+            &serde_json::json!("truncate")
+        ),
+        "{now}"
+    );
+    // The map holds struct dns_cfg: interval 1e11 ns, tolerance 2 intervals,
+    // no prefix budget, action truncate (1), the program's prefix lengths.
+    let mut want = Vec::new();
+    for x in [100_000_000_000u64, 200_000_000_000, 0, 0] {
+        want.extend_from_slice(&x.to_ne_bytes());
+    }
+    for x in [1u32, 24, 56, 0] {
+        want.extend_from_slice(&x.to_ne_bytes());
+    }
+    assert_eq!(map_hex(&c, "dns_cfg"), hex(&want));
+    // The limiter now answers the fourth query TC=1.
+    for _ in 0..3 {
+        assert_eq!(dig(&lab, &["+short", "+notcp"]).trim(), "192.0.2.53");
+    }
+    let tc = dig(&lab, &["+ignore", "+noedns"]);
+    assert!(
+        tc.contains("flags: qr tc rd;") && tc.contains("ANSWER: 0"),
+        "{tc}"
+    );
+
+    // A bad field is refused by name and changes nothing.
+    let e = c
+        .put_json(
+            "/v1/config/dns",
+            &serde_json::json!({"per_source_burst": 0, "mode": "drop"}),
+        )
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.status, 400);
+    assert!(
+        e.message().contains("per_source_burst 0") && e.message().contains("1..=1000000"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(map_hex(&c, "dns_cfg"), hex(&want));
+
+    // Exempting the client's prefix (one field) restores UDP answers…
+    let now = c
+        .put_json(
+            "/v1/config/dns",
+            &serde_json::json!({"exempt": ["10.10.0.0/24"]}),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(now["exempt"], serde_json::json!(["10.10.0.0/24"]), "{now}");
+    assert_eq!(now["per_source_burst"], 3, "the other fields kept: {now}");
+    assert_eq!(dig(&lab, &["+short", "+notcp"]).trim(), "192.0.2.53");
+    // …and an empty list replaces it: the limit is back.
+    c.put_json("/v1/config/dns", &serde_json::json!({"exempt": []}))
+        .unwrap()
+        .unwrap();
+    let d = c.get("/v1/maps/dns_exempt").unwrap().unwrap();
+    assert_eq!(d["entries"], serde_json::json!([]), "{d}");
+    let tc = dig(&lab, &["+ignore", "+noedns"]);
+    assert!(tc.contains("flags: qr tc rd;"), "{tc}");
+
+    // The SYN proxy's settings are not this program's.
+    let e = c.get("/v1/config/synproxy").unwrap().unwrap_err();
+    assert_eq!(e.status, 404);
+    assert!(e.message().contains("syn_cfg"), "{}", e.message());
+    drop(api);
+}
+
+#[test]
+fn syn_proxy_settings_by_name() {
+    let lab = TestLab::up("tscf", 1);
+    let (api, _tokens) = lab_api(&lab);
+    let c = rampart_tenant::client::Client::new(&format!("http://{}", api.addr), "t1-token");
+    c.put("/v1/program", SYNPROXY_C.as_bytes())
+        .unwrap()
+        .unwrap();
+    let now = c.get("/v1/config/synproxy").unwrap().unwrap();
+    assert_eq!(
+        now,
+        serde_json::json!({"mss_v4": 1460, "mss_v6": 1440, "wscale": 7, "ttl": 64, "ports": []})
+    );
+    let now = c
+        .put_json(
+            "/v1/config/synproxy",
+            &serde_json::json!({"ports": [443, 80], "ttl": 32}),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(now["ports"], serde_json::json!([80, 443]), "{now}");
+    // struct syn_cfg: mss4, mss6, wscale, ttl, pad.
+    let mut want = Vec::new();
+    want.extend_from_slice(&1460u16.to_ne_bytes());
+    want.extend_from_slice(&1440u16.to_ne_bytes());
+    want.extend_from_slice(&[7, 32, 0, 0]);
+    assert_eq!(map_hex(&c, "syn_cfg"), hex(&want));
+    // The port list is replaced, not added to.
+    c.put_json("/v1/config/synproxy", &serde_json::json!({"ports": [8080]}))
+        .unwrap()
+        .unwrap();
+    let d = c.get("/v1/maps/syn_ports").unwrap().unwrap();
+    let keys: Vec<&str> = d["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, vec![hex(&8080u16.to_ne_bytes())]);
+    let e = c
+        .put_json("/v1/config/synproxy", &serde_json::json!({"wscale": 15}))
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        e.message().contains("wscale 15") && e.message().contains("0..=14"),
+        "{}",
+        e.message()
+    );
+    drop(api);
+}
+
 /// TcpExt counter `name` of a namespace.
 fn tcpext(ns: &str, name: &str) -> u64 {
     let t = in_ns(ns, "cat", &["/proc/net/netstat"]);

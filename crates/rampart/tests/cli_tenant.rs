@@ -202,6 +202,94 @@ fn a_tenant_drives_its_program_from_the_cli() {
 }
 
 #[test]
+fn a_tenant_configures_its_dns_limiter_by_name() {
+    let port = free_port();
+    let s = serve(port);
+    let server = format!("http://127.0.0.1:{port}");
+    let tok = Some("acme-secret-token");
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("dns_ratelimit.c");
+    std::fs::write(&prog, rampart_tenant::programs::DNS_RATELIMIT_C).unwrap();
+    let o = rampart(&["tenant", "submit", prog.to_str().unwrap()], tok, &server);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let o = rampart(
+        &[
+            "tenant",
+            "config",
+            "dns",
+            "--per-source-qps",
+            "10",
+            "--mode",
+            "truncate",
+            "--exempt",
+            "192.0.2.0/24",
+        ],
+        tok,
+        &server,
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for line in ["per_source_qps 10", "mode truncate", "exempt 192.0.2.0/24"] {
+        assert!(out.lines().any(|l| l == line), "{line:?} in {out}");
+    }
+    // No flag: the current values, the ones just set.
+    let o = rampart(&["tenant", "config", "dns", "--json"], tok, &server);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["per_source_qps"].as_f64(), v["mode"].as_str()),
+        (Some(10.0), Some("truncate")),
+        "{v}"
+    );
+    assert_eq!(v["exempt"], serde_json::json!(["192.0.2.0/24"]), "{v}");
+
+    // A bad flag: one line naming the flag and its range, exit 2, nothing sent.
+    for (args, needle) in [
+        (
+            vec!["--per-source-burst", "0"],
+            "--per-source-burst 0: allowed 1..=1000000",
+        ),
+        (
+            vec!["--per-prefix-qps", "-5"],
+            "--per-prefix-qps -5: allowed 0 (no limit) or 0.001..=1000000000",
+        ),
+        (
+            vec!["--prefix-len-v4", "33"],
+            "--prefix-len-v4 33: allowed 1..=32",
+        ),
+        (vec!["--mode", "slow"], "--mode \"slow\": allowed truncate"),
+        (vec!["--exempt", "10.0.0.0/40"], "--exempt \"10.0.0.0/40\""),
+    ] {
+        let mut a = vec!["tenant", "config", "dns"];
+        a.extend(args);
+        let o = rampart(&a, tok, &server);
+        assert_one_error_line(&o, needle);
+        assert_eq!(o.status.code(), Some(2), "{a:?}");
+    }
+    let o = rampart(
+        &["tenant", "config", "synproxy", "--wscale", "15"],
+        tok,
+        &server,
+    );
+    assert_one_error_line(&o, "--wscale 15: allowed 0..=14");
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(
+        &rampart(&["tenant", "config", "dns", "--json"], tok, &server).stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        v["per_source_burst"], 20,
+        "unchanged by the refused flags: {v}"
+    );
+    // The SYN proxy's settings on a DNS limiter: the server says what is missing.
+    assert_one_error_line(
+        &rampart(&["tenant", "config", "synproxy"], tok, &server),
+        "no syn_cfg map",
+    );
+    drop(s);
+}
+
+#[test]
 fn serve_refuses_bad_configs_with_one_line() {
     require_kernel();
     let dir = tempfile::tempdir().unwrap();

@@ -176,17 +176,12 @@ pub fn install_limiter(api: &str) -> Result<DnsLimits> {
     let c = Client::new(api, TENANT_TOKEN);
     c.put("/tenant/v1/program", DNS_RATELIMIT_C.as_bytes())?
         .map_err(|e| api_err("submitting dns_ratelimit.c", &e))?;
+    // The defaults by name (the limiter starts with no limit at all).
     let limits = DnsLimits::default();
-    let hex: String = limits
-        .cfg_value()?
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    c.put_json(
-        "/tenant/v1/maps/dns_cfg/00000000",
-        &serde_json::json!({ "value": hex }),
-    )?
-    .map_err(|e| api_err("setting dns_cfg", &e))?;
+    let body = serde_json::to_value(rampart_tenant::settings::DnsSettings::from(&limits))
+        .map_err(|e| Error::Failed(format!("the DNS settings as JSON: {e}")))?;
+    c.put_json("/tenant/v1/config/dns", &body)?
+        .map_err(|e| api_err("setting the DNS limits", &e))?;
     Ok(limits)
 }
 

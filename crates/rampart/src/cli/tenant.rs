@@ -88,6 +88,11 @@ pub enum TenantCmd {
         #[arg(long, requires = "map")]
         delete: Option<String>,
     },
+    /// Show or change a ready-made service's settings by name (no flag: show them).
+    Config {
+        #[command(subcommand)]
+        service: ServiceConfig,
+    },
     /// Print the tenant API header programs compile against.
     Header,
     /// Remove the pins of a crashed `serve` instance.
@@ -95,6 +100,60 @@ pub enum TenantCmd {
         /// Instance name (infra.name in the config).
         #[arg(long, default_value = "default")]
         name: String,
+    },
+}
+
+/// The ready-made services whose settings `rampart tenant config` changes.
+#[derive(Debug, Subcommand)]
+pub enum ServiceConfig {
+    /// The DNS rate limiter (dns_ratelimit.c): budgets per source and per prefix, mode, exempt sources.
+    Dns {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Queries per second per source address: 0 (no limit) or 0.001..=1000000000.
+        #[arg(long, allow_negative_numbers = true)]
+        per_source_qps: Option<f64>,
+        /// Queries a source may send at once: 1..=1000000.
+        #[arg(long, allow_negative_numbers = true)]
+        per_source_burst: Option<i64>,
+        /// Queries per second per source prefix: 0 (no limit) or 0.001..=1000000000.
+        #[arg(long, allow_negative_numbers = true)]
+        per_prefix_qps: Option<f64>,
+        /// Queries a prefix may send at once: 1..=1000000.
+        #[arg(long, allow_negative_numbers = true)]
+        per_prefix_burst: Option<i64>,
+        /// Over budget: truncate (an empty TC=1 answer; resolvers retry over TCP) or drop.
+        #[arg(long)]
+        mode: Option<String>,
+        /// IPv4 prefix length of the per-prefix budget: 1..=32.
+        #[arg(long, allow_negative_numbers = true)]
+        prefix_len_v4: Option<i64>,
+        /// IPv6 prefix length of the per-prefix budget: 1..=64.
+        #[arg(long, allow_negative_numbers = true)]
+        prefix_len_v6: Option<i64>,
+        /// Sources never limited (ADDR/LEN), replacing the list; `--exempt` alone empties it.
+        #[arg(long, num_args = 0..)]
+        exempt: Option<Vec<String>>,
+    },
+    /// The SYN-cookie proxy (synproxy.c): protected ports, SYN-ACK MSS, window scale, TTL.
+    Synproxy {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// MSS announced in SYN-ACKs over IPv4: 536..=65535.
+        #[arg(long, allow_negative_numbers = true)]
+        mss_v4: Option<i64>,
+        /// MSS announced over IPv6: 1220..=65535.
+        #[arg(long, allow_negative_numbers = true)]
+        mss_v6: Option<i64>,
+        /// Window scale announced: 0..=14 (match the server's; Linux uses 7).
+        #[arg(long, allow_negative_numbers = true)]
+        wscale: Option<i64>,
+        /// TTL / hop limit of SYN-ACKs: 1..=255.
+        #[arg(long, allow_negative_numbers = true)]
+        ttl: Option<i64>,
+        /// TCP ports protected (1..=65535), replacing the list.
+        #[arg(long, num_args = 1.., allow_negative_numbers = true)]
+        ports: Option<Vec<i64>>,
     },
 }
 
@@ -236,6 +295,7 @@ pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
             };
             show(reply, c.json, pretty)
         }
+        TenantCmd::Config { service } => config(service),
         TenantCmd::Header => {
             print!("{}", rampart_tenant::compiler::TENANT_HEADER);
             Ok(())
@@ -249,4 +309,95 @@ pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Print settings by name, one `field value` a line.
+fn settings_lines(v: &Value) {
+    for (k, x) in v.as_object().into_iter().flatten() {
+        let x = match x {
+            Value::String(s) => s.clone(),
+            Value::Array(a) => a
+                .iter()
+                .map(|e| e.as_str().map_or_else(|| e.to_string(), str::to_string))
+                .collect::<Vec<_>>()
+                .join(" "),
+            // 10.0 queries/s reads as the 10 the tenant typed.
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+                _ => n.to_string(),
+            },
+            other => other.to_string(),
+        };
+        println!("{k} {x}");
+    }
+}
+
+/// A settings error as a usage error naming the flag (the API's field
+/// `per_source_qps` is the flag `--per-source-qps`).
+fn as_flag(e: rampart_tenant::Error) -> anyhow::Error {
+    let m = e.to_string();
+    let (field, rest) = m.split_at(m.find([' ', ':']).unwrap_or(m.len()));
+    super::util::usage(format!("--{}{rest}", field.replace('_', "-")))
+}
+
+/// `rampart tenant config dns|synproxy`: every flag is checked here with the
+/// server's own rules, so a bad one exits 2 before any request.
+fn config(service: ServiceConfig) -> Result<()> {
+    use rampart_tenant::settings::{DnsSettings, SynSettings};
+    let (c, path, body) = match service {
+        ServiceConfig::Dns {
+            client,
+            per_source_qps,
+            per_source_burst,
+            per_prefix_qps,
+            per_prefix_burst,
+            mode,
+            prefix_len_v4,
+            prefix_len_v6,
+            exempt,
+        } => {
+            let mode = match mode {
+                Some(m) => Some(m.parse().map_err(as_flag)?),
+                None => None,
+            };
+            let s = DnsSettings {
+                per_source_qps,
+                per_source_burst,
+                per_prefix_qps,
+                per_prefix_burst,
+                mode,
+                prefix_len_v4,
+                prefix_len_v6,
+                exempt,
+            };
+            s.validate().map_err(as_flag)?;
+            let body = (s != DnsSettings::default()).then(|| serde_json::to_value(&s));
+            (client, "/v1/config/dns", body)
+        }
+        ServiceConfig::Synproxy {
+            client,
+            mss_v4,
+            mss_v6,
+            wscale,
+            ttl,
+            ports,
+        } => {
+            let s = SynSettings {
+                mss_v4,
+                mss_v6,
+                wscale,
+                ttl,
+                ports,
+            };
+            s.validate().map_err(as_flag)?;
+            let body = (s != SynSettings::default()).then(|| serde_json::to_value(&s));
+            (client, "/v1/config/synproxy", body)
+        }
+    };
+    let cl = client(&c)?;
+    let reply = match body {
+        Some(b) => cl.put_json(path, &b?)?,
+        None => cl.get(path)?,
+    };
+    show(reply, c.json, settings_lines)
 }
