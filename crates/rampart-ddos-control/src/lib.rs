@@ -17,6 +17,10 @@
 //!   that falls as the attack nears what the host can drop, and a bound on
 //!   rule updates.
 //!
+//! - [`upstream::UpstreamPlanner`] decides when the router in front of the
+//!   host (FlowSpec, RTBH over BGP) drops the heaviest blocked sources too:
+//!   when their volume nears the host link's capacity, with hysteresis.
+//!
 //! Configuration: [`detection::DetectionConfig`] (`[detect]`), [`PlannerConfig`]
 //! (`[offload]`); every key has a documented default and bad values give a
 //! [`ConfigError`] naming the key and the allowed range.
@@ -28,6 +32,7 @@ pub mod features;
 mod numbers;
 pub mod planner;
 pub mod prefix;
+pub mod upstream;
 
 pub use config::PlannerConfig;
 pub use error::{ConfigError, PrefixError};

@@ -115,6 +115,46 @@ pub fn hw_move(add: bool, p: &Prefix, tier: &str) -> Alert {
     a
 }
 
+/// The upstream tier announced (`add`) or withdrew `a` (for `p`, a blocked
+/// source or an RTBH victim); `dry_run`: only logged.
+pub fn upstream(
+    add: bool,
+    a: &crate::tier::upstream::Announcement,
+    p: &Prefix,
+    dry_run: bool,
+) -> Alert {
+    use crate::tier::upstream::Announcement;
+    let kind = match a {
+        Announcement::Flow { .. } => "flowspec",
+        Announcement::Blackhole { .. } => "rtbh",
+    };
+    let mut al = Alert::new(
+        App::Ddos,
+        EventType::Stats,
+        if add {
+            "upstream_announce"
+        } else {
+            "upstream_withdraw"
+        },
+    );
+    match a {
+        Announcement::Flow { .. } => al.src_ip = host_addr(p),
+        Announcement::Blackhole { victim } => al.dest_ip = Some(*victim),
+    }
+    al.rampart.prefix = Some(p.to_string());
+    al.rampart.tier = Some("upstream".into());
+    al.rampart.reason = Some(format!(
+        "{} {kind} {p}{}",
+        if add { "announced" } else { "withdrew" },
+        if dry_run {
+            " (dry run: logged, not sent)"
+        } else {
+            ""
+        }
+    ));
+    al
+}
+
 /// The daemon started on pinned state.
 pub fn resume(blocked: usize) -> Alert {
     let mut a = Alert::new(App::Ddos, EventType::Stats, "resume");

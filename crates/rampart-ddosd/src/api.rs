@@ -148,6 +148,10 @@ pub struct Status {
     /// reload shows here).
     #[schema(value_type = Object)]
     pub detect: serde_json::Value,
+    /// The upstream tier when `[upstream]` is enabled: engaged or not, the
+    /// load, what is announced (or, in a dry run, would be), capacity,
+    /// updates, the last update's cost, `counters: "none"`.
+    pub upstream: Option<crate::daemon::UpstreamView>,
 }
 
 fn view(st: &ApiState) -> View {
@@ -198,6 +202,7 @@ async fn status(State(st): State<ApiState>) -> Json<Status> {
         blocked_total: v.blocked_total,
         unbanned_total: v.unbanned_total,
         detect: serde_json::to_value(&v.detect).unwrap_or_default(),
+        upstream: v.upstream.clone(),
     })
 }
 

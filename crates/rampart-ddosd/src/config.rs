@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::mode::Mode;
+use crate::tier::upstream::UpstreamConfig;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -38,6 +39,10 @@ pub struct Config {
     pub offload: PlannerConfig,
     /// `[alerts]`: where alerts go (a JSON-lines file or stdout, syslog, a webhook).
     pub alerts: AlertsConfig,
+    /// `[upstream]`: the router in front of the host over BGP (ExaBGP),
+    /// engaged when the blocked volume nears the link's capacity
+    /// (docs/upstream.md). Off by default.
+    pub upstream: UpstreamConfig,
     /// Run the host filter as the ddos stage of this chain (`rampart run`)
     /// instead of alone on `[daemon] iface`. Not a config key.
     #[serde(skip)]
@@ -182,6 +187,7 @@ impl Default for Config {
             detect: DetectionConfig::default(),
             offload: PlannerConfig::default(),
             alerts: AlertsConfig::default(),
+            upstream: UpstreamConfig::default(),
             chain: None,
         }
     }
@@ -303,6 +309,7 @@ impl Config {
         self.offload
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
+        self.upstream.validate("upstream")?;
         Ok(())
     }
 }
@@ -467,6 +474,30 @@ mod tests {
         assert_eq!(c.detect.whitelist, vec!["10.10.0.1".to_string()]);
         assert_eq!(c.detect.hold_s, 1.0);
         assert_eq!(c.offload.capacity, 64);
+    }
+
+    #[test]
+    fn the_upstream_tier_is_off_unless_enabled_and_then_checked() {
+        let c = Config::parse("").unwrap();
+        assert!(!c.upstream.enabled);
+        let c = Config::parse(
+            "[upstream]\nenabled = true\nlink_capacity_bps = 1e9\naction = \"rate-limit 1000\"\n\
+             never = [\"192.0.2.0/24\"]\nhold_s = 60\n",
+        )
+        .unwrap();
+        assert_eq!(c.upstream.levels().hold_s, 60.0);
+        assert_eq!(c.upstream.never.len(), 1);
+        // Reads back as written.
+        let again = Config::parse(&c.render().unwrap()).unwrap();
+        assert_eq!(again.upstream, c.upstream);
+        let e = Config::parse("[upstream]\nenabled = true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("upstream.link_capacity_bps"), "{e}");
+        let e = Config::parse("[upstream]\naction = \"drop\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("discard"), "{e}");
     }
 
     #[test]

@@ -38,7 +38,9 @@ use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
 mod reload;
+mod upstream;
 pub use reload::{apply as apply_reload, check as check_reload, reload_file};
+pub use upstream::UpstreamView;
 
 use crate::alerts::{self, Alerts, App};
 use crate::config::{Config, NicHop};
@@ -148,6 +150,8 @@ pub struct View {
     pub counters: Counters,
     /// The `[detect]` section in force (a reload may have changed it).
     pub detect: detection::DetectionConfig,
+    /// The upstream tier (`[upstream]` enabled).
+    pub upstream: Option<UpstreamView>,
 }
 
 /// Packets and bytes.
@@ -268,6 +272,9 @@ struct SavedState {
     /// and interface that learned it (older state files have none).
     #[serde(default)]
     detection: Option<detection::Learned>,
+    /// What the upstream tier announced (ExaBGP keeps it across our restarts).
+    #[serde(default)]
+    upstream: Vec<crate::tier::upstream::Announcement>,
 }
 
 // The iptables variant is small; one HostTier exists per daemon.
@@ -367,6 +374,10 @@ pub struct Daemon {
     evidence: Option<crate::evidence::Evidence>,
     /// Withdrawn from such a tier to be measured in XDP (not re-planned until measured).
     probing: HashSet<Prefix>,
+    /// The upstream tier (`[upstream]` enabled).
+    upstream: Option<upstream::UpstreamSide>,
+    /// Per-source bits/s of the last interval (every tier), for the upstream tier.
+    last_bps: HashMap<Prefix, f64>,
 }
 
 /// What the daemon knows of a blocked source's rate when a hardware tier
@@ -779,7 +790,15 @@ impl Daemon {
             nic_seen_prev: None,
             estimates: HashMap::new(),
             probing: HashSet::new(),
+            upstream: None,
+            last_bps: HashMap::new(),
         };
+        me.upstream = upstream::UpstreamSide::start(&me.cfg.upstream, saved.upstream.clone());
+        if me.upstream.is_some() {
+            for op in ["add", "remove"] {
+                me.metrics.rule_updates.with_label_values(&["upstream", op]);
+            }
+        }
         // Resume: the tiers are the truth; the state file adds the reasons.
         let reasons: HashMap<String, Blocked> = saved
             .blocked
@@ -883,6 +902,7 @@ impl Daemon {
     /// Per-source pps over `secs` from every tier: prefix → (host, hw).
     fn measure(&mut self, secs: f64) -> Result<HashMap<Prefix, (f64, f64)>> {
         let mut out: HashMap<Prefix, (f64, f64)> = HashMap::new();
+        let mut bps: HashMap<Prefix, f64> = HashMap::new();
         let mut next = HashMap::new();
         let mut dropped = [0u64; 2];
         type TierRules = (u8, Vec<(Prefix, crate::tier::Counts)>, &'static str);
@@ -911,6 +931,7 @@ impl Daemon {
                 next.insert((t, p), c);
                 dropped[t as usize] += c.packets;
                 delta_sum += dc;
+                *bps.entry(p).or_default() += dc.bytes as f64 * 8.0 / secs;
                 let e = out.entry(p).or_default();
                 if t == 0 {
                     e.0 += d as f64 / secs;
@@ -926,6 +947,7 @@ impl Daemon {
             }
         }
         self.prev = next;
+        self.last_bps = bps;
         Ok(out)
     }
 
@@ -1271,7 +1293,10 @@ impl Daemon {
             .filter(|(_, b)| !b.operator)
             .map(|(p, _)| SourceRate {
                 prefix: *p,
-                pps: rates.get(p).map(|r| r.0 + r.1).unwrap_or(0.0),
+                pps: rates
+                    .get(p)
+                    .map_or(0.0, |r| r.0 + r.1)
+                    .max(self.upstream.as_ref().map_or(0.0, |u| u.held_pps(p))),
             })
             .collect();
         let policed_rates = match iface_filter(&self.host_filter, &self.host) {
@@ -1307,8 +1332,9 @@ impl Daemon {
                 verdict.protect
             );
         }
-        let changed = self.apply(&verdict, t_end)?;
+        let mut changed = self.apply(&verdict, t_end)?;
         self.offload(&rates)?;
+        changed |= self.upstream_step(&rates, secs);
         self.drop_stats();
         let in_hw: HashSet<Prefix> = match &self.hw {
             Some(h) => h.rules().into_iter().map(|(p, _)| p).collect(),
@@ -1466,6 +1492,11 @@ impl Daemon {
                 .map(ToString::to_string)
                 .collect(),
             detection: Some(self.detection.learned()),
+            upstream: self
+                .upstream
+                .as_ref()
+                .map(upstream::UpstreamSide::announced)
+                .unwrap_or_default(),
         };
         let tmp = self.state_path.with_extension("json.tmp");
         let r = (|| -> std::io::Result<()> {
@@ -1517,6 +1548,13 @@ impl Daemon {
         }
         let t = self.host.tier_ref();
         push(t.info(), t.rules().unwrap_or_default());
+        if let Some((info, rules)) = self.upstream.as_ref().and_then(|u| u.tier_info()) {
+            tiers.push(TierView {
+                info,
+                rules,
+                dropped_packets: 0,
+            });
+        }
         let mut wl: Vec<String> = self.cfg.detect.whitelist.clone();
         wl.extend(self.operator_whitelist.iter().map(ToString::to_string));
         wl.sort();
@@ -1542,6 +1580,7 @@ impl Daemon {
             blocked_total: self.blocked_total,
             counters: self.counters.clone(),
             detect: self.cfg.detect.clone(),
+            upstream: self.upstream.as_ref().map(upstream::UpstreamSide::view),
         };
         if let Ok(mut w) = self.view.write() {
             *w = v;

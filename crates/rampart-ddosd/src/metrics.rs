@@ -105,6 +105,16 @@ fn read(v: &View, out: &mut Samples) {
         f64::from(u8::from(v.under_attack)),
     );
     out.set("rampart_ddos_planner_threshold", &[], v.threshold);
+    if let Some(u) = &v.upstream {
+        out.set(
+            "rampart_ddos_upstream_engaged",
+            &[],
+            f64::from(u8::from(u.engaged)),
+        );
+        out.set("rampart_ddos_upstream_load", &[], u.load);
+        out.set("rampart_ddos_upstream_update_seconds", &[], u.last_update_s);
+        out.set("rampart_ddos_upstream_errors_total", &[], u.errors as f64);
+    }
     out.set("rampart_ddos_intervals_total", &[], v.intervals as f64);
     out.set("rampart_ddos_policed_sources", &[], v.policed.len() as f64);
     for g in &v.gauges {
@@ -188,6 +198,26 @@ fn state(view: Arc<RwLock<View>>) -> StateCollector {
     .counter(
         "rampart_ddos_intervals_total",
         "Detection intervals run",
+        &[],
+    )
+    .gauge(
+        "rampart_ddos_upstream_engaged",
+        "1 while the upstream tier (BGP to the router in front) is engaged",
+        &[],
+    )
+    .gauge(
+        "rampart_ddos_upstream_load",
+        "The blocked volume as a share of the host link (what engages the upstream tier)",
+        &[],
+    )
+    .gauge(
+        "rampart_ddos_upstream_update_seconds",
+        "Cost of the upstream tier's last update on this host (the write to ExaBGP)",
+        &[],
+    )
+    .counter(
+        "rampart_ddos_upstream_errors_total",
+        "Upstream announcements or withdrawals that failed (ExaBGP's pipe missing or not read)",
         &[],
     )
     .gauge(

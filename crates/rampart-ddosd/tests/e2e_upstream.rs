@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use rampart_ddos::Prefix;
-use rampart_ddosd::tier::upstream::{Action, Announcement, Upstream, UpstreamConfig};
+use rampart_ddosd::tier::upstream::{Announcement, Upstream, UpstreamConfig};
 use rampart_ddosd::tier::{CounterKind, Tier};
 use rampart_lab::bgp::{BgpLab, HOST_ADDR};
 
@@ -33,20 +33,17 @@ fn flowspec_and_rtbh_reach_the_router_and_are_withdrawn() {
     let prefix = rampart_lab::testing::unique_prefix("ups");
     let dir = std::env::temp_dir().join(format!("rampart-{prefix}"));
     let lab = BgpLab::up(&prefix, None, &dir).expect("BIRD and ExaBGP peered");
-    let mut u = Upstream::open(
-        UpstreamConfig {
-            command_pipe: lab.command_pipe(),
-            next_hop: Some(HOST_ADDR.parse().unwrap()),
-            communities: vec!["65001:42".into()],
-            max_rules: 10,
-            never: vec![
-                "10.99.0.0/30".parse().unwrap(),
-                "192.0.2.0/24".parse().unwrap(),
-            ],
-            ..UpstreamConfig::default()
-        },
-        Action::Discard,
-    )
+    let mut u = Upstream::open(UpstreamConfig {
+        command_pipe: lab.command_pipe(),
+        next_hop: Some(HOST_ADDR.parse().unwrap()),
+        communities: vec!["65001:42".into()],
+        max_rules: 10,
+        never: vec![
+            "10.99.0.0/30".parse().unwrap(),
+            "192.0.2.0/24".parse().unwrap(),
+        ],
+        ..UpstreamConfig::default()
+    })
     .unwrap();
     assert_eq!(u.info().counters, CounterKind::None);
 

@@ -5,7 +5,7 @@
 //!
 //! | changes while running | needs a restart (refused, one line) |
 //! |---|---|
-//! | `[detect]` (thresholds, floors, whitelist, …), `daemon.interval_s`, `daemon.nice`, `server.token_file` (the tokens) | `daemon.mode/iface/netns/state_dir`, `[filter]`, `[hw]`, `[offload]`, `[alerts]`, `server.listen/metrics_listen` |
+//! | `[detect]` (thresholds, floors, whitelist, …), `daemon.interval_s`, `daemon.nice`, `server.token_file` (the tokens), the upstream tier's levels (`upstream.link_capacity_bps/pps`, `engage_at`, `withdraw_below`, `hold_s`) | `daemon.mode/iface/netns/state_dir`, `[filter]`, `[hw]`, `[offload]`, `[alerts]`, the rest of `[upstream]`, `server.listen/metrics_listen` |
 //!
 //! A `[detect]` change other than the whitelist restarts learning, as a
 //! restart with a changed `[detect]` does (the fingerprint of what is
@@ -42,8 +42,23 @@ fn changed_keys(old: &Config, new: &Config) -> Vec<String> {
 
 /// Keys a running daemon can take.
 fn reloadable(key: &str) -> bool {
-    key.starts_with("detect.") || key == "daemon.interval_s" || key == "daemon.nice"
+    key.starts_with("detect.")
+        || key == "daemon.interval_s"
+        || key == "daemon.nice"
+        || UPSTREAM_LEVELS
+            .iter()
+            .any(|k| key.strip_prefix("upstream.") == Some(*k))
 }
+
+/// The upstream tier's levels: a reload changes when it engages and
+/// withdraws, not what or where it announces.
+const UPSTREAM_LEVELS: [&str; 5] = [
+    "link_capacity_bps",
+    "link_capacity_pps",
+    "engage_at",
+    "withdraw_below",
+    "hold_s",
+];
 
 impl Daemon {
     /// Apply `new` (already loaded and validated) or refuse it whole.
@@ -176,6 +191,23 @@ impl Daemon {
             done.push(format!(
                 "daemon.interval_s {} -> {}",
                 self.cfg.daemon.interval_s, new.daemon.interval_s
+            ));
+        }
+        let levels: Vec<&String> = changed
+            .iter()
+            .filter(|k| k.starts_with("upstream."))
+            .collect();
+        if !levels.is_empty() {
+            if let Some(u) = &mut self.upstream {
+                u.set_config(&new.upstream);
+            }
+            done.push(format!(
+                "{} changed (what is announced is kept)",
+                levels
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         if new.daemon.nice != self.cfg.daemon.nice {

@@ -29,15 +29,18 @@ use ipnet::IpNet;
 use rampart_ddos::Prefix;
 use serde::{Deserialize, Serialize};
 
+use rampart_ddos_control::upstream::UpstreamLevels;
+
 use super::{CounterKind, Counts, Tier, TierInfo};
 use crate::error::{Error, Result};
 
 /// The BLACKHOLE community (RFC 7999).
 pub const BLACKHOLE: &str = "65535:666";
 
-/// What a FlowSpec rule does with the traffic it matches.
+/// What a FlowSpec rule does with the traffic it matches: in the config,
+/// `"discard"` or `"rate-limit N"` (N bytes per second).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
+#[serde(try_from = "String", into = "String")]
 pub enum Action {
     /// Drop all of it (traffic-rate 0).
     Discard,
@@ -48,37 +51,155 @@ pub enum Action {
     },
 }
 
-/// The upstream tier's settings (`[ddos.upstream]`).
+impl TryFrom<String> for Action {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        let t = s.trim();
+        if t == "discard" {
+            return Ok(Self::Discard);
+        }
+        match t.strip_prefix("rate-limit").map(str::trim) {
+            Some(n) => n
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n > 0)
+                .map(|bytes_per_s| Self::RateLimit { bytes_per_s })
+                .ok_or_else(|| format!("action = {s:?}: the rate limit is bytes per second, 1 ..= 4294967295 (e.g. \"rate-limit 1250000\" for 10 Mbit/s)")),
+            None => Err(format!(
+                "action = {s:?}: use \"discard\" or \"rate-limit N\" (N bytes per second)"
+            )),
+        }
+    }
+}
+
+impl From<Action> for String {
+    fn from(a: Action) -> Self {
+        match a {
+            Action::Discard => "discard".into(),
+            Action::RateLimit { bytes_per_s } => format!("rate-limit {bytes_per_s}"),
+        }
+    }
+}
+
+/// The upstream tier's settings (`[upstream]` of `rampart ddos run`,
+/// `[ddos.upstream]` of `rampart run`). Off unless `enabled`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
-    /// ExaBGP's command pipe (a FIFO its `process` reads).
+    /// Engage the router in front of the host. Default false.
+    pub enabled: bool,
+    /// ExaBGP's command pipe (a FIFO its `process` reads). Default
+    /// `/run/rampart/exabgp.cmd`.
     pub command_pipe: PathBuf,
+    /// What FlowSpec rules do: `"discard"` or `"rate-limit N"` (bytes per
+    /// second). Default discard.
+    pub action: Action,
+    /// Also blackhole (RTBH, community 65535:666) the victims under attack
+    /// while engaged: the router then drops *all* their traffic. Default false.
+    pub rtbh: bool,
     /// Next hop of RTBH announcements (the router rewrites it to its discard
     /// next hop; any address of this host on the BGP session does).
+    /// Required by `rtbh`.
     pub next_hop: Option<IpAddr>,
     /// Communities added to every RTBH announcement besides 65535:666.
     pub communities: Vec<String>,
-    /// Announcements at once, FlowSpec and RTBH together.
+    /// Announcements at once, FlowSpec and RTBH together. Default 100.
     pub max_rules: usize,
-    /// Log what would be announced; write nothing.
+    /// Log and list what would be announced; write nothing. Default false.
     pub dry_run: bool,
     /// Prefixes never announced, nor anything inside or around them (your
-    /// own networks, the whitelist, the BGP session's addresses).
+    /// own networks' critical services, the BGP session's addresses);
+    /// `[detect] whitelist` is never announced either.
     pub never: Vec<IpNet>,
+    /// The host link's capacity, bits per second (0: not used). Default 0;
+    /// set this or `link_capacity_pps` to enable the tier.
+    pub link_capacity_bps: f64,
+    /// The host link's capacity, packets per second (0: not used). Default 0.
+    pub link_capacity_pps: f64,
+    /// Engage when the volume the host drops reaches this share of the
+    /// link. Default 0.8.
+    pub engage_at: f64,
+    /// Withdraw everything once that volume stays below this share ...
+    /// Default 0.5.
+    pub withdraw_below: f64,
+    /// ... for this many seconds. Default 300.
+    pub hold_s: f64,
 }
 
 impl Default for UpstreamConfig {
     fn default() -> Self {
+        let l = UpstreamLevels::default();
         Self {
+            enabled: false,
             command_pipe: PathBuf::from("/run/rampart/exabgp.cmd"),
+            action: Action::Discard,
+            rtbh: l.rtbh,
             next_hop: None,
             communities: Vec::new(),
-            max_rules: 100,
+            max_rules: l.max_rules,
             dry_run: false,
             never: Vec::new(),
+            link_capacity_bps: l.link_capacity_bps,
+            link_capacity_pps: l.link_capacity_pps,
+            engage_at: l.engage_at,
+            withdraw_below: l.withdraw_below,
+            hold_s: l.hold_s,
         }
     }
+}
+
+impl UpstreamConfig {
+    /// The planner's part.
+    pub fn levels(&self) -> UpstreamLevels {
+        UpstreamLevels {
+            max_rules: self.max_rules,
+            link_capacity_bps: self.link_capacity_bps,
+            link_capacity_pps: self.link_capacity_pps,
+            engage_at: self.engage_at,
+            withdraw_below: self.withdraw_below,
+            hold_s: self.hold_s,
+            rtbh: self.rtbh,
+        }
+    }
+
+    /// Check an enabled section (`section` names it in messages).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the key.
+    pub fn validate(&self, section: &str) -> Result<()> {
+        if !self.enabled {
+            return Ok(());
+        }
+        self.levels()
+            .validate(section)
+            .map_err(|e| Error::Config(e.to_string()))?;
+        check_communities(&self.communities, section)?;
+        if self.rtbh && self.next_hop.is_none() {
+            return Err(Error::Config(format!(
+                "{section}.rtbh = true needs {section}.next_hop: this host's address on the BGP session"
+            )));
+        }
+        if let Some(n) = self.never.iter().find(|n| n.prefix_len() == 0) {
+            return Err(Error::Config(format!(
+                "{section}.never contains {n}: that guards everything; list your own prefixes instead"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn check_communities(cs: &[String], section: &str) -> Result<()> {
+    for c in cs {
+        let ok = c
+            .split_once(':')
+            .is_some_and(|(a, b)| a.parse::<u16>().is_ok() && b.parse::<u16>().is_ok());
+        if !ok {
+            return Err(Error::Config(format!(
+                "{section}.communities: {c:?} is not ASN:VALUE (two numbers 0..=65535)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One announcement the tier holds.
@@ -116,28 +237,19 @@ fn pipe_help(path: &Path) -> String {
 }
 
 impl Upstream {
-    /// Open the command pipe (not in dry-run mode). FlowSpec rules
-    /// installed through [`Tier::install`] do `action`.
+    /// Open the command pipe (not in dry-run mode). FlowSpec rules do
+    /// `cfg.action`.
     ///
     /// # Errors
     /// The pipe is missing or not a FIFO, or cannot be opened; a bad config.
-    pub fn open(cfg: UpstreamConfig, action: Action) -> Result<Self> {
+    pub fn open(cfg: UpstreamConfig) -> Result<Self> {
         if cfg.max_rules == 0 {
             return Err(Error::Config(
-                "ddos.upstream.max_rules = 0: announce at least 1 rule, or remove [ddos.upstream]"
-                    .into(),
+                "upstream.max_rules = 0: announce at least 1 rule, or set enabled = false".into(),
             ));
         }
-        for c in &cfg.communities {
-            let ok = c
-                .split_once(':')
-                .is_some_and(|(a, b)| a.parse::<u16>().is_ok() && b.parse::<u16>().is_ok());
-            if !ok {
-                return Err(Error::Config(format!(
-                    "ddos.upstream.communities: {c:?} is not ASN:VALUE (two numbers 0..=65535)"
-                )));
-            }
-        }
+        check_communities(&cfg.communities, "upstream")?;
+        let action = cfg.action;
         let pipe = if cfg.dry_run {
             None
         } else {
@@ -155,6 +267,32 @@ impl Upstream {
     /// What the tier announces now.
     pub fn announced(&self) -> Vec<Announcement> {
         self.held.keys().cloned().collect()
+    }
+
+    /// What the tier announces now, as the ExaBGP commands that did it.
+    pub fn announced_lines(&self) -> Vec<String> {
+        self.held.values().cloned().collect()
+    }
+
+    /// Take over what a previous daemon announced (its state file) without
+    /// sending it again: ExaBGP still holds those routes. Guarded ones
+    /// are kept too, so the planner withdraws them.
+    pub fn adopt(&mut self, held: &[Announcement]) {
+        for a in held {
+            if let Ok(line) = self.line(a) {
+                self.held.insert(a.clone(), line);
+            }
+        }
+    }
+
+    /// Settings in force.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.cfg
+    }
+
+    /// Dry run: nothing is written.
+    pub fn dry_run(&self) -> bool {
+        self.pipe.is_none()
     }
 
     /// Announce `a` (again, if it is held: ExaBGP replaces a route with
@@ -370,17 +508,14 @@ mod tests {
     use super::*;
 
     fn dry(never: &[&str]) -> Upstream {
-        Upstream::open(
-            UpstreamConfig {
-                dry_run: true,
-                next_hop: Some("192.0.2.1".parse().unwrap()),
-                communities: vec!["65001:999".into()],
-                max_rules: 3,
-                never: never.iter().map(|n| n.parse().unwrap()).collect(),
-                ..UpstreamConfig::default()
-            },
-            Action::Discard,
-        )
+        Upstream::open(UpstreamConfig {
+            dry_run: true,
+            next_hop: Some("192.0.2.1".parse().unwrap()),
+            communities: vec!["65001:999".into()],
+            max_rules: 3,
+            never: never.iter().map(|n| n.parse().unwrap()).collect(),
+            ..UpstreamConfig::default()
+        })
         .unwrap()
     }
 
@@ -438,24 +573,84 @@ mod tests {
     }
 
     #[test]
+    fn the_action_reads_as_the_config_writes_it() {
+        let a = |s: &str| Action::try_from(s.to_string());
+        assert_eq!(a("discard").unwrap(), Action::Discard);
+        assert_eq!(
+            a("rate-limit 1250000").unwrap(),
+            Action::RateLimit {
+                bytes_per_s: 1_250_000
+            }
+        );
+        assert_eq!(String::from(a("rate-limit 9").unwrap()), "rate-limit 9");
+        for bad in ["drop", "rate-limit", "rate-limit 0", "rate-limit -5"] {
+            let e = a(bad).unwrap_err();
+            assert!(e.contains("rate-limit") && e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_enabled_section_is_checked() {
+        let on = UpstreamConfig {
+            enabled: true,
+            link_capacity_bps: 10e9,
+            ..UpstreamConfig::default()
+        };
+        on.validate("upstream").unwrap();
+        // Off: nothing is checked (the defaults have no link capacity).
+        UpstreamConfig::default().validate("upstream").unwrap();
+        let e = UpstreamConfig {
+            link_capacity_bps: 0.0,
+            ..on.clone()
+        }
+        .validate("ddos.upstream")
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("ddos.upstream.link_capacity_bps"), "{e}");
+        let e = UpstreamConfig {
+            rtbh: true,
+            ..on.clone()
+        }
+        .validate("upstream")
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("upstream.next_hop"), "{e}");
+        let e = UpstreamConfig {
+            never: vec!["0.0.0.0/0".parse().unwrap()],
+            ..on.clone()
+        }
+        .validate("upstream")
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("guards everything"), "{e}");
+    }
+
+    #[test]
+    fn adopted_announcements_are_held_without_being_sent() {
+        let mut u = dry(&[]);
+        let a = Announcement::Flow {
+            source: "203.0.113.0/24".parse().unwrap(),
+            dest: None,
+        };
+        u.adopt(std::slice::from_ref(&a));
+        assert_eq!(u.announced(), vec![a.clone()]);
+        assert_eq!(u.last_cost, Duration::ZERO, "nothing was sent");
+        assert!(u.withdraw(&a).unwrap());
+    }
+
+    #[test]
     fn bad_settings_and_a_missing_pipe_say_what_to_do() {
-        let e = Upstream::open(
-            UpstreamConfig {
-                communities: vec!["666".into()],
-                ..UpstreamConfig::default()
-            },
-            Action::Discard,
-        )
+        let e = Upstream::open(UpstreamConfig {
+            communities: vec!["666".into()],
+            ..UpstreamConfig::default()
+        })
         .unwrap_err()
         .to_string();
         assert!(e.contains("ASN:VALUE"), "{e}");
-        let e = Upstream::open(
-            UpstreamConfig {
-                command_pipe: "/nonexistent/exabgp.cmd".into(),
-                ..UpstreamConfig::default()
-            },
-            Action::Discard,
-        )
+        let e = Upstream::open(UpstreamConfig {
+            command_pipe: "/nonexistent/exabgp.cmd".into(),
+            ..UpstreamConfig::default()
+        })
         .unwrap_err()
         .to_string();
         assert!(e.contains("mkfifo") && e.contains("No such file"), "{e}");
@@ -465,13 +660,10 @@ mod tests {
             })
             .map(|_| ())
             .and_then(|()| {
-                let u = Upstream::open(
-                    UpstreamConfig {
-                        dry_run: true,
-                        ..UpstreamConfig::default()
-                    },
-                    Action::Discard,
-                )?;
+                let u = Upstream::open(UpstreamConfig {
+                    dry_run: true,
+                    ..UpstreamConfig::default()
+                })?;
                 u.line(&Announcement::Blackhole {
                     victim: "192.0.2.9".parse().unwrap(),
                 })
