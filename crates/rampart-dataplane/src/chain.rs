@@ -13,10 +13,13 @@
 //! Pins: `/sys/fs/bpf/rampart/chain/<[netns-]iface>/{slots,entry,link}`.
 //! The chain outlives the process that attached it (a ddos stage left in
 //! its slot keeps protecting the host); [`Chain::remove`] takes it away.
+//! A [`Chain`] value also holds the three objects open, so pins removed
+//! behind a running daemon's back neither detach the chain nor lose it:
+//! [`Chain::check`] pins them again.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use rampart_bpf::xdp_chain::XdpChainSkelBuilder;
@@ -44,6 +47,11 @@ struct Inner {
     iface: String,
     dir: PathBuf,
     slots: OwnedFd,
+    // Held, not only pinned: an XDP link whose last pin goes and which no
+    // process holds is detached, so a `rm -r` of the pins would leave the
+    // interface unprotected while the daemon runs on.
+    entry: Option<OwnedFd>,
+    link: Mutex<Option<XdpLink>>,
 }
 
 /// One interface's chain (cheap to clone: the array's fd is shared).
@@ -140,12 +148,16 @@ impl Chain {
     pub fn open(netns: Option<&str>, iface: &str) -> Result<Self> {
         let dir = pin_dir(netns, iface);
         let slots = pin::open_pinned(&dir.join(SLOTS))?;
+        let entry = pin::open_pinned(&dir.join(ENTRY)).ok();
+        let link = XdpLink::open_pinned(&dir.join(LINK)).ok();
         Ok(Self {
             inner: Arc::new(Inner {
                 netns: netns.map(str::to_string),
                 iface: iface.to_string(),
                 dir,
                 slots,
+                entry,
+                link: Mutex::new(link),
             }),
         })
     }
@@ -179,15 +191,27 @@ impl Chain {
     /// The interface is missing; the entry point's pin is gone; attaching fails.
     pub fn check(&self, mode: XdpMode) -> Result<Check> {
         let now = netns::ifindex(self.netns(), self.iface())?;
+        let repinned = self.repin(now)?;
         let link_pin = self.inner.dir.join(LINK);
         let linked = XdpLink::open_pinned(&link_pin)
             .and_then(|l| l.info())
             .map_or(0, |(_, ifindex)| ifindex);
         if linked == now {
-            return Ok(Check::Attached);
+            return Ok(if repinned {
+                Check::Repinned
+            } else {
+                Check::Attached
+            });
         }
-        let entry = pin::open_pinned(&self.inner.dir.join(ENTRY))?;
-        let link = XdpLink::attach(entry.as_raw_fd(), self.netns(), self.iface(), mode)?;
+        let pinned_entry;
+        let entry = match &self.inner.entry {
+            Some(fd) => fd.as_raw_fd(),
+            None => {
+                pinned_entry = pin::open_pinned(&self.inner.dir.join(ENTRY))?;
+                pinned_entry.as_raw_fd()
+            }
+        };
+        let link = XdpLink::attach(entry, self.netns(), self.iface(), mode)?;
         let _ = std::fs::remove_file(&link_pin);
         if let Err(e) = link.pin(&link_pin) {
             // Unpinned, the link would go with this process: detach it so
@@ -195,7 +219,49 @@ impl Chain {
             let _ = link.detach();
             return Err(e);
         }
+        *self.held_link() = Some(link);
         Ok(Check::Reattached)
+    }
+
+    fn held_link(&self) -> std::sync::MutexGuard<'_, Option<XdpLink>> {
+        self.inner
+            .link
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Pin again what this value holds and bpffs lost (the directory
+    /// removed, or one pin): slots, entry point, and the link while it
+    /// is on the interface of index `now`. `true` when something was.
+    fn repin(&self, now: u32) -> Result<bool> {
+        let dir = &self.inner.dir;
+        let missing = |name: &str| !dir.join(name).exists();
+        let link_ok = |l: &XdpLink| l.info().is_ok_and(|(_, i)| i == now);
+        let held = self.held_link();
+        let todo = missing(SLOTS)
+            || (self.inner.entry.is_some() && missing(ENTRY))
+            || (held.as_ref().is_some_and(link_ok) && missing(LINK));
+        if !todo {
+            return Ok(false);
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+            context: format!("creating {}", dir.display()),
+            err: e,
+        })?;
+        if missing(SLOTS) {
+            pin::pin_fd(self.inner.slots.as_raw_fd(), &dir.join(SLOTS))?;
+        }
+        if let Some(e) = &self.inner.entry {
+            if missing(ENTRY) {
+                pin::pin_fd(e.as_raw_fd(), &dir.join(ENTRY))?;
+            }
+        }
+        if let Some(l) = held.as_ref().filter(|l| link_ok(l)) {
+            if missing(LINK) {
+                l.pin(&dir.join(LINK))?;
+            }
+        }
+        Ok(true)
     }
 
     /// `iface` or `iface (netns ns)`.
@@ -299,6 +365,8 @@ pub enum Check {
     Attached,
     /// The interface had been created again: attached to it now.
     Reattached,
+    /// Attached, but pins had been removed: pinned again.
+    Repinned,
 }
 
 /// Watches a chain's attachment, saying each change of state once in
@@ -340,6 +408,14 @@ impl Watch {
                 if self.gone || self.failed {
                     tracing::info!("{where_} is back with the XDP chain attached");
                 }
+                self.gone = false;
+                self.failed = false;
+            }
+            Ok(Check::Repinned) => {
+                tracing::warn!(
+                    "{where_}: the XDP chain's pins under {} were removed; the chain kept running and is pinned again",
+                    self.chain.dir().display()
+                );
                 self.gone = false;
                 self.failed = false;
             }

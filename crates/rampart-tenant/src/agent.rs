@@ -19,7 +19,18 @@ pub type AgentHandle = OwnerHandle<HostAgent>;
 /// The running agent thread; dropping it stops the agent (detach, unpin).
 pub type AgentThread = Owner<HostAgent>;
 
+/// How often the agent checks its pins (see [`HostAgent::check`]).
+const CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Owned for HostAgent {
+    fn interval(&self) -> Option<std::time::Duration> {
+        Some(CHECK_INTERVAL)
+    }
+
+    fn tick(&mut self) {
+        self.check();
+    }
+
     fn finish(&mut self) {
         self.shutdown();
     }

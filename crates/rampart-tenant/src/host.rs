@@ -203,6 +203,10 @@ pub struct HostAgent {
     lock: Option<nix::fcntl::Flock<std::fs::File>>,
     /// Started from a crashed instance's pins.
     adopted: bool,
+    /// Faults said once in the log until they clear: pins removed behind
+    /// the agent's back, the records file not writable.
+    pins_failed: bool,
+    records_failed: bool,
 }
 
 impl std::fmt::Debug for HostAgent {
@@ -393,6 +397,8 @@ impl HostAgent {
             tokens,
             lock: Some(lock),
             adopted: adopt,
+            pins_failed: false,
+            records_failed: false,
         };
         if let Err(e) = agent.setup() {
             if adopt {
@@ -552,7 +558,7 @@ impl HostAgent {
 
     /// Write what the API reports about each program beside the lock
     /// (a failure is logged: the programs keep running either way).
-    fn save_records(&self) {
+    fn save_records(&mut self) {
         let recs: BTreeMap<&str, &ProgramInfo> = self
             .tenants
             .values()
@@ -564,8 +570,111 @@ impl HostAgent {
             .map_err(std::io::Error::other)
             .and_then(|b| std::fs::write(&tmp, b))
             .and_then(|()| std::fs::rename(&tmp, &path));
-        if let Err(e) = res {
-            tracing::warn!("writing {}: {e}", path.display());
+        match res {
+            Err(e) if !self.records_failed => {
+                tracing::warn!(
+                    "cannot save the program records to {}: {e}; the programs keep running, but a restart after a crash reports them as \"unknown\" until this file can be written",
+                    path.display()
+                );
+                self.records_failed = true;
+            }
+            Err(_) => {}
+            Ok(()) if self.records_failed => {
+                tracing::info!("program records saved to {} again", path.display());
+                self.records_failed = false;
+            }
+            Ok(()) => {}
+        }
+    }
+
+    /// Pin again whatever this agent holds and bpffs lost (someone removed
+    /// the instance's pins while it runs): nothing stops running then —
+    /// the agent holds every link, map and program — but a crash would
+    /// lose them, and a restart could not adopt them. The number of pins
+    /// made again.
+    ///
+    /// # Errors
+    /// Pinning fails (bpffs unmounted or not writable).
+    pub fn repin(&mut self) -> Result<usize> {
+        let mut n = 0;
+        let mut again = |fd: RawFd, path: &Path| -> Result<()> {
+            if path.exists() {
+                return Ok(());
+            }
+            if let Some(d) = path.parent() {
+                std::fs::create_dir_all(d)
+                    .map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
+            }
+            pin::pin_fd(fd, path)?;
+            n += 1;
+            Ok(())
+        };
+        let maps = self.dir.join("maps");
+        for (name, fd) in &self.shared {
+            again(fd.as_raw_fd(), &maps.join(name))?;
+        }
+        if let Some(g) = &self.generation {
+            again(
+                g.maps.rampart_t_progs.as_fd().as_raw_fd(),
+                &self.dir.join(PROGS_PIN),
+            )?;
+        }
+        for (iface, l) in &self.links {
+            if let Attached::Link(l) = l {
+                let p = self
+                    .dir
+                    .join(LINKS_PIN)
+                    .join(iface.replace('.', "%2e"));
+                again(l.as_raw_fd(), &p)?;
+            }
+        }
+        for t in self.tenants.values() {
+            let Some(prog) = &t.program else { continue };
+            let maps_dir = self.dir.join("tenants").join(&t.cfg.name).join("maps");
+            again(prog.fd, &maps_dir.with_file_name(PROG_PIN))?;
+            // The tenant's own maps, found through its program (adopted
+            // programs hold them; the agent has no other handle on them).
+            let id = prog_id(prog.fd);
+            for map_id in rampart_dataplane::xdp::prog_map_ids(id).unwrap_or_default() {
+                let Ok(h) = libbpf_rs::MapHandle::from_map_id(map_id) else {
+                    continue;
+                };
+                let name = h.name().to_string_lossy().into_owned();
+                if name.starts_with(SHARED_PREFIX) || name.contains('.') {
+                    continue;
+                }
+                again(h.as_fd().as_raw_fd(), &maps_dir.join(&name))?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// The periodic check: pins removed behind the agent's back are made
+    /// again (one line), a records file that could not be written is
+    /// written again once it can.
+    pub fn check(&mut self) {
+        match self.repin() {
+            Ok(0) => self.pins_failed = false,
+            Ok(n) => {
+                tracing::warn!(
+                    "tenant instance {}: {n} pin(s) under {} were removed; everything kept running and is pinned again",
+                    self.cfg.infra.name,
+                    self.dir.display()
+                );
+                self.pins_failed = false;
+            }
+            Err(e) if !self.pins_failed => {
+                tracing::error!(
+                    "tenant instance {}: pins under {} were removed and pinning them again failed: {e}; the programs keep running in this process, but a crash now would lose them",
+                    self.cfg.infra.name,
+                    self.dir.display()
+                );
+                self.pins_failed = true;
+            }
+            Err(_) => {}
+        }
+        if self.records_failed {
+            self.save_records();
         }
     }
 

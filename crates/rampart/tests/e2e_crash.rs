@@ -413,3 +413,205 @@ fn rampart_run_attaches_its_chain_again_to_a_recreated_interface() {
     rampart_ddos::filter::Filter::detach(&name).unwrap();
     assert!(rampart_dataplane::chain::Chain::remove(Some(&ns), HOST_IF).unwrap());
 }
+
+/// Remove a pin directory the way an operator's `rm -r` would.
+fn rm_pins(dir: &std::path::Path) {
+    std::fs::remove_dir_all(dir).unwrap_or_else(|e| panic!("removing {}: {e}", dir.display()));
+}
+
+#[test]
+fn tenant_serve_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_adopts() {
+    require_kernel();
+    let lab = TestLab::up("pnt", 0);
+    let ns = lab.host_ns();
+    count_leaks(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique_prefix("pnt");
+    let port = free_port();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
+    let cfg = dir.path().join("tenant.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
+             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    let args = ["tenant", "serve", "--config", cfg.to_str().unwrap()];
+    let log1 = dir.path().join("serve1.log");
+    let mut d = Daemon::spawn(&args, &[], &log1);
+    until_up(port);
+    let (code, body) = http(
+        port,
+        "PUT",
+        "/v1/program",
+        TENANT_TOKEN,
+        DROP_ALL.as_bytes(),
+    );
+    assert_eq!(code, 200, "{body}");
+    let before = program(port, "");
+    let pins = rampart_tenant::host::instance_dir(&name);
+    let entry = rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap();
+
+    let g = Generator::new(&lab, &flood()).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut phases = vec![("before the flood", leaked(&ns))];
+    std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&stop).unwrap());
+        xdp_sees_more(&ns, "flood at the host", 2_000);
+        rm_pins(&pins);
+        // The agent holds the link: nothing was detached.
+        assert_eq!(
+            rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap(),
+            entry,
+            "the dispatcher stays attached without its pins"
+        );
+        d.wait_for("were removed; everything kept running and is pinned again");
+        xdp_sees_more(&ns, "flood after the pins came back", 2_000);
+        phases.push(("pins removed and made again", leaked(&ns)));
+        // The pins made again are enough for a crash: the next agent adopts.
+        kill9(&mut d);
+        xdp_sees_more(&ns, "flood while the daemon is dead", 2_000);
+        phases.push(("while dead", leaked(&ns)));
+        d = Daemon::spawn(&args, &[], &dir.path().join("serve2.log"));
+        d.wait_for("adopted its pins (1 tenant program(s) kept running)");
+        until_up(port);
+        xdp_sees_more(&ns, "flood after the restart", 2_000);
+        stop.store(true, Ordering::Relaxed);
+        run.join().unwrap()
+    });
+    let after = program(port, "");
+    for k in ["sha256", "version", "prog_id", "from"] {
+        assert_eq!(after[k], before[k], "{k}: the same program, adopted");
+    }
+    phases.push(("end", leaked(&ns)));
+    assert_eq!(
+        leaked(&ns),
+        0,
+        "no frame of the flood reached the host: {phases:?}"
+    );
+    let first = std::fs::read_to_string(&log1).unwrap();
+    assert_eq!(
+        first.matches("were removed").count(),
+        1,
+        "one line for the removal: {first}"
+    );
+    d.stop();
+    assert!(!pins.exists(), "a clean stop removes the pins");
+}
+
+#[test]
+fn rampart_run_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_adopts() {
+    require_kernel();
+    let lab = TestLab::up("pnr", 0);
+    let ns = lab.host_ns();
+    count_leaks(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let tname = unique_prefix("pnr");
+    let port = free_port();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\nops {OPS_TOKEN}\n")).unwrap();
+    let cfg = dir.path().join("rampart.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [alerts]\nfile = \"\"\n\
+             [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
+             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n\
+             [tenant.infra]\nname = \"{tname}\"\n\
+             [[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
+            tokens.display(),
+            dir.path().join("state").display()
+        ),
+    )
+    .unwrap();
+    let args = ["run", "--config", cfg.to_str().unwrap()];
+    let log1 = dir.path().join("run1.log");
+    let mut d = Daemon::spawn(&args, &[], &log1);
+    until_up(port);
+    let spec = flood();
+    for i in 0..spec.sources / 2 {
+        let body = format!("{{\"prefix\": \"{}\"}}", spec.source_addr(i));
+        let (code, b) = http(port, "POST", "/ddos/v1/blocked", OPS_TOKEN, body.as_bytes());
+        assert_eq!(code, 200, "{b}");
+    }
+    let (code, body) = http(
+        port,
+        "PUT",
+        "/tenant/v1/program",
+        TENANT_TOKEN,
+        DROP_ALL.as_bytes(),
+    );
+    assert_eq!(code, 200, "{body}");
+    let before = program(port, "/tenant");
+    let chain_pins = rampart_dataplane::chain::pin_dir(Some(&ns), HOST_IF);
+    let tenant_pins = rampart_tenant::host::instance_dir(&tname);
+    let entry = rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap();
+    let stages = rampart_dataplane::chain::Chain::open(Some(&ns), HOST_IF)
+        .unwrap()
+        .stages()
+        .unwrap();
+
+    let g = Generator::new(&lab, &spec).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut phases = vec![("before the flood", leaked(&ns))];
+    std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&stop).unwrap());
+        xdp_sees_more(&ns, "flood at the host", 2_000);
+        rm_pins(&chain_pins);
+        rm_pins(&tenant_pins);
+        // The daemon holds the chain's link: nothing was detached.
+        assert_eq!(
+            rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap(),
+            entry,
+            "the chain stays attached without its pins"
+        );
+        d.wait_for("the chain kept running and is pinned again");
+        d.wait_for("were removed; everything kept running and is pinned again");
+        xdp_sees_more(&ns, "flood after the pins came back", 2_000);
+        phases.push(("pins removed and made again", leaked(&ns)));
+        kill9(&mut d);
+        let chain = rampart_dataplane::chain::Chain::open(Some(&ns), HOST_IF).unwrap();
+        assert_eq!(chain.stages().unwrap(), stages, "every stage in its slot");
+        xdp_sees_more(&ns, "flood while the daemon is dead", 2_000);
+        phases.push(("while dead", leaked(&ns)));
+        d = Daemon::spawn(&args, &[], &dir.path().join("run2.log"));
+        d.wait_for("adopted its pins (1 tenant program(s) kept running)");
+        until_up(port);
+        xdp_sees_more(&ns, "flood after the restart", 2_000);
+        stop.store(true, Ordering::Relaxed);
+        run.join().unwrap()
+    });
+    let after = program(port, "/tenant");
+    for k in ["sha256", "version", "prog_id"] {
+        assert_eq!(after[k], before[k], "{k}: the same program, adopted");
+    }
+    phases.push(("end", leaked(&ns)));
+    assert_eq!(
+        leaked(&ns),
+        0,
+        "no frame of the flood reached the host: {phases:?}"
+    );
+    let first = std::fs::read_to_string(&log1).unwrap();
+    assert_eq!(
+        first.matches("were removed").count(),
+        2,
+        "one line for the chain, one for the tenant stage: {first}"
+    );
+
+    d.stop();
+    let chain = rampart_dataplane::chain::Chain::open(Some(&ns), HOST_IF).unwrap();
+    let slots: Vec<u32> = chain.stages().unwrap().iter().map(|s| s.0).collect();
+    assert_eq!(slots, [rampart_dataplane::chain::CHAIN_SLOT_DDOS]);
+    drop(chain);
+    let name = rampart_ddos::filter::Scope::new(Some(&ns), HOST_IF)
+        .unwrap()
+        .name();
+    rampart_ddos::filter::Filter::detach(&name).unwrap();
+    assert!(rampart_dataplane::chain::Chain::remove(Some(&ns), HOST_IF).unwrap());
+}
