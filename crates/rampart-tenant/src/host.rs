@@ -621,10 +621,7 @@ impl HostAgent {
         }
         for (iface, l) in &self.links {
             if let Attached::Link(l) = l {
-                let p = self
-                    .dir
-                    .join(LINKS_PIN)
-                    .join(iface.replace('.', "%2e"));
+                let p = self.dir.join(LINKS_PIN).join(iface.replace('.', "%2e"));
                 again(l.as_raw_fd(), &p)?;
             }
         }

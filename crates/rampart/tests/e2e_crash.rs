@@ -1,11 +1,12 @@
-//! `kill -9` under a flood: the data path a daemon built keeps dropping
-//! while the daemon is dead, and a restart adopts it — the same maps and
-//! programs, no moment without them. For `rampart tenant serve` (a
-//! tenant's program drops the flood) and `rampart run` (the ddos stage
-//! drops blocked sources, the tenant stage the rest). Every frame of the
-//! flood that reaches the host's stack is counted by an iptables rule in
-//! the host namespace: it must stay 0. A clean stop (SIGTERM) removes
-//! what the daemon built.
+//! Faults under a flood, for `rampart tenant serve` (a tenant's program
+//! drops the flood) and `rampart run` (the ddos stage drops blocked
+//! sources, the tenant stage the rest): `kill -9` (the data path keeps
+//! dropping while the daemon is dead, and a restart adopts it — the same
+//! maps and programs, no moment without them), the interface created
+//! again, the pins removed behind the daemon's back, the run directory
+//! full or read-only. Every frame of the flood that reaches the host's
+//! stack is counted by an iptables rule in the host namespace: it must
+//! stay 0. A clean stop (SIGTERM) removes what the daemon built.
 
 mod common;
 
@@ -184,6 +185,7 @@ fn tenant_serve_killed_under_a_flood_keeps_dropping_and_is_adopted() {
     let mut phases = vec![("before the flood", leaked(&ns))];
     let report = std::thread::scope(|s| {
         let run = s.spawn(|| g.run(&stop).unwrap());
+        let _stop = StopOnDrop(&stop);
         xdp_sees_more(&ns, "flood at the host", 2_000);
         phases.push(("before kill -9", leaked(&ns)));
         kill9(&mut d);
@@ -286,6 +288,7 @@ fn rampart_run_killed_under_a_flood_keeps_both_stages_and_is_adopted() {
     let mut phases = vec![("before the flood", leaked(&ns))];
     let report = std::thread::scope(|s| {
         let run = s.spawn(|| g.run(&stop).unwrap());
+        let _stop = StopOnDrop(&stop);
         xdp_sees_more(&ns, "flood at the host", 2_000);
         phases.push(("before kill -9", leaked(&ns)));
         kill9(&mut d);
@@ -462,6 +465,7 @@ fn tenant_serve_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_ad
     let mut phases = vec![("before the flood", leaked(&ns))];
     std::thread::scope(|s| {
         let run = s.spawn(|| g.run(&stop).unwrap());
+        let _stop = StopOnDrop(&stop);
         xdp_sees_more(&ns, "flood at the host", 2_000);
         rm_pins(&pins);
         // The agent holds the link: nothing was detached.
@@ -562,6 +566,7 @@ fn rampart_run_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_ado
     let mut phases = vec![("before the flood", leaked(&ns))];
     std::thread::scope(|s| {
         let run = s.spawn(|| g.run(&stop).unwrap());
+        let _stop = StopOnDrop(&stop);
         xdp_sees_more(&ns, "flood at the host", 2_000);
         rm_pins(&chain_pins);
         rm_pins(&tenant_pins);
@@ -614,4 +619,125 @@ fn rampart_run_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_ado
         .name();
     rampart_ddos::filter::Filter::detach(&name).unwrap();
     assert!(rampart_dataplane::chain::Chain::remove(Some(&ns), HOST_IF).unwrap());
+}
+
+#[test]
+fn tenant_serve_with_a_full_or_read_only_run_directory_says_so_once_and_keeps_dropping() {
+    require_kernel();
+    let lab = TestLab::up("rot", 0);
+    let ns = lab.host_ns();
+    count_leaks(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique_prefix("rot");
+    let port = free_port();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
+    let cfg = dir.path().join("tenant.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
+             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    // The daemon's own mount namespace gets a small tmpfs as its run
+    // directory: filling it or making it read-only touches nothing else.
+    let run_dir = "/run/rampart/tenant";
+    std::fs::create_dir_all(run_dir).unwrap();
+    let log = dir.path().join("serve.log");
+    let script = format!(
+        "mount -t tmpfs -o size=64k tmpfs {run_dir} && exec \"$0\" tenant serve --config {}",
+        cfg.display()
+    );
+    let mut c = std::process::Command::new("unshare");
+    c.args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .arg(env!("CARGO_BIN_EXE_rampart"))
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut d = Daemon {
+        child: c.spawn().expect("unshare"),
+        stderr: log.clone(),
+    };
+    let pid = d.child.id().to_string();
+    let in_its_mounts = |cmd: &str| {
+        std::process::Command::new("nsenter")
+            .args(["-t", &pid, "-m", "sh", "-c", cmd])
+            .status()
+            .unwrap()
+            .success()
+    };
+    until_up(port);
+    let submit = |n: u32| {
+        // A different source each time: a new version, so records change.
+        let src = format!("{DROP_ALL}// v{n}\n");
+        let (code, body) = http(port, "PUT", "/v1/program", TENANT_TOKEN, src.as_bytes());
+        assert_eq!(code, 200, "{body}");
+    };
+    submit(1);
+    let problems = |d: &Daemon| -> Vec<String> {
+        d.log()
+            .lines()
+            .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(problems(&d).is_empty(), "{:?}", problems(&d));
+
+    let g = Generator::new(&lab, &flood()).unwrap();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&stop).unwrap());
+        // A failed assertion below stops the flood too.
+        let _stop = StopOnDrop(&stop);
+        xdp_sees_more(&ns, "flood at the host", 2_000);
+        // Full: one file takes every byte left.
+        assert!(!in_its_mounts(&format!(
+            "cat /dev/zero > {run_dir}/filler 2>/dev/null"
+        )));
+        submit(2);
+        submit(3);
+        xdp_sees_more(&ns, "flood with the directory full", 2_000);
+        let p = problems(&d);
+        assert_eq!(p.len(), 1, "one line while saving fails: {p:?}");
+        assert!(p[0].contains("cannot save the program records"), "{}", p[0]);
+        // Space again: the agent writes the records on its next check.
+        assert!(in_its_mounts(&format!("rm {run_dir}/filler")));
+        d.wait_for("again");
+        // Read-only: one more line, naming the OS error. (A read-only
+        // file system mounted over it: the lock file, open for writing,
+        // keeps the first one from being remounted read-only.)
+        assert!(in_its_mounts(&format!(
+            "mount -t tmpfs -o ro,size=64k tmpfs {run_dir}"
+        )));
+        submit(4);
+        submit(5);
+        xdp_sees_more(&ns, "flood with the directory read-only", 2_000);
+        stop.store(true, Ordering::Relaxed);
+        run.join().unwrap()
+    });
+    let p = problems(&d);
+    assert_eq!(p.len(), 2, "one more line when read-only: {p:?}");
+    assert!(
+        p[1].contains("Read-only"),
+        "the OS error says why: {}",
+        p[1]
+    );
+    assert_eq!(leaked(&ns), 0, "the tenant's program dropped every frame");
+    assert_eq!(program(port, "")["version"], 5, "every submission applied");
+    d.stop();
+    assert!(!rampart_tenant::host::instance_dir(&name).exists());
+}
+
+/// Sets the flag when dropped: a panicking test stops its flood at once
+/// instead of waiting for the generator's cap.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
