@@ -503,3 +503,92 @@ fn tap_cost() {
         json.join(",")
     );
 }
+
+/// Pin the calling thread to `cpu`.
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t, then CPU_SET on a valid index.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(rc, 0, "pinning to CPU {cpu}");
+}
+
+/// One shared ring buffer or one per CPU? Each CPU's XDP writes its
+/// records with `bpf_ringbuf_output`, which takes the ring's spin lock:
+/// with one shared ring the CPUs contend for that lock and its cache
+/// lines. Measured under BPF_PROG_RUN (tuples mode, one 64-byte UDP frame
+/// repeated, nobody reading): one CPU alone; two CPUs at once on one
+/// ring; two CPUs at once on a ring each (two program instances — what a
+/// per-CPU ring costs, minus one array lookup to find the CPU's ring).
+/// Run on an idle machine with at least two CPUs:
+/// `cargo test --profile ci -p rampart-stream --test prog_stream_tap -- --ignored --nocapture tap_ring_contention`
+#[test]
+#[ignore = "a benchmark: run by hand on an idle machine"]
+fn tap_ring_contention() {
+    rampart_lab::testing::require_kernel();
+    const REPEAT: u32 = 200_000;
+    let frame = rampart_testkit::frame::Frame::udp(
+        std::net::Ipv4Addr::new(10, 0, 0, 7),
+        "10.10.0.2",
+        1000,
+        53,
+    )
+    .zeros(18)
+    .build();
+    // Large enough for every record of a measurement (no `ring full`
+    // shortcut): 2 × 3 × REPEAT records of < 100 bytes.
+    let fresh = || load(256 << 20, false, None);
+    // ns per packet on `cpu`, the repeat run `rounds` times (best of).
+    let on = |cpu: usize, p: &OffloadProgram| -> u64 {
+        pin_to(cpu);
+        (0..3)
+            .map(|_| {
+                testrun::mean_duration(p.prog_fd(), &frame, REPEAT)
+                    .unwrap()
+                    .as_nanos() as u64
+            })
+            .min()
+            .unwrap()
+    };
+    let ncpu = std::thread::available_parallelism().map_or(1, usize::from);
+    assert!(ncpu >= 2, "needs two CPUs");
+    let mut rows = Vec::new();
+    for round in 0..5 {
+        let one = on(0, &fresh());
+        let shared = {
+            let p = fresh();
+            let (a, b) = std::thread::scope(|s| {
+                let a = s.spawn(|| on(0, &p));
+                let b = s.spawn(|| on(1, &p));
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            (a + b) / 2
+        };
+        let split = {
+            let (p, q) = (fresh(), fresh());
+            let (a, b) = std::thread::scope(|s| {
+                let a = s.spawn(|| on(0, &p));
+                let b = s.spawn(|| on(1, &q));
+                (a.join().unwrap(), b.join().unwrap())
+            });
+            (a + b) / 2
+        };
+        println!(
+            "round {round}: one CPU {one} ns; two CPUs, one ring {shared} ns; two CPUs, a ring each {split} ns"
+        );
+        rows.push((one, shared, split));
+    }
+    let median = |f: fn(&(u64, u64, u64)) -> u64| {
+        let mut v: Vec<u64> = rows.iter().map(f).collect();
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let (one, shared, split) = (median(|r| r.0), median(|r| r.1), median(|r| r.2));
+    println!(
+        "{{\"one_cpu_ns\":{one},\"two_cpus_one_ring_ns\":{shared},\"two_cpus_ring_each_ns\":{split},\"shared_over_split\":{:.2},\"rounds\":{},\"method\":\"BPF_PROG_RUN repeat {REPEAT}, tuples mode, one 64-byte UDP frame, best of 3 per CPU, median of rounds\"}}",
+        shared as f64 / split.max(1) as f64,
+        rows.len()
+    );
+}
