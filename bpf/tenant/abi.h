@@ -174,6 +174,17 @@ struct tenant_acct_cpu {
 #define TENANT_FAR_NS 1000000
 
 /*
+ * Slot of rampart_t_grant that holds no tenant's tokens (tenant 0 is "no
+ * tenant") but the token generator's deadline: each round writes
+ * CLOCK_MONOTONIC ns (bpf_ktime_get_ns's clock) plus a grace of several
+ * periods. Past it the generator is dead (the agent crashed and no one
+ * has adopted the instance yet): the buckets would only drain and every
+ * tenant's packets would be dropped as `no_tokens`, so the dispatcher
+ * stops enforcing until a generator runs again. 0: no deadline (enforce).
+ */
+#define TENANT_GRANT_DEADLINE_KEY 0
+
+/*
  * Owner of a slice opened when a NAPI thread is switched in, before its
  * first packet is known: the dispatcher charges it to that packet's tenant
  * (a thread that finds nothing to do charges it to tenant 0).

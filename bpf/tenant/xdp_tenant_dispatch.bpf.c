@@ -27,6 +27,20 @@ struct {
 	__type(value, __u32);
 } rampart_t_progs SEC(".maps");
 
+/*
+ * Is the token generator alive (its deadline not passed)? `now` is the
+ * clock already read for this packet, or 0.
+ */
+static __always_inline int tenant_grants_live(__u64 now)
+{
+	__u32 k = TENANT_GRANT_DEADLINE_KEY;
+	__u64 *deadline = bpf_map_lookup_elem(&rampart_t_grant, &k);
+
+	if (!deadline || !*deadline)
+		return 1;
+	return (now ? now : bpf_ktime_get_ns()) <= *deadline;
+}
+
 SEC("xdp")
 int xdp_tenant_dispatch(struct xdp_md *ctx)
 {
@@ -39,7 +53,7 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	struct pkt_info pi;
 	__u64 *granted = NULL, *used = NULL;
 	__u64 now = 0;
-	int far = 1, in_run;
+	int far = 1, in_run, enforce = 0;
 	__u32 zero = 0, tid, action;
 	int pstatus, malformed;
 
@@ -73,7 +87,9 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 	 * checked, so the check never lags where it matters).
 	 */
 	in_run = g->account && !now && a->owner == tid && a->run < TENANT_RUN_MAX;
-	if (g->enforce && tid && !in_run) {
+	if (g->enforce && tid && !in_run)
+		enforce = tenant_grants_live(now);
+	if (enforce) {
 		granted = bpf_map_lookup_elem(&rampart_t_grant, &tid);
 		used = bpf_map_lookup_elem(&rampart_t_used, &tid);
 		far = granted && used &&
@@ -130,7 +146,7 @@ int xdp_tenant_dispatch(struct xdp_md *ctx)
 		tenant_count_verdict(s, action);
 		return action;
 	}
-	if (g->enforce && !in_run) {
+	if (enforce) {
 		/* This CPU's unflushed batch counts; other CPUs' lag by < flush_ns each. */
 		if (granted && used && (__s64)(*granted - *used - tenant_pending(a, tid)) <= 0) {
 			tenant_count_drop(s, TDROP_NO_TOKENS);

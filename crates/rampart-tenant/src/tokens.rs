@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rampart_bpf::abi::tenant::TENANT_GRANT_DEADLINE_KEY;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -205,6 +206,39 @@ fn realtime_priority() {
     }
 }
 
+/// How long the dispatcher keeps enforcing after the generator's last
+/// round: several periods (a late round is no death), at least a second.
+fn grace(period: Duration) -> Duration {
+    (period * 10).max(Duration::from_secs(1))
+}
+
+/// Tell the dispatcher the generator is alive until now + [`grace`] (see
+/// `TENANT_GRANT_DEADLINE_KEY`): if this process dies, enforcement stops
+/// there instead of every tenant's bucket draining to `no_tokens` drops.
+fn write_deadline(grant_fd: &OwnedFd, period: Duration) -> Result<()> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return Err(Error::io(
+            "reading CLOCK_MONOTONIC",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    let ns = u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0));
+    let grace = u64::try_from(grace(period).as_nanos()).unwrap_or(u64::MAX);
+    write_u64(
+        grant_fd,
+        TENANT_GRANT_DEADLINE_KEY,
+        ns.saturating_add(grace),
+    )
+}
+
 impl TokenGenerator {
     /// Start generating into the `granted`/`used` maps.
     ///
@@ -214,6 +248,7 @@ impl TokenGenerator {
         cfg.validate()?;
         let shared = Arc::new(Mutex::new(Shared::default()));
         let stop = Arc::new(AtomicBool::new(false));
+        write_deadline(&grant_fd, cfg.period)?;
         let grant_fd = Arc::new(grant_fd);
         let used_fd = Arc::new(used_fd);
         let thread = {
@@ -237,7 +272,9 @@ impl TokenGenerator {
                         let dt = now.duration_since(last).min(cfg.period * 10);
                         last = now;
                         let tokens = (cfg.budget_ns_per_sec * dt.as_secs_f64()) as u64;
-                        if let Err(e) = round(&shared, &grant_fd, &used_fd, tokens, cfg.cap_ns) {
+                        if let Err(e) = round(&shared, &grant_fd, &used_fd, tokens, cfg.cap_ns)
+                            .and_then(|()| write_deadline(&grant_fd, cfg.period))
+                        {
                             tracing::warn!("token generation: {e}");
                         }
                     }

@@ -371,3 +371,50 @@ fn out_of_range_flush_is_refused() {
         .to_string();
     assert!(e.contains("used_flush_us"), "{e}");
 }
+
+#[test]
+fn a_dead_token_generator_stops_enforcement_instead_of_dropping_every_tenant() {
+    use rampart_bpf::abi::tenant::TENANT_GRANT_DEADLINE_KEY;
+    let b = Bucket::new(0);
+    let a = &b.a;
+    let f = udp4([10, 20, 1, 2], 9);
+    let deadline = || read_u64(&b.grant, TENANT_GRANT_DEADLINE_KEY);
+    let set_deadline = |v: u64| {
+        rampart_dataplane::maps::update_raw(
+            b.grant.as_raw_fd(),
+            &TENANT_GRANT_DEADLINE_KEY.to_ne_bytes(),
+            &v.to_ne_bytes(),
+            0,
+        )
+        .unwrap();
+    };
+    assert!(deadline() > 0, "the generator writes its deadline");
+    b.leave(0);
+    assert_eq!(
+        run(a, &f),
+        DROP,
+        "an empty bucket drops while the generator lives"
+    );
+    // The deadline passed (the generator's process died): no enforcement.
+    // The agent's generator (still alive here) rewrites the deadline each
+    // round; a step it interrupted is repeated.
+    let mut dropped_while_dead = None;
+    for _ in 0..100 {
+        set_deadline(1);
+        let verdicts: Vec<u32> = (0..3).map(|_| run(a, &f)).collect();
+        if deadline() == 1 {
+            dropped_while_dead = Some(verdicts.iter().filter(|&&v| v == DROP).count());
+            break;
+        }
+    }
+    assert_eq!(
+        dropped_while_dead.expect("the generator never left the deadline alone"),
+        0,
+        "past the deadline every packet passes"
+    );
+    // A live generator again: enforced again (after at most the run that
+    // started while enforcement was off).
+    set_deadline(u64::MAX);
+    let dropped = (0..TENANT_RUN_MAX + 2).any(|_| run(a, &f) == DROP);
+    assert!(dropped, "enforced again once the generator is back");
+}
