@@ -2,8 +2,10 @@
 //! a veth with ExaBGP in the protected host's namespace, which reads the
 //! command pipe rampart's upstream tier writes. The tests read what the
 //! router learned with `birdc` (the unicast table for RTBH, `flowtab4` /
-//! `flowtab6` for FlowSpec). Control plane only, for now: the router does
-//! not forward the lab's traffic.
+//! `flowtab6` for FlowSpec). [`BgpLab::up`] is control plane only;
+//! [`BgpLab::in_path`] runs BIRD in the lab's EMULATED upstream router
+//! (a lab built with `upstream_router`), whose bridge carries the lab's
+//! traffic and drops what BIRD learned ([`crate::router`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,6 +31,11 @@ pub struct BgpLab {
     exabgp: Option<Child>,
     bird_pid: Option<u32>,
     owns_host_ns: bool,
+    owns_router_ns: bool,
+    /// The session link's router end (removed with the lab when the
+    /// namespaces are not ours).
+    router_if: String,
+    forwarding: Option<crate::router::EmulatedForwarding>,
 }
 
 fn tool(prog: &str) -> Result<()> {
@@ -70,6 +77,9 @@ impl BgpLab {
             exabgp: None,
             bird_pid: None,
             owns_host_ns,
+            owns_router_ns: true,
+            router_if: String::new(),
+            forwarding: None,
         };
         if let Err(e) = lab.start(prefix) {
             lab.down();
@@ -78,9 +88,84 @@ impl BgpLab {
         Ok(lab)
     }
 
+    /// BIRD in `lab`'s EMULATED upstream router (`lab.up_ns()`, a lab
+    /// built with `upstream_router`), ExaBGP in its host namespace, and the
+    /// router's forwarding following BIRD's tables ([`crate::router`]):
+    /// what rampart announces then drops the lab's traffic before the
+    /// host's link. Removed on drop (the lab's namespaces stay).
+    ///
+    /// # Errors
+    /// A lab without the router, a missing tool, no session, or nftables
+    /// that cannot be written.
+    pub fn in_path(lab: &crate::topology::Lab, dir: &Path) -> Result<Self> {
+        tool("bird")?;
+        tool("exabgp")?;
+        tool("nft")?;
+        if !lab.has_upstream_router() {
+            return Err(Error::InvalidSpec(format!(
+                "lab {} has no upstream router: bring it up with upstream_router",
+                lab.prefix()
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("{}", dir.display()), e))?;
+        let mut me = Self {
+            router_ns: lab.up_ns(),
+            host_ns: lab.host_ns(),
+            dir: dir.to_path_buf(),
+            exabgp: None,
+            bird_pid: None,
+            owns_host_ns: false,
+            owns_router_ns: false,
+            router_if: String::new(),
+            forwarding: None,
+        };
+        let r = me.start(lab.prefix()).and_then(|()| {
+            let ctl = me.dir.join("bird.ctl");
+            let ns = me.router_ns.clone();
+            let routes = move || {
+                let mut out = String::new();
+                for t in ["master4", "master6", "flowtab4", "flowtab6"] {
+                    out.push_str(&rampart_dataplane::cmd::in_ns(
+                        &ns,
+                        "birdc",
+                        &[
+                            "-s",
+                            &ctl.to_string_lossy(),
+                            "show",
+                            "route",
+                            "table",
+                            t,
+                            "all",
+                        ],
+                    )?);
+                }
+                Ok(out)
+            };
+            me.forwarding = Some(crate::router::EmulatedForwarding::start(
+                &me.router_ns,
+                me.dir.clone(),
+                routes,
+            )?);
+            Ok(())
+        });
+        if let Err(e) = r {
+            me.down();
+            return Err(e);
+        }
+        Ok(me)
+    }
+
+    /// The EMULATED router's forwarding ([`BgpLab::in_path`] only).
+    #[must_use]
+    pub fn forwarding(&self) -> Option<&crate::router::EmulatedForwarding> {
+        self.forwarding.as_ref()
+    }
+
     fn start(&mut self, prefix: &str) -> Result<()> {
         let (r, h) = (self.router_ns.clone(), self.host_ns.clone());
-        ip(&["netns", "add", &r])?;
+        if self.owns_router_ns {
+            ip(&["netns", "add", &r])?;
+        }
         if self.owns_host_ns {
             ip(&["netns", "add", &h])?;
         }
@@ -88,6 +173,7 @@ impl BgpLab {
         let tag: String = prefix.chars().rev().take(6).collect::<String>();
         let (ri, hi) = (format!("bgu{tag}"), format!("bgh{tag}"));
         ip(&["link", "add", &ri, "type", "veth", "peer", "name", &hi])?;
+        self.router_if.clone_from(&ri);
         ip(&["link", "set", &ri, "netns", &r])?;
         ip(&["link", "set", &hi, "netns", &h])?;
         ip(&[
@@ -233,6 +319,7 @@ impl BgpLab {
 
     /// Stop both daemons and remove the namespaces (what exists of them).
     pub fn down(&mut self) {
+        self.forwarding = None;
         if let Some(mut c) = self.exabgp.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -247,11 +334,29 @@ impl BgpLab {
         let _ = Command::new("pkill")
             .args(["-f", &format!("cat {}", self.command_pipe().display())])
             .status();
-        if let Some(pid) = self.bird_pid.take() {
+        // BIRD's daemonised child may write its pid file after the parent
+        // returned (so `start` can miss it): read it again now.
+        let pid = self.bird_pid.take().or_else(|| {
+            std::fs::read_to_string(self.dir.join("bird.pid"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+        });
+        if let Some(pid) = pid {
             // SAFETY: a signal to a process the lab started.
             unsafe { libc::kill(pid as i32, libc::SIGTERM) };
         }
-        let _ = rampart_dataplane::cmd::ip(&["netns", "del", &self.router_ns]);
+        if self.owns_router_ns {
+            let _ = rampart_dataplane::cmd::ip(&["netns", "del", &self.router_ns]);
+        } else if !self.router_if.is_empty() {
+            // The session link (its peer goes with it).
+            let _ = rampart_dataplane::cmd::ip(&[
+                "-n",
+                &self.router_ns,
+                "link",
+                "del",
+                &self.router_if,
+            ]);
+        }
         if self.owns_host_ns {
             let _ = rampart_dataplane::cmd::ip(&["netns", "del", &self.host_ns]);
         }

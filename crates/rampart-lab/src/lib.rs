@@ -19,6 +19,7 @@ pub mod gen;
 pub mod hostcpu;
 pub mod nic;
 pub mod packet;
+pub mod router;
 pub mod sink;
 pub mod testing;
 pub mod topology;

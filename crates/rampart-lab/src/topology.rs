@@ -7,6 +7,21 @@
 //!  fd10::1/64                                                         fd10::2/64    fd20:0:0:i::1   fd20:0:0:i::2
 //! ```
 //!
+//! With [`UpOptions::upstream_router`], an EMULATED router sits between
+//! `wan` and `nic` (opt-in: the frames then cross a Linux bridge and
+//! nftables, far slower than the XDP wire every other test and benchmark
+//! uses):
+//!
+//! ```text
+//!  <p>-wan        <p>-up (EMULATED upstream router)             <p>-nic
+//!  wan0 ── veth ── up-wan ⇄ br0 + nft bridge filter ⇄ up-nic ── veth ── nic-wan …
+//! ```
+//!
+//! The router's control plane is real (BIRD 2, [`crate::bgp::BgpLab::in_path`]);
+//! its forwarding is the bridge, and what BIRD learned (FlowSpec, RTBH) is
+//! mapped to nftables rules by the lab — BIRD does not program FlowSpec
+//! into a kernel — hence EMULATED.
+//!
 //! `wan` holds attackers and legitimate clients, `nic` stands for the
 //! SmartNIC between the wire and the host (an XDP program that forwards at
 //! L2, so `wan` and `host` share one subnet exactly as with a real NIC), and
@@ -90,7 +105,18 @@ pub struct UpOptions {
     /// Capacity K of the EMULATED NIC's exact-match table (`None`: 512, or
     /// unchanged when the lab is already up).
     pub nic_capacity: Option<u32>,
+    /// Put the EMULATED upstream router (namespace `<p>-up`: a bridge with
+    /// an nftables filter) on the wire between `wan` and `nic`. Only when
+    /// the lab is built (a lab that is up keeps its wire).
+    pub upstream_router: bool,
 }
+
+/// The EMULATED router's port facing `wan`.
+pub const UP_WAN_IF: &str = "up-wan";
+/// The EMULATED router's port facing `nic`.
+pub const UP_NIC_IF: &str = "up-nic";
+/// The EMULATED router's bridge.
+pub const UP_BRIDGE: &str = "br0";
 
 /// One interface as `lab status` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -172,6 +198,14 @@ impl Lab {
     /// Namespace of the device under test.
     pub fn host_ns(&self) -> String {
         format!("{}-host", self.prefix)
+    }
+    /// Namespace of the EMULATED upstream router (when the lab has one).
+    pub fn up_ns(&self) -> String {
+        format!("{}-up", self.prefix)
+    }
+    /// Is the EMULATED upstream router on the wire?
+    pub fn has_upstream_router(&self) -> bool {
+        netns::exists(&self.up_ns())
     }
     /// Namespace of tenant `i` (1-based).
     pub fn tenant_ns(&self, i: u32) -> String {
@@ -273,26 +307,33 @@ impl Lab {
 
     fn build_core(&self, opts: &UpOptions) -> Result<()> {
         let (wan, nic, host) = (self.wan_ns(), self.nic_ns(), self.host_ns());
-        for ns in [&wan, &nic, &host] {
+        let up = self.up_ns();
+        let mut all = vec![&wan, &nic, &host];
+        if opts.upstream_router {
+            all.push(&up);
+        }
+        for ns in all {
             ip(&["netns", "add", ns])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
         // Two queues per veth so two generator threads (one per CPU) do not
         // share one NAPI ring.
         let q = ["numtxqueues", "2", "numrxqueues", "2"];
-        let mut a = vec!["-n", wan.as_str(), "link", "add", WAN_IF];
-        a.extend_from_slice(&q);
-        a.extend_from_slice(&[
-            "type",
-            "veth",
-            "peer",
-            "name",
-            NIC_WAN_IF,
-            "netns",
-            nic.as_str(),
-        ]);
-        a.extend_from_slice(&q);
-        ip(&a)?;
+        let veth = |ns_a: &str, a_if: &str, ns_b: &str, b_if: &str| -> Result<()> {
+            let mut a = vec!["-n", ns_a, "link", "add", a_if];
+            a.extend_from_slice(&q);
+            a.extend_from_slice(&["type", "veth", "peer", "name", b_if, "netns", ns_b]);
+            a.extend_from_slice(&q);
+            ip(&a)?;
+            Ok(())
+        };
+        if opts.upstream_router {
+            veth(&wan, WAN_IF, &up, UP_WAN_IF)?;
+            veth(&up, UP_NIC_IF, &nic, NIC_WAN_IF)?;
+            self.build_router(&up)?;
+        } else {
+            veth(&wan, WAN_IF, &nic, NIC_WAN_IF)?;
+        }
         ip(&[
             "-n",
             &wan,
@@ -488,6 +529,32 @@ impl Lab {
         Ok(())
     }
 
+    /// The EMULATED router's forwarding: a bridge of its two ports, no
+    /// STP (ports forward at once). GRO on both ports: frames redirected
+    /// into a veth by XDP (the generator's XDP_TX on wan0, the NIC's
+    /// redirect on nic-wan) are dropped unless the receiver has GRO or an
+    /// XDP program, and here they must reach the bridge and nftables.
+    fn build_router(&self, up: &str) -> Result<()> {
+        ip(&[
+            "-n",
+            up,
+            "link",
+            "add",
+            UP_BRIDGE,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+        ])?;
+        for p in [UP_WAN_IF, UP_NIC_IF] {
+            ip(&["-n", up, "link", "set", p, "master", UP_BRIDGE])?;
+            in_ns(up, "ethtool", &["-K", p, "gro", "on"])?;
+            ip(&["-n", up, "link", "set", p, "up"])?;
+        }
+        ip(&["-n", up, "link", "set", UP_BRIDGE, "up"])?;
+        Ok(())
+    }
+
     /// Load the EMULATED NIC (forwarder + K-entry table) and return it
     /// with its pinned-map directory ready.
     fn load_nic(
@@ -648,7 +715,7 @@ impl Lab {
     /// A namespace or pin that exists but cannot be removed.
     pub fn down(&self) -> Result<()> {
         rampart_dataplane::features::require_root("rampart lab down")?;
-        let mut names = vec![self.wan_ns(), self.nic_ns(), self.host_ns()];
+        let mut names = vec![self.wan_ns(), self.up_ns(), self.nic_ns(), self.host_ns()];
         names.extend(self.tenants().into_iter().map(|i| self.tenant_ns(i)));
         // Unpin first so no pinned link keeps a program alive.
         let pins = self.pin_dir();
@@ -672,6 +739,9 @@ impl Lab {
             ns_status("nic", &self.nic_ns())?,
             ns_status("host", &self.host_ns())?,
         ];
+        if self.has_upstream_router() {
+            namespaces.push(ns_status("upstream (EMULATED router)", &self.up_ns())?);
+        }
         for i in self.tenants() {
             namespaces.push(ns_status(&format!("tenant{i}"), &self.tenant_ns(i))?);
         }

@@ -506,6 +506,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     lab.up(&UpOptions {
         nic_capacity: Some(args.nic_capacity),
         tenants: apps::TENANT,
+        ..UpOptions::default()
     })?;
     let dir = std::env::temp_dir().join(format!("rampart-demo-{}", lab.prefix()));
     let _ = std::fs::remove_dir_all(&dir);

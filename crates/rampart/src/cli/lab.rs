@@ -160,6 +160,7 @@ pub fn run(cmd: LabCmd, cancel: &AtomicBool) -> Result<()> {
             lab.up(&UpOptions {
                 tenants,
                 nic_capacity,
+                ..UpOptions::default()
             })?;
             println!(
                 "lab {} is up: {} ({}) → {} (EMULATED NIC) → {} ({}){}",
