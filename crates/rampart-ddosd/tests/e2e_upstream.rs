@@ -145,12 +145,15 @@ fn flowspec_and_rtbh_reach_the_router_and_are_withdrawn() {
 
 /// The daemon's configuration: the shipped file with the upstream tier on,
 /// a link of 1000 packets/s (a test-sized link: the flood below fills it)
-/// and a 1 s hold.
+/// and a 1 s hold. The withdraw level is 0.25: the unannounced source's
+/// 1000 packets/s keep the tier engaged while the flood lasts even when a
+/// busy machine paces the generator unevenly or the host's sampled
+/// counters read low.
 fn daemon_config(lab: &TestLab, c: &Cleanup, pipe: &std::path::Path, extra: &str) -> Config {
     let base = common::shipped_config(lab, c);
     let mut t: toml::Table = toml::from_str(&base.render().unwrap()).unwrap();
     let up: toml::Table = toml::from_str(&format!(
-        "enabled = true\ncommand_pipe = \"{}\"\nlink_capacity_pps = 1000.0\nhold_s = 1.0\n\
+        "enabled = true\ncommand_pipe = \"{}\"\nlink_capacity_pps = 1000.0\nhold_s = 1.0\nwithdraw_below = 0.25\n\
          never = [\"10.99.0.0/30\", \"{}/32\"]\n{extra}",
         pipe.display(),
         spec().source_addr(3)
@@ -377,5 +380,68 @@ fn a_dry_run_sends_nothing_and_lists_what_it_would_announce() {
         .contains("Established"));
     let r = bgp.routes().unwrap();
     assert!(!r.contains("flow4 {"), "{r}");
+    h.stop().unwrap();
+}
+
+#[test]
+fn a_restarted_daemon_takes_over_what_was_announced_and_withdraws_it() {
+    let lab = TestLab::up("uprst", 0);
+    let c = Cleanup::new(&lab);
+    let bgp = BgpLab::up(
+        &rampart_lab::testing::unique_prefix("ups"),
+        None,
+        &c.dir.join("bgp"),
+    )
+    .expect("BIRD and ExaBGP peered");
+    let cfg = daemon_config(&lab, &c, &bgp.command_pipe(), "");
+    let h = Handle::spawn(cfg.clone()).unwrap();
+    let (cancel, gen) = flood(&lab);
+    block_sources(&h);
+    wait_for("the announcements", Duration::from_secs(60), || {
+        let r = bgp.routes().unwrap();
+        (0..3).all(|i| r.contains(&flow_src(i)))
+    });
+
+    // A reload may change the levels, not what or where the tier announces.
+    let mut levels = cfg.clone();
+    levels.upstream.hold_s = 1.5;
+    let msg = rampart_ddosd::daemon::apply_reload(&h.owner(), levels).unwrap();
+    assert!(msg.contains("upstream.hold_s"), "{msg}");
+    assert_eq!(h.view().upstream.unwrap().hold_s, 1.5);
+    let mut cap = cfg.clone();
+    cap.upstream.max_rules = 7;
+    let e = rampart_ddosd::daemon::apply_reload(&h.owner(), cap).unwrap_err();
+    assert!(
+        e.contains("upstream.max_rules") && e.contains("restart"),
+        "{e}"
+    );
+    h.stop().unwrap();
+
+    // The new daemon adopts the three announcements from the state file:
+    // nothing is sent again while the flood goes on ...
+    let h = Handle::spawn(cfg).unwrap();
+    wait_for("a few intervals", Duration::from_secs(60), || {
+        h.view().intervals >= 6
+    });
+    let v = h.view().upstream.unwrap();
+    assert!(
+        v.engaged && v.announced.len() == 3 && v.updates == 0,
+        "{v:?}"
+    );
+    let r = bgp.routes().unwrap();
+    assert!((0..3).all(|i| r.contains(&flow_src(i))), "{r}");
+
+    // ... and it withdraws them once the flood is over.
+    cancel.store(true, Ordering::Relaxed);
+    gen.join().unwrap();
+    wait_for("the withdrawals", Duration::from_secs(60), || {
+        let r = bgp.routes().unwrap();
+        !(0..4).any(|i| r.contains(&flow_src(i)))
+    });
+    let v = h.view().upstream.unwrap();
+    assert!(
+        !v.engaged && v.announced.is_empty() && v.updates == 3,
+        "{v:?}"
+    );
     h.stop().unwrap();
 }
