@@ -207,6 +207,8 @@ pub struct HostAgent {
     /// the agent's back, the records file not writable.
     pins_failed: bool,
     records_failed: bool,
+    /// Interfaces found missing (said once until they are back).
+    ifaces_gone: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for HostAgent {
@@ -399,6 +401,7 @@ impl HostAgent {
             adopted: adopt,
             pins_failed: false,
             records_failed: false,
+            ifaces_gone: std::collections::BTreeSet::new(),
         };
         if let Err(e) = agent.setup() {
             if adopt {
@@ -646,10 +649,86 @@ impl HostAgent {
         Ok(n)
     }
 
+    /// Follow the interfaces: one deleted and created again (same name,
+    /// new index) starts without XDP and the selectors, keyed by interface
+    /// index, no longer match its packets. The dispatcher is attached to
+    /// it again (alone; in a chain the chain's watch does it) and every
+    /// tenant's selectors are keyed again. One line per change.
+    fn check_interfaces(&mut self) {
+        let ns = self.cfg.infra.netns.clone();
+        for (name, old) in self.ifindexes.clone() {
+            let Ok(now) = netns::ifindex(ns.as_deref(), &name) else {
+                if self.ifaces_gone.insert(name.clone()) {
+                    tracing::warn!(
+                        "tenant instance {}: interface {name} is gone; its tenants' programs run again when an interface of that name comes back",
+                        self.cfg.infra.name
+                    );
+                }
+                continue;
+            };
+            if now == old {
+                if self.ifaces_gone.remove(&name) {
+                    tracing::info!(
+                        "tenant instance {}: interface {name} is back",
+                        self.cfg.infra.name
+                    );
+                }
+                continue;
+            }
+            match self.follow_interface(&name, now) {
+                Ok(()) => {
+                    self.ifaces_gone.remove(&name);
+                    tracing::warn!(
+                        "tenant instance {}: interface {name} was deleted and created again; the dispatcher runs on it again and the tenants' selectors follow its new index",
+                        self.cfg.infra.name
+                    );
+                }
+                Err(e) => {
+                    if self.ifaces_gone.insert(name.clone()) {
+                        tracing::error!(
+                            "tenant instance {}: interface {name} was created again, but following it failed: {e}; its tenants' packets are not demultiplexed until it works",
+                            self.cfg.infra.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn follow_interface(&mut self, name: &str, now: u32) -> Result<()> {
+        // Keys of the old index out, the index updated, keys of the new in.
+        let tids: Vec<(u32, Vec<Selector>)> = self
+            .tenants
+            .iter()
+            .map(|(id, t)| (*id, t.cfg.selectors.clone()))
+            .collect();
+        for (tid, _) in &tids {
+            self.set_selectors(*tid, Vec::new())?;
+        }
+        if let Some(e) = self.ifindexes.iter_mut().find(|(n, _)| n == name) {
+            e.1 = now;
+        }
+        for (tid, sels) in tids {
+            self.set_selectors(tid, sels)?;
+        }
+        let alone = self
+            .links
+            .iter()
+            .any(|(n, l)| n == name && matches!(l, Attached::Link(_)));
+        if alone && self.cfg.infra.attach {
+            let link = self.link_on(name, now, self.dispatcher_fd())?;
+            if let Some(e) = self.links.iter_mut().find(|(n, _)| n == name) {
+                e.1 = Attached::Link(link);
+            }
+        }
+        Ok(())
+    }
+
     /// The periodic check: pins removed behind the agent's back are made
     /// again (one line), a records file that could not be written is
-    /// written again once it can.
+    /// written again once it can, interfaces created again are followed.
     pub fn check(&mut self) {
+        self.check_interfaces();
         match self.repin() {
             Ok(0) => self.pins_failed = false,
             Ok(n) => {

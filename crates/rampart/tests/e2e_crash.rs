@@ -348,13 +348,16 @@ fn rampart_run_attaches_its_chain_again_to_a_recreated_interface() {
     let (ns, nic) = (lab.host_ns(), lab.nic_ns());
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
+    let tname = unique_prefix("rcif");
     let cfg = dir.path().join("rampart.toml");
     std::fs::write(
         &cfg,
         format!(
             "[server]\nlisten = \"127.0.0.1:{port}\"\n[alerts]\nfile = \"\"\n\
              [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
-             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n",
+             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n\
+             [tenant.infra]\nname = \"{tname}\"\n\
+             [[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
             dir.path().join("state").display()
         ),
     )
@@ -365,6 +368,12 @@ fn rampart_run_attaches_its_chain_again_to_a_recreated_interface() {
     let entry = rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF)
         .unwrap()
         .expect("the chain is attached");
+    let old = rampart_dataplane::netns::ifindex(Some(&ns), HOST_IF).unwrap();
+    let keys = selector_ifindexes(&tname);
+    assert!(
+        !keys.is_empty() && keys.iter().all(|&i| i == old),
+        "{keys:?}"
+    );
     let ip = |a: &[&str]| rampart_dataplane::cmd::ip(a).unwrap();
     // Down and up keep the link.
     ip(&["-n", &ns, "link", "set", HOST_IF, "down"]);
@@ -388,6 +397,12 @@ fn rampart_run_attaches_its_chain_again_to_a_recreated_interface() {
     ]);
     ip(&["-n", &ns, "link", "set", HOST_IF, "up"]);
     d.wait_for("attached again with its stages");
+    // The tenant stage's selectors follow the new index.
+    d.wait_for("the tenants' selectors follow its new index");
+    let new = rampart_dataplane::netns::ifindex(Some(&ns), HOST_IF).unwrap();
+    let now = selector_ifindexes(&tname);
+    assert_eq!(now.len(), keys.len(), "{now:?}");
+    assert!(now.iter().all(|&i| i == new), "{now:?} (new index {new})");
     assert_eq!(
         rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap(),
         Some(entry),
@@ -740,4 +755,90 @@ impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
+}
+
+/// The interface index in each key of a tenant instance's selector trie.
+fn selector_ifindexes(instance: &str) -> Vec<u32> {
+    let p = rampart_tenant::host::instance_dir(instance)
+        .join("maps")
+        .join("rampart_t_sel");
+    let fd = rampart_dataplane::pin::open_pinned(&p).unwrap();
+    let size = std::mem::size_of::<rampart_bpf::abi::tenant::SelKey>();
+    rampart_dataplane::maps::keys_raw(std::os::fd::AsRawFd::as_raw_fd(&fd), size)
+        .unwrap()
+        .iter()
+        .map(|k| u32::from_ne_bytes(k[4..8].try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn tenant_serve_follows_a_recreated_interface() {
+    require_kernel();
+    let lab = TestLab::up("rcit", 0);
+    let (ns, nic) = (lab.host_ns(), lab.nic_ns());
+    let dir = tempfile::tempdir().unwrap();
+    let name = unique_prefix("rcit");
+    let port = free_port();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
+    let cfg = dir.path().join("tenant.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
+             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\", \"prefix:fd10::/64\"]\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    let args = ["tenant", "serve", "--config", cfg.to_str().unwrap()];
+    let mut d = Daemon::spawn(&args, &[], &dir.path().join("serve.log"));
+    until_up(port);
+    let entry = rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF)
+        .unwrap()
+        .expect("the dispatcher is attached");
+    let old = rampart_dataplane::netns::ifindex(Some(&ns), HOST_IF).unwrap();
+    let keys = selector_ifindexes(&name);
+    assert!(
+        !keys.is_empty() && keys.iter().all(|&i| i == old),
+        "{keys:?}"
+    );
+    let ip = |a: &[&str]| rampart_dataplane::cmd::ip(a).unwrap();
+    ip(&["-n", &ns, "link", "del", HOST_IF]);
+    d.wait_for("is gone");
+    ip(&[
+        "-n",
+        &ns,
+        "link",
+        "add",
+        HOST_IF,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        rampart_lab::topology::NIC_HOST_IF,
+        "netns",
+        &nic,
+    ]);
+    ip(&["-n", &ns, "link", "set", HOST_IF, "up"]);
+    d.wait_for("was deleted and created again");
+    let new = rampart_dataplane::netns::ifindex(Some(&ns), HOST_IF).unwrap();
+    assert_ne!(new, old);
+    assert_eq!(
+        rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap(),
+        Some(entry),
+        "the same dispatcher on the new interface"
+    );
+    let now = selector_ifindexes(&name);
+    assert_eq!(now.len(), keys.len(), "every selector keyed again: {now:?}");
+    assert!(now.iter().all(|&i| i == new), "{now:?} (new index {new})");
+    let log = d.stop();
+    assert_eq!(log.matches("created again").count(), 1, "one line: {log}");
+    assert!(!rampart_tenant::host::instance_dir(&name).exists());
+    assert_eq!(
+        rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap(),
+        None,
+        "a clean stop detaches from the new interface too"
+    );
 }
