@@ -130,6 +130,13 @@ pub struct DemoReport {
     pub attack_dropped_after_mitigation_pct: f64,
     /// wrk requests/s under attack as a share of the no-attack run.
     pub legit_ok_pct: f64,
+    /// Each CPU's busy and softirq share during the reference run (no
+    /// attack) and during the attack, from /proc/stat: on this 2-vCPU VM
+    /// the service shares CPU 1 with the lab's wire, so these say whether a
+    /// low `legit_ok_pct` is the service's CPU doing less work.
+    pub cpu_reference: Vec<CpuShare>,
+    /// The same during the attack run.
+    pub cpu_attack: Vec<CpuShare>,
     /// Blocks of sources outside the attack's address range.
     pub false_bans: usize,
     /// Each false ban: prefix, detector, reason.
@@ -570,7 +577,9 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         args.connections,
         service_cpu,
     )?;
+    let cpu0 = CpuTicks::read();
     let base = w.finish()?;
+    let cpu_reference = CpuTicks::read().share_since(&cpu0);
     let rps0 = base.rps();
     say(format!("  {} requests/s", si(rps0)));
     if cancel.load(Ordering::Relaxed) {
@@ -593,6 +602,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         si(args.udp_pps), args.udp_sources, si(args.syn_pps), args.syn_sources, args.zipf, args.attack_seconds
     ));
     let w = Wrk::spawn(&lab.wan_ns(), URL, total, args.connections, service_cpu)?;
+    let cpu1 = CpuTicks::read();
     std::thread::sleep(Duration::from_millis(1000));
     let udp = GenSpec {
         sources: args.udp_sources,
@@ -658,6 +668,7 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
     let (ru, rs) = (ru??, rs??);
     sres??;
     let under = w.finish()?;
+    let cpu_attack = CpuTicks::read().share_since(&cpu1);
     let rps1 = under.rps();
     let (samples, seen) = samples
         .into_inner()
@@ -799,6 +810,8 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         attack_lost_before_nic: attack_packets - attack_in,
         attack_dropped_after_mitigation_pct: pct(after_dropped, after_dropped + after_leaked),
         legit_ok_pct: 100.0 * rps1 / rps0.max(1e-9),
+        cpu_reference,
+        cpu_attack,
         false_bans,
         false_ban_details,
         other_hostile_blocks,
@@ -853,6 +866,18 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         si(rps1),
         r.legit_ok_pct,
         r.wrk_errors_attack
+    );
+    let cpus = |v: &[CpuShare]| {
+        v.iter()
+            .enumerate()
+            .map(|(i, c)| format!("CPU {i} {:.0}% (softirq {:.0}%)", c.busy_pct, c.softirq_pct))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!(
+        "  busy without attack: {}; under attack: {}",
+        cpus(&r.cpu_reference),
+        cpus(&r.cpu_attack)
     );
     println!(
         "  {} attack packets reached the NIC: {:.2}% stopped (NIC {}, XDP {}, SYN cookies and ACK guard {}), {} reached the host stack",
@@ -953,4 +978,81 @@ pub fn run(args: &DemoSpec, cancel: &AtomicBool) -> Result<()> {
         report.duration_s
     );
     Ok(())
+}
+
+/// One CPU's share of a window: busy (not idle nor waiting for I/O) and
+/// softirq, percent of the window.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct CpuShare {
+    /// Busy, percent.
+    pub busy_pct: f64,
+    /// Of which softirq (packet processing), percent.
+    pub softirq_pct: f64,
+}
+
+/// Per-CPU tick counters of /proc/stat: (total, idle + iowait, softirq).
+#[derive(Debug, Clone, Default)]
+struct CpuTicks(Vec<(u64, u64, u64)>);
+
+impl CpuTicks {
+    fn read() -> Self {
+        Self::parse(&std::fs::read_to_string("/proc/stat").unwrap_or_default())
+    }
+
+    fn parse(text: &str) -> Self {
+        Self(
+            text.lines()
+                .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+                .map(|l| {
+                    let v: Vec<u64> = l
+                        .split_whitespace()
+                        .skip(1)
+                        .filter_map(|x| x.parse().ok())
+                        .collect();
+                    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+                    // user nice system idle iowait irq softirq steal (guest
+                    // time is already counted in user).
+                    let total: u64 = v.iter().take(8).sum();
+                    (total, at(3) + at(4), at(6))
+                })
+                .collect(),
+        )
+    }
+
+    fn share_since(&self, before: &Self) -> Vec<CpuShare> {
+        self.0
+            .iter()
+            .zip(&before.0)
+            .map(|(a, b)| {
+                let total = a.0.saturating_sub(b.0).max(1) as f64;
+                let idle = a.1.saturating_sub(b.1) as f64;
+                CpuShare {
+                    busy_pct: 100.0 * (total - idle).max(0.0) / total,
+                    softirq_pct: 100.0 * a.2.saturating_sub(b.2) as f64 / total,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    use super::*;
+
+    #[test]
+    fn cpu_shares_come_from_the_per_cpu_lines() {
+        let a = CpuTicks::parse(
+            "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\n",
+        );
+        let b = CpuTicks::parse(
+            "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 5 0 25 40 10 0 20 0 0 0\ncpu1 5 0 5 140 0 0 0 0 0 0\n",
+        );
+        let s = b.share_since(&a);
+        assert_eq!(s.len(), 2);
+        // CPU 0: 50 ticks, 10 waiting for I/O, 20 system and 20 softirq.
+        assert_eq!(s[0].busy_pct, 80.0);
+        assert_eq!(s[0].softirq_pct, 40.0);
+        // CPU 1: 100 ticks, all idle.
+        assert_eq!(s[1].busy_pct, 0.0);
+    }
 }
