@@ -205,16 +205,7 @@ fn flow_src(i: u32) -> String {
 
 #[test]
 fn the_daemon_engages_the_emulated_router_which_drops_the_flood_before_the_host_link() {
-    rampart_lab::testing::require_kernel();
-    let lab = Lab::new(&rampart_lab::testing::unique_prefix("upd")).unwrap();
-    if let Err(e) = lab.up(&UpOptions {
-        upstream_router: true,
-        ..UpOptions::default()
-    }) {
-        let _ = lab.down();
-        panic!("lab up: {e}");
-    }
-    let lab = TestLab { lab };
+    let lab = lab_with_router("upd");
     let c = Cleanup::new(&lab);
     let bgp = BgpLab::in_path(&lab, &c.dir.join("bgp")).expect("BIRD in the router, peered");
     let fwd = bgp.forwarding().unwrap();
@@ -442,6 +433,84 @@ fn a_restarted_daemon_takes_over_what_was_announced_and_withdraws_it() {
     assert!(
         !v.engaged && v.announced.is_empty() && v.updates == 3,
         "{v:?}"
+    );
+    h.stop().unwrap();
+}
+
+/// A lab with the EMULATED upstream router on its wire.
+fn lab_with_router(tag: &str) -> TestLab {
+    rampart_lab::testing::require_kernel();
+    let lab = Lab::new(&rampart_lab::testing::unique_prefix(tag)).unwrap();
+    if let Err(e) = lab.up(&UpOptions {
+        upstream_router: true,
+        ..UpOptions::default()
+    }) {
+        let _ = lab.down();
+        panic!("lab up: {e}");
+    }
+    TestLab { lab }
+}
+
+#[test]
+fn rtbh_of_a_detected_victim_reaches_the_router_and_drops_its_traffic() {
+    let lab = lab_with_router("uprt");
+    let c = Cleanup::new(&lab);
+    let bgp = BgpLab::in_path(&lab, &c.dir.join("bgp")).expect("BIRD in the router, peered");
+    let fwd = bgp.forwarding().unwrap();
+    let h = Handle::spawn(daemon_config(
+        &lab,
+        &c,
+        &bgp.command_pipe(),
+        &format!("rtbh = true\nnext_hop = \"{HOST_ADDR}\"\ncommunities = [\"65001:42\"]\n"),
+    ))
+    .unwrap();
+    // NTP reflection (source port 123) from 30 reflectors, 6000 packets/s
+    // of 1200 B: above the shipped floor, so detection (not the operator)
+    // finds the victim under attack and blocks the reflectors.
+    let spec = GenSpec {
+        sources: 30,
+        sport: 123,
+        dport: Some(33_333),
+        size: 1200,
+        pps: Some(6000.0),
+        limit: Limit::Seconds(300.0),
+        ..GenSpec::default()
+    };
+    let gen = Generator::new(&lab, &spec).unwrap();
+    let cancel = Arc::new(AtomicBool::new(false));
+    let cg = cancel.clone();
+    let t = std::thread::spawn(move || {
+        gen.run(&cg).unwrap();
+    });
+    let victim = "10.10.0.2/32";
+    let hole = rampart_lab::router::RouterRule::Blackhole { dst: victim.into() };
+    let named = format!("rtbh {victim}");
+    wait_for(
+        "the victim's RTBH route at the router, dropping",
+        Duration::from_secs(90),
+        || {
+            let r = bgp.routes().unwrap();
+            r.contains(victim)
+                && r.contains("(65535,666)")
+                && r.contains("(65001,42)")
+                && fwd.rules().contains(&hole)
+                && fwd
+                    .counters()
+                    .unwrap()
+                    .iter()
+                    .any(|(n, p)| *n == named && *p > 0)
+        },
+    );
+    cancel.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+    wait_for("the withdrawals", Duration::from_secs(90), || {
+        !bgp.routes().unwrap().contains(victim) && fwd.rules().is_empty()
+    });
+    let al = alerts(&c);
+    assert!(
+        al.iter()
+            .any(|a| a["rampart"]["tier"] == "upstream" && a.to_string().contains("rtbh")),
+        "{al:?}"
     );
     h.stop().unwrap();
 }

@@ -348,8 +348,14 @@ impl Daemon {
             }
         }
         let ok = failures.is_empty();
-        for f in failures {
-            up.fail(f);
+        // One line per interval at most, however many commands failed.
+        if let Some(first) = failures.first() {
+            up.errors += failures.len() as u64 - 1;
+            up.fail(if failures.len() == 1 {
+                first.clone()
+            } else {
+                format!("{first} (and {} more)", failures.len() - 1)
+            });
         }
         if ok && up.error.take().is_some() {
             tracing::info!("upstream: updates work again");
