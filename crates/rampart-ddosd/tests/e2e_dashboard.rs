@@ -12,11 +12,7 @@
 //! docs/figures/dashboard.png comes from here). `rampart status`'s reading
 //! of the same daemon is checked beside it.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -24,193 +20,10 @@ use rampart_ddosd::Handle;
 use rampart_lab::gen::{GenSpec, Generator, Limit};
 use rampart_lab::packet::Proto;
 use rampart_lab::testing::TestLab;
+use rampart_testkit::browser::{http_get, Browser, Cdp};
 
 mod common;
 use common::{poll, shipped_config, Cleanup};
-
-/// Headless Chromium with the DevTools protocol on a port of its own;
-/// killed and its profile removed when dropped.
-struct Browser {
-    child: Child,
-    profile: PathBuf,
-    port: u16,
-}
-
-impl Browser {
-    fn open(url: &str) -> Self {
-        assert!(
-            rampart_lab::web::have("chromium"),
-            "chromium is not installed: ./run test installs it (apt-get install chromium)"
-        );
-        let profile = std::env::temp_dir().join(format!(
-            "rampart-chromium-{}-{}",
-            std::process::id(),
-            rampart_lab::testing::unique_prefix("d")
-        ));
-        std::fs::create_dir_all(&profile).unwrap();
-        let child = Command::new("chromium")
-            // Its own process group: its helpers (zygote, renderers) go with it.
-            .process_group(0)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--window-size=1400,1700",
-                "--remote-debugging-port=0",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .arg(url)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromium starts");
-        let mut me = Self {
-            child,
-            profile,
-            port: 0,
-        };
-        // Chromium writes the port it bound into the profile.
-        let file = me.profile.join("DevToolsActivePort");
-        assert!(
-            poll(Duration::from_secs(60), || {
-                me.port = std::fs::read_to_string(&file)
-                    .ok()
-                    .and_then(|t| t.lines().next()?.trim().parse().ok())
-                    .unwrap_or(0);
-                me.port != 0
-            }),
-            "chromium did not open its DevTools port"
-        );
-        me
-    }
-
-    /// The DevTools connection of the page showing `url_part`.
-    fn page(&self, url_part: &str) -> Cdp {
-        let mut ws = None;
-        assert!(
-            poll(Duration::from_secs(30), || {
-                let list = http_get(SocketAddr::from(([127, 0, 0, 1], self.port)), "/json/list");
-                let v: serde_json::Value = serde_json::from_str(&list).unwrap_or_default();
-                ws = v.as_array().into_iter().flatten().find_map(|t| {
-                    (t["type"] == "page" && t["url"].as_str()?.contains(url_part))
-                        .then(|| t["webSocketDebuggerUrl"].as_str().map(str::to_string))?
-                });
-                ws.is_some()
-            }),
-            "chromium shows no page of {url_part}"
-        );
-        Cdp::connect(&ws.unwrap())
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.profile);
-    }
-}
-
-/// GET `path`: the body ("" on any failure). Chromium's DevTools
-/// endpoint speaks HTTP/1.1 only and keeps the connection open whatever
-/// the request says, so the body is read by its Content-Length. The
-/// Host header carries the port: chromium builds its WebSocket URLs from it.
-fn http_get(addr: SocketAddr, path: &str) -> String {
-    let Ok(mut s) = TcpStream::connect(addr) else {
-        return String::new();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
-    let _ = write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    );
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 << 10];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
-            let len: Option<usize> = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:")?.trim().parse().ok());
-            if let Some(len) = len {
-                if buf.len() >= end + 4 + len {
-                    return String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
-                }
-            }
-        }
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let text = String::from_utf8_lossy(&buf);
-    text.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
-}
-
-/// A DevTools protocol client over the page's WebSocket.
-struct Cdp {
-    ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
-    next: u64,
-}
-
-impl Cdp {
-    fn connect(url: &str) -> Self {
-        let (ws, _) = tungstenite::connect(url).expect("the page's DevTools WebSocket");
-        if let tungstenite::stream::MaybeTlsStream::Plain(s) = ws.get_ref() {
-            // A browser that stops answering fails the test, not hangs it.
-            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        }
-        Self { ws, next: 1 }
-    }
-
-    /// Call `method` and return its result (panics on a protocol error).
-    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
-        let r = self.try_call(method, params);
-        assert!(r["error"].is_null(), "{method}: {}", r["error"]);
-        r["result"].clone()
-    }
-
-    /// Call `method`: its whole answer (`result` or `error`).
-    fn try_call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
-        let id = self.next;
-        self.next += 1;
-        let req = serde_json::json!({"id": id, "method": method, "params": params});
-        self.ws
-            .send(tungstenite::Message::Text(req.to_string()))
-            .expect("DevTools write");
-        loop {
-            let m = self.ws.read().expect("DevTools read");
-            let tungstenite::Message::Text(t) = m else {
-                continue;
-            };
-            let v: serde_json::Value = serde_json::from_str(&t).unwrap_or_default();
-            if v["id"] == id {
-                return v;
-            }
-        }
-    }
-
-    /// Evaluate `expr` in the page; its value (JSON), null while the
-    /// page is between documents.
-    fn eval(&mut self, expr: &str) -> serde_json::Value {
-        let r = self.try_call(
-            "Runtime.evaluate",
-            serde_json::json!({"expression": expr, "returnByValue": true}),
-        );
-        r["result"]["result"]["value"].clone()
-    }
-}
 
 /// What the page shows now: connection state, attack rows, blocked
 /// sources and the drop counter.
@@ -269,7 +82,7 @@ fn dashboard_in_chromium_shows_the_attack_its_blocked_sources_and_rising_drops()
     std::thread::scope(|sc| {
         let run = sc.spawn(|| g.run(&stop));
         let checks = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let browser = Browser::open(&url);
+            let browser = Browser::open(&url, 1400, 1700);
             let mut cdp = browser.page("/ui/");
             // No token: the page asks for one.
             let mut seen = serde_json::Value::Null;
@@ -354,15 +167,7 @@ fn dashboard_in_chromium_shows_the_attack_its_blocked_sources_and_rising_drops()
                 // For the figure: let the chart draw some of the attack.
                 std::thread::sleep(Duration::from_secs(20));
             }
-            let shot = cdp.call(
-                "Page.captureScreenshot",
-                serde_json::json!({"format": "png", "captureBeyondViewport": true}),
-            );
-            use base64::Engine;
-            let png = base64::engine::general_purpose::STANDARD
-                .decode(shot["data"].as_str().unwrap_or_default())
-                .expect("base64 screenshot");
-            assert!(png.starts_with(b"\x89PNG"), "a PNG screenshot");
+            let png = cdp.screenshot();
             if let Some(path) = keep {
                 std::fs::write(&path, &png).unwrap();
             }

@@ -4,13 +4,14 @@
 //! Each application runs as it does alone — the ddos daemon
 //! (`rampart_ddosd::Handle`), the tenant host agent, a stream app on the
 //! tap — with the chain in its config instead of an interface of its own.
-//! Their routes are mounted under `/ddos` and `/tenant` of the one server.
+//! Their routes are mounted under `/ddos`, `/stream` and `/tenant` of the
+//! one server, and the dashboard shows a panel for each one running.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use rampart_dataplane::chain::{Chain, Watch};
@@ -26,6 +27,7 @@ use rampart_stream::source::tee::tee;
 use rampart_stream::source::{AnySource, Applied, PacketSource};
 use rampart_tenant::agent::AgentHandle;
 
+use crate::board::StreamBoard;
 use crate::config::{Config, InterfaceConfig};
 use crate::error::{Error, Result};
 
@@ -70,6 +72,11 @@ struct Stages {
     metrics: Metrics,
     alerts: Alerts,
     counts: Arc<StreamCounts>,
+    /// What the stream stage shows now (dashboard, `/stream/v1/top`).
+    board: StreamBoard,
+    /// The configured tenants' names: their tokens may not read the
+    /// dashboard, which shows every tenant.
+    tenant_names: Arc<RwLock<Vec<String>>>,
     /// The stream and tenant collectors are registered once, when their
     /// stage first starts (a registry refuses a second copy).
     stream_metrics: bool,
@@ -189,6 +196,16 @@ impl Host {
         let tenant_routes = RouteSlot::new(TENANT_OFF);
         routes = routes.nest_slot("/tenant", rampart_tenant::api::unserved(), &tenant_routes);
         let counts = Arc::<StreamCounts>::default();
+        let idle = cfg
+            .stream
+            .as_ref()
+            .and_then(|s| s.flowmeter().ok())
+            .map_or(std::time::Duration::from_secs(15), |f| f.idle);
+        let board = StreamBoard::new(counts.clone(), idle);
+        routes = routes.nest("/stream", crate::board::routes(board.clone()));
+        let ddos_view = ddos
+            .as_ref()
+            .map(|h: &rampart_ddosd::Handle| h.view.clone());
         let mut st = Stages {
             cfg: cfg.clone(),
             chains,
@@ -200,9 +217,13 @@ impl Host {
             metrics: metrics.clone(),
             alerts,
             counts: counts.clone(),
+            board: board.clone(),
+            tenant_names: Arc::default(),
             stream_metrics: false,
             tenant_metrics: false,
         };
+        st.set_tenant_names(cfg);
+        let apps = dashboard(&st, ddos_view);
         let started = (|| {
             if let Some(s) = &cfg.stream {
                 st.start_stream(s)?;
@@ -216,11 +237,11 @@ impl Host {
                     name: "rampart",
                     title: "rampart run",
                     version: env!("CARGO_PKG_VERSION"),
-                    description: "One daemon for the host: the ddos routes under /ddos, the tenant routes under /tenant.",
+                    description: "One daemon for the host: the ddos routes under /ddos, the stream stage under /stream, the tenant routes under /tenant.",
                     routes,
                     metrics,
                     tokens,
-                    apps: rampart_service::Apps::none(),
+                    apps,
                 },
             )
             .map_err(svc_err)
@@ -321,7 +342,58 @@ impl Drop for Host {
     }
 }
 
+/// The dashboard's panels: ddos when it runs, stream and tenant while
+/// their stages run (a reload turns them on and off), the one alert
+/// stream; tenants' tokens refused (the page shows every tenant).
+fn dashboard(
+    st: &Stages,
+    ddos: Option<Arc<std::sync::RwLock<rampart_ddosd::View>>>,
+) -> rampart_service::Apps {
+    let mut apps = rampart_service::Apps::none();
+    if let Some(view) = ddos {
+        apps = apps.with(App::Ddos, move || {
+            view.read()
+                .map(|v| rampart_ddosd::api::panel(&v))
+                .unwrap_or(serde_json::Value::Null)
+        });
+    }
+    let (b, b2) = (st.board.clone(), st.board.clone());
+    apps = apps.with_while(App::Stream, move || b.running(), move || b2.panel());
+    let (slot, slot2) = (st.tenant_agent.clone(), st.tenant_agent.clone());
+    apps = apps.with_while(
+        App::Tenant,
+        move || lock(&slot).is_some(),
+        move || {
+            let agent = lock(&slot2).clone();
+            agent
+                .and_then(|a| a.call(|h| rampart_tenant::dashboard::panel(h)).ok())
+                .unwrap_or(serde_json::Value::Null)
+        },
+    );
+    let names = st.tenant_names.clone();
+    apps.with_alerts(st.alerts.clone()).refusing(move |n| {
+        names
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|t| t == n)
+    })
+}
+
 impl Stages {
+    /// The tenants `cfg` names (whose tokens the dashboard refuses).
+    fn set_tenant_names(&self, cfg: &Config) {
+        let names = cfg
+            .tenant
+            .as_ref()
+            .map(|t| t.tenants.iter().map(|x| x.name.clone()).collect())
+            .unwrap_or_default();
+        *self
+            .tenant_names
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = names;
+    }
+
     /// `[tenant]` of `cfg` as the tenant host's config, on this host's chains.
     fn tenant_config(&self, cfg: &Config) -> Option<rampart_tenant::config::Config> {
         let mut t = cfg.tenant_config()?;
@@ -330,15 +402,20 @@ impl Stages {
     }
 
     fn start_stream(&mut self, s: &rampart_stream::apps::config::StreamConfig) -> Result<()> {
+        let mut taps = Vec::new();
         for (n, i) in self.cfg.interfaces.iter().enumerate() {
-            self.stream.push(start_stream(
+            let (run, tap) = start_stream(
                 s,
                 i,
                 &self.chains[n],
                 self.alerts.clone(),
                 self.counts.clone(),
-            )?);
+                &self.board,
+            )?;
+            self.stream.push(run);
+            taps.push((i.name.clone(), tap));
         }
+        self.board.started(s, taps);
         if !self.stream_metrics {
             let c = self.counts.clone();
             self.metrics
@@ -376,6 +453,8 @@ impl Stages {
     }
 
     fn stop_stream(&mut self) {
+        // The board first: it holds the taps, which detach with their last holder.
+        self.board.stopped();
         for s in &mut self.stream {
             s.stop();
         }
@@ -529,6 +608,7 @@ impl Stages {
         }
         let n = tokens.names().count();
         side.commit(new.server.clone(), tokens);
+        self.set_tenant_names(&new);
         self.cfg = new;
         done.push(format!("{n} API token(s)"));
         Ok(done.join("; "))
@@ -584,12 +664,15 @@ fn build_app<S: PacketSource>(
     iface: &str,
     alerts: &Alerts,
     counts: &Arc<StreamCounts>,
+    board: &StreamBoard,
 ) -> Result<Pipeline> {
     let c = counts.clone();
+    let found = board.findings.clone();
     Ok(match app {
-        AppName::Flowmeter => flowmeter::build(
+        AppName::Flowmeter => flowmeter::build_live(
             src,
             &s.flowmeter()?,
+            Some(board.live.clone()),
             move |r: Option<flowmeter::FlowRecord>| {
                 if r.is_some() {
                     c.flows.fetch_add(1, Ordering::Relaxed);
@@ -604,6 +687,7 @@ fn build_app<S: PacketSource>(
                 move |x: Option<portscan::ScanAlert>| {
                     if let Some(x) = x {
                         c.alerts.fetch_add(1, Ordering::Relaxed);
+                        found.scanner(&x);
                         alerts.emit(scan_alert(&iface, &x));
                     }
                 },
@@ -613,8 +697,9 @@ fn build_app<S: PacketSource>(
             src,
             &s.synflood()?,
             move |x: Option<synflood::FloodAlert>| {
-                if x.is_some() {
+                if let Some(x) = x {
                     c.alerts.fetch_add(1, Ordering::Relaxed);
+                    found.flood(&x);
                 }
             },
         )?,
@@ -632,14 +717,15 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 /// and the apps reading it. One app reads the tap on its own thread;
 /// several share it through a tee (one reader thread copies every record
 /// to each app's thread), so one XDP program and one ring buffer serve
-/// them all.
+/// them all. The tap is returned too (its counters for the board).
 fn start_stream(
     s: &StreamConfig,
     i: &InterfaceConfig,
     chain: &Chain,
     alerts: Alerts,
     counts: Arc<StreamCounts>,
-) -> Result<StreamRun> {
+    board: &StreamBoard,
+) -> Result<(StreamRun, TapSource)> {
     let graph = tap_graph(s)?;
     let aggregate = s.feed == TapFeed::Aggregate;
     let plan = offload::plan_tap(
@@ -678,17 +764,32 @@ fn start_stream(
             }
         }
     };
+    let keep = tap.clone();
     if let [app] = s.apps[..] {
-        let p = build_app(app, AnySource::Tap(tap), s, &i.name, &alerts, &counts)?;
-        return Ok(StreamRun {
-            cancel: p.cancel_flag(),
-            threads: vec![spawn("rampart-stream", run(p))?],
-        });
+        let p = build_app(
+            app,
+            AnySource::Tap(tap),
+            s,
+            &i.name,
+            &alerts,
+            &counts,
+            board,
+        )?;
+        return Ok((
+            StreamRun {
+                cancel: p.cancel_flag(),
+                threads: vec![spawn("rampart-stream", run(p))?],
+            },
+            keep,
+        ));
     }
     let (driver, branches) = tee(tap, s.apps.len())?;
     let mut apps = Vec::new();
     for (app, b) in s.apps.iter().zip(branches) {
-        apps.push((app, build_app(*app, b, s, &i.name, &alerts, &counts)?));
+        apps.push((
+            app,
+            build_app(*app, b, s, &i.name, &alerts, &counts, board)?,
+        ));
     }
     // The apps first: if one cannot start, dropping the driver (never
     // started) ends the others' input.
@@ -705,7 +806,7 @@ fn start_stream(
             }
         })?,
     );
-    Ok(StreamRun { cancel, threads })
+    Ok((StreamRun { cancel, threads }, keep))
 }
 
 fn app_name(a: AppName) -> &'static str {

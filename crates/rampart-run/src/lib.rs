@@ -3,6 +3,7 @@
 //! `[stream]`, `[tenant]`); on each interface one XDP entry point chains
 //! the enabled stages (rampart_dataplane::chain).
 
+pub mod board;
 pub mod config;
 pub mod error;
 pub mod host;

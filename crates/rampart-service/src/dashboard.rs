@@ -31,17 +31,43 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::alert::{Alert, Alerts, App, Attack};
+use crate::auth::Principal;
 use crate::error::{ApiError, ErrorKind};
 
 type PanelFn = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+type PresentFn = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// One application's panel: whether it runs now (a reload can start or
+/// stop it) and the function that reads it.
+#[derive(Clone)]
+struct Panel {
+    app: App,
+    present: Option<PresentFn>,
+    read: PanelFn,
+}
+
+impl Panel {
+    fn present(&self) -> bool {
+        self.present.as_ref().is_none_or(|f| f())
+    }
+}
 
 /// The applications a daemon runs: each with the function that reads its
 /// dashboard panel (called on a blocking thread at every snapshot), and
 /// the daemon's alerts.
 #[derive(Clone, Default)]
 pub struct Apps {
-    panels: Vec<(App, PanelFn)>,
+    panels: Vec<Panel>,
     alerts: Option<Alerts>,
+    /// Token names refused the dashboard's data (a tenant's token on a
+    /// daemon that also runs other tenants).
+    refused: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
+}
+
+type Who = Option<Extension<Principal>>;
+
+fn who(w: &Who) -> Option<&Principal> {
+    w.as_ref().map(|Extension(p)| p)
 }
 
 impl std::fmt::Debug for Apps {
@@ -64,7 +90,28 @@ impl Apps {
         app: App,
         panel: impl Fn() -> serde_json::Value + Send + Sync + 'static,
     ) -> Self {
-        self.panels.push((app, Arc::new(panel)));
+        self.panels.push(Panel {
+            app,
+            present: None,
+            read: Arc::new(panel),
+        });
+        self
+    }
+
+    /// Add application `app` while `present()` says it runs (a stage a
+    /// reload turns on and off): absent, it is not listed and has no panel.
+    #[must_use]
+    pub fn with_while(
+        mut self,
+        app: App,
+        present: impl Fn() -> bool + Send + Sync + 'static,
+        panel: impl Fn() -> serde_json::Value + Send + Sync + 'static,
+    ) -> Self {
+        self.panels.push(Panel {
+            app,
+            present: Some(Arc::new(present)),
+            read: Arc::new(panel),
+        });
         self
     }
 
@@ -75,22 +122,52 @@ impl Apps {
         self
     }
 
-    /// The applications present.
+    /// Refuse the dashboard's data to tokens whose name `refused` says
+    /// (a tenant's token: the page shows every tenant and the host's
+    /// traffic, which a tenant's own routes never do).
+    #[must_use]
+    pub fn refusing(mut self, refused: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        self.refused = Some(Arc::new(refused));
+        self
+    }
+
+    /// May `who` read the dashboard's data?
+    fn check(&self, who: Option<&Principal>) -> Result<(), ApiError> {
+        let name = who.and_then(|p| p.name.as_deref());
+        match (name, &self.refused) {
+            (Some(n), Some(f)) if f(n) => Err(ApiError::new(
+                ErrorKind::Unauthorized,
+                format!(
+                    "token {n:?} is a tenant's: the dashboard shows every tenant and the host's traffic, \
+                     so it needs an operator's token (a tenant reads its own routes under /tenant/v1/)"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The applications present (running now).
     pub fn names(&self) -> Vec<App> {
-        self.panels.iter().map(|(a, _)| *a).collect()
+        self.panels
+            .iter()
+            .filter(|p| p.present())
+            .map(|p| p.app)
+            .collect()
     }
 
     /// Everything the page shows, read now.
     pub fn snapshot(&self, alerts: usize) -> Snapshot {
         let mut panels = serde_json::Map::new();
-        for (app, f) in &self.panels {
-            panels.insert(app.name().into(), f());
+        let mut apps = Vec::new();
+        for p in self.panels.iter().filter(|p| p.present()) {
+            panels.insert(p.app.name().into(), (p.read)());
+            apps.push(p.app);
         }
         Snapshot {
             ts: crate::alert::unix_now(),
             host: hostname(),
             version: env!("CARGO_PKG_VERSION").into(),
-            apps: self.names(),
+            apps,
             panels,
             attacks: self
                 .alerts
@@ -150,11 +227,15 @@ pub(crate) struct Shutdown(pub(crate) tokio::sync::watch::Receiver<bool>);
 
 #[utoipa::path(get, path = "/v1/apps", tag = "dashboard",
     responses((status = 200, description = "Applications this daemon runs", body = AppsBody)))]
-pub(crate) async fn apps(Extension(apps): Extension<Apps>) -> Json<AppsBody> {
-    Json(AppsBody {
+pub(crate) async fn apps(
+    Extension(apps): Extension<Apps>,
+    w: Who,
+) -> Result<Json<AppsBody>, ApiError> {
+    apps.check(who(&w))?;
+    Ok(Json(AppsBody {
         apps: apps.names(),
         version: env!("CARGO_PKG_VERSION").into(),
-    })
+    }))
 }
 
 async fn snapshot_now(apps: Apps) -> Result<Snapshot, ApiError> {
@@ -167,7 +248,9 @@ async fn snapshot_now(apps: Apps) -> Result<Snapshot, ApiError> {
     responses((status = 200, description = "Every panel, the attacks and the latest alerts, read now", body = Snapshot)))]
 pub(crate) async fn dashboard(
     Extension(apps): Extension<Apps>,
+    w: Who,
 ) -> Result<Json<Snapshot>, ApiError> {
+    apps.check(who(&w))?;
     Ok(Json(snapshot_now(apps).await?))
 }
 
@@ -182,26 +265,32 @@ pub(crate) struct Limit {
     responses((status = 200, description = "The latest alerts, oldest first (docs/alerts.md)", body = Vec<Alert>)))]
 pub(crate) async fn alerts(
     Extension(apps): Extension<Apps>,
+    w: Who,
     Query(q): Query<Limit>,
-) -> Json<Vec<Alert>> {
+) -> Result<Json<Vec<Alert>>, ApiError> {
+    apps.check(who(&w))?;
     let n = q.limit.unwrap_or(100).min(500);
-    Json(
+    Ok(Json(
         apps.alerts
             .as_ref()
             .map(|a| a.recent(n))
             .unwrap_or_default(),
-    )
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/attacks", tag = "dashboard",
     responses((status = 200, description = "Attacks in progress (newest first), then ended ones", body = Vec<Attack>)))]
-pub(crate) async fn attacks(Extension(apps): Extension<Apps>) -> Json<Vec<Attack>> {
-    Json(
+pub(crate) async fn attacks(
+    Extension(apps): Extension<Apps>,
+    w: Who,
+) -> Result<Json<Vec<Attack>>, ApiError> {
+    apps.check(who(&w))?;
+    Ok(Json(
         apps.alerts
             .as_ref()
             .map(Alerts::attacks)
             .unwrap_or_default(),
-    )
+    ))
 }
 
 /// How often the event stream sends a snapshot.
@@ -273,7 +362,9 @@ async fn next_event(f: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
 pub(crate) async fn events(
     Extension(apps): Extension<Apps>,
     Extension(Shutdown(stop)): Extension<Shutdown>,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    w: Who,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    apps.check(who(&w))?;
     let mut tick = tokio::time::interval(SNAPSHOT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let feed = Feed {
@@ -282,7 +373,7 @@ pub(crate) async fn events(
         tick,
         stop,
     };
-    Sse::new(futures_util::stream::unfold(feed, next_event)).keep_alive(KeepAlive::default())
+    Ok(Sse::new(futures_util::stream::unfold(feed, next_event)).keep_alive(KeepAlive::default()))
 }
 
 /// The page's files, embedded in the binary.
@@ -390,6 +481,41 @@ mod tests {
         assert_eq!(s.alerts.len(), 2);
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["apps"][0], "ddos");
+    }
+
+    #[test]
+    fn a_refused_token_name_cannot_read_the_data() {
+        let apps = Apps::none().refusing(|n| n == "acme");
+        let p = |n: Option<&str>| Principal {
+            name: n.map(String::from),
+        };
+        let e = apps.check(Some(&p(Some("acme")))).unwrap_err();
+        assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
+        assert!(e.message().contains("operator's token"), "{}", e.message());
+        assert!(apps.check(Some(&p(Some("admin")))).is_ok());
+        assert!(apps.check(Some(&p(None))).is_ok());
+        assert!(apps.check(None).is_ok());
+        assert!(Apps::none().check(Some(&p(Some("acme")))).is_ok());
+    }
+
+    #[test]
+    fn an_application_turned_off_has_no_panel() {
+        let on = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = on.clone();
+        let apps = Apps::none()
+            .with(App::Ddos, || serde_json::json!({}))
+            .with_while(
+                App::Stream,
+                move || flag.load(std::sync::atomic::Ordering::Relaxed),
+                || serde_json::json!({"open": 1}),
+            );
+        assert_eq!(apps.names(), vec![App::Ddos]);
+        let s = apps.snapshot(1);
+        assert_eq!(s.apps, vec![App::Ddos]);
+        assert!(!s.panels.contains_key("stream"));
+        on.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(apps.names(), vec![App::Ddos, App::Stream]);
+        assert_eq!(apps.snapshot(1).panels["stream"]["open"], 1);
     }
 
     #[test]

@@ -165,12 +165,14 @@ pub fn render(r: &Report) -> String {
             s.version,
             s.host
         );
-        if let Some(p) = s.panels.get("ddos") {
-            ddos(&mut o, p);
-        }
         for (name, p) in &s.panels {
-            if name != "ddos" {
-                let _ = writeln!(o, "  {name}: {p}");
+            match name.as_str() {
+                "ddos" => ddos(&mut o, p),
+                "stream" => stream(&mut o, p),
+                "tenant" => tenant(&mut o, p),
+                _ => {
+                    let _ = writeln!(o, "  {name}: {p}");
+                }
             }
         }
         attacks(&mut o, s);
@@ -183,6 +185,174 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(o, "not running: {}", r.not_running.join(", "));
     }
     o
+}
+
+fn names(v: &Value) -> String {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn endpoint(ip: &Value, port: &Value) -> String {
+    let ip = ip.as_str().unwrap_or("?");
+    let ip = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    };
+    match port.as_u64() {
+        Some(p) if p > 0 => format!("{ip}:{p}"),
+        _ => ip,
+    }
+}
+
+/// `54.0 kB`, `44 B`.
+fn bytes(v: &Value) -> String {
+    let s = si(v.as_f64());
+    if s.ends_with(|c: char| c.is_ascii_alphabetic()) {
+        s + "B"
+    } else {
+        s + " B"
+    }
+}
+
+/// Rows of each kind `rampart status` prints.
+const STATUS_ROWS: usize = 5;
+
+fn stream(o: &mut String, p: &Value) {
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let k = &p["packets"];
+    let _ = writeln!(
+        o,
+        "  stream      {} on {} (feed {}): {} analysed, {} lost (ring buffer full); {} exported",
+        names(&p["apps"]),
+        names(&p["interfaces"]),
+        p["feed"].as_str().unwrap_or("?"),
+        plural(u(&k["analysed"]), "packet", "packets"),
+        int(u(&k["ring_full"])),
+        plural(u(&p["flows_total"]), "flow record", "flow records"),
+    );
+    if p["flows"].is_object() {
+        let f = &p["flows"];
+        let rows = f["by_bytes"].as_array().cloned().unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  flows       {} open{}",
+            int(u(&f["open"])),
+            if rows.is_empty() {
+                ""
+            } else {
+                ", heaviest by bytes:"
+            }
+        );
+        for r in rows.iter().take(STATUS_ROWS) {
+            let _ = writeln!(
+                o,
+                "              {} → {} {}  {} / {} packets, {} / {}, {} s",
+                endpoint(&r["src_ip"], &r["src_port"]),
+                endpoint(&r["dest_ip"], &r["dest_port"]),
+                r["proto"].as_str().unwrap_or("?"),
+                int(u(&r["pkts_toserver"])),
+                int(u(&r["pkts_toclient"])),
+                bytes(&r["bytes_toserver"]),
+                bytes(&r["bytes_toclient"]),
+                r["age_s"].as_f64().unwrap_or(0.0).round(),
+            );
+        }
+    }
+    if let Some(sc) = p["scanners"].as_array() {
+        let _ = writeln!(
+            o,
+            "  scanners    {}",
+            plural(sc.len() as u64, "flagged", "flagged")
+        );
+        for x in sc.iter().take(STATUS_ROWS) {
+            let _ = writeln!(
+                o,
+                "              {} at {}: {} of {} first contacts failed ({}, {})",
+                x["src_ip"].as_str().unwrap_or("?"),
+                x["flagged_at"].as_str().unwrap_or("?"),
+                int(u(&x["failures"])),
+                int(u(&x["first_contacts"])),
+                plural(u(&x["hosts"]), "host", "hosts"),
+                plural(u(&x["ports"]), "port", "ports"),
+            );
+        }
+    }
+    if let Some(fl) = p["synfloods"].as_array() {
+        let _ = writeln!(
+            o,
+            "  syn floods  {}",
+            plural(fl.len() as u64, "found", "found")
+        );
+        for x in fl.iter().take(STATUS_ROWS) {
+            let _ = writeln!(
+                o,
+                "              {} in the window ending {}: {} incomplete handshakes (threshold {})",
+                endpoint(&x["dest_ip"], &x["dest_port"]),
+                x["window_end"].as_str().unwrap_or("?"),
+                int(u(&x["incomplete_handshakes"])),
+                int(u(&x["threshold"])),
+            );
+        }
+    }
+}
+
+fn tenant(o: &mut String, p: &Value) {
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let _ = writeln!(
+        o,
+        "  tenants     instance {} on {}: fairness {}, budget {} cores",
+        p["instance"].as_str().unwrap_or("?"),
+        names(&p["interfaces"]),
+        if p["fairness"] == true { "on" } else { "off" },
+        p["budget_cores"].as_f64().unwrap_or(0.0),
+    );
+    for t in p["tenants"].as_array().into_iter().flatten() {
+        let name = t["name"].as_str().unwrap_or("?");
+        if let Some(e) = t["error"].as_str() {
+            let _ = writeln!(o, "              {name}: {e}");
+            continue;
+        }
+        let pr = &t["program"];
+        let program = if pr.is_object() {
+            format!(
+                "program v{} ({}, {} insns)",
+                u(&pr["version"]),
+                pr["from"].as_str().unwrap_or("?"),
+                int(u(&pr["insns"]))
+            )
+        } else {
+            "no program".to_string()
+        };
+        let v = &t["verdicts"];
+        let drops: Vec<String> = t["drops"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, n)| u(n) > 0)
+            .map(|(k, n)| format!("{k} {}", int(u(n))))
+            .collect();
+        let _ = writeln!(
+            o,
+            "              {name}  {program}, {}, {:.3} s CPU; pass {}, drop {}, tx {}, redirect {}, aborted {}{}",
+            plural(u(&t["packets"]), "packet", "packets"),
+            t["cpu_seconds"].as_f64().unwrap_or(0.0),
+            int(u(&v["pass"])),
+            int(u(&v["drop"])),
+            int(u(&v["tx"])),
+            int(u(&v["redirect"])),
+            int(u(&v["aborted"])),
+            if drops.is_empty() {
+                String::new()
+            } else {
+                format!("; dropped by rampart: {}", drops.join(", "))
+            }
+        );
+    }
 }
 
 fn ddos(o: &mut String, p: &Value) {
@@ -433,6 +603,55 @@ mod tests {
         has("evidence /var/lib/rampart/pcap/1.pcap");
         has("http://10.0.0.1:9477: no token");
         has("not running: http://127.0.0.1:9610");
+    }
+
+    #[test]
+    fn stream_and_tenant_panels_read_as_lines() {
+        let snap = Apps::none()
+            .with(App::Stream, || {
+                serde_json::json!({
+                    "apps": ["flowmeter", "portscan"], "feed": "aggregate", "interfaces": ["host0"],
+                    "packets": {"seen": 1300, "analysed": 1234, "ring_full": 0, "aggregated": 1200},
+                    "flows_total": 7, "alerts_total": 1,
+                    "flows": {"open": 2, "capacity": 32768, "evicted": 0, "by_packets": [], "by_bytes": [
+                        {"src_ip": "10.10.3.1", "src_port": 5353, "dest_ip": "10.20.1.2", "dest_port": 53,
+                         "proto": "UDP", "pkts_toserver": 900, "pkts_toclient": 900,
+                         "bytes_toserver": 54000, "bytes_toclient": 90000, "age_s": 12.4}]},
+                    "scanners": [{"src_ip": "10.10.5.1", "flagged_at": "2026-11-25T02:44:01.000Z",
+                                  "first_contacts": 6, "failures": 6, "hosts": 1, "ports": 6}],
+                    "synfloods": null,
+                })
+            })
+            .with(App::Tenant, || {
+                serde_json::json!({
+                    "instance": "demo", "interfaces": ["host0"], "fairness": true, "budget_cores": 0.8,
+                    "tenants": [{"name": "dns", "program": {"version": 1, "from": "c", "insns": 812},
+                                 "packets": 1800, "cpu_seconds": 0.0123,
+                                 "verdicts": {"pass": 900, "drop": 0, "tx": 900, "redirect": 0, "aborted": 0},
+                                 "drops": {"no_tokens": 3, "no_program": 0}}],
+                })
+            })
+            .snapshot(0);
+        let t = render(&Report {
+            daemons: vec![Daemon {
+                server: "http://127.0.0.1:9470".into(),
+                dashboard: snap,
+            }],
+            not_running: vec![],
+            errors: vec![],
+        });
+        let has = |s: &str| assert!(t.contains(s), "{s:?} missing in:\n{t}");
+        has("stream + tenant at http://127.0.0.1:9470");
+        has("stream      flowmeter, portscan on host0 (feed aggregate): 1,234 packets analysed, 0 lost");
+        has("flows       2 open, heaviest by bytes:");
+        has("10.10.3.1:5353 → 10.20.1.2:53 UDP  900 / 900 packets, 54.0 kB / 90.0 kB, 12 s");
+        has(
+            "10.10.5.1 at 2026-11-25T02:44:01.000Z: 6 of 6 first contacts failed (1 host, 6 ports)",
+        );
+        has("tenants     instance demo on host0: fairness on, budget 0.8 cores");
+        has("dns  program v1 (c, 812 insns), 1,800 packets, 0.012 s CPU; pass 900, drop 0, tx 900, redirect 0, aborted 0; dropped by rampart: no_tokens 3");
+        assert!(!t.contains("syn floods"), "no synflood app, no line:\n{t}");
+        assert!(!t.contains('{'), "no raw JSON:\n{t}");
     }
 
     #[test]

@@ -137,37 +137,78 @@ function addAlerts(list) {
 }
 
 // --- stream ---------------------------------------------------------------
+const secs = (x) => (x == null ? "–" : x < 60 ? x.toFixed(0) + " s" : x < 3600 ? (x / 60).toFixed(0) + " min" : (x / 3600).toFixed(1) + " h");
+const endpoint = (ip, port) => (String(ip).includes(":") ? `[${ip}]` : ip) + (port ? ":" + port : "");
+
+function flowRows(table, list) {
+  rows(table, list,
+    (f) => [`${endpoint(f.src_ip, f.src_port)} → ${endpoint(f.dest_ip, f.dest_port)} ${f.proto}`, f.community_id ?? "–",
+            num(int(f.pkts_toserver)), num(int(f.pkts_toclient)), num(si(f.bytes_toserver, "B")), num(si(f.bytes_toclient, "B")),
+            num(secs(f.age_s))],
+    (f) => ({ "data-src": f.src_ip, "data-dst": f.dest_ip, "data-community-id": f.community_id ?? "" }));
+}
+
 function stream(p, ts) {
-  $("stream-where").textContent = `${p.app ?? ""} · ${p.source ?? ""}`;
+  $("stream-where").textContent = `${(p.apps || []).join(", ")} on ${(p.interfaces || []).join(", ")} · feed ${p.feed ?? ""}`;
   const pk = p.packets || {};
-  $("stream-analysed").textContent = int(pk.analysed);
+  const an = $("stream-analysed");
+  an.textContent = int(pk.analysed);
+  an.dataset.value = String(pk.analysed ?? 0);
   $("stream-rate").textContent = si(rate("stream", "analysed", pk.analysed ?? 0, ts), "pps");
-  $("stream-lost").textContent = int((pk.dropped ?? 0) + (pk.ring_full ?? 0));
-  rows("stream-flows", (p.top_flows || []).slice(0, 20),
-    (f) => [`${f.src}:${f.sport ?? ""} → ${f.dst}:${f.dport ?? ""}`, f.proto, num(int(f.packets)), num(si(f.bytes, "B"))]);
+  $("stream-lost").textContent = int(pk.ring_full);
+  $("stream-flows-total").textContent = int(p.flows_total);
+  $("stream-flows-part").hidden = !p.flows;
+  $("stream-open").textContent = p.flows ? int(p.flows.open) : "–";
+  if (p.flows) {
+    flowRows("stream-flows", (p.flows.by_bytes || []).slice(0, 10));
+    flowRows("stream-flows-pkts", (p.flows.by_packets || []).slice(0, 10));
+  }
+  $("stream-scanners-part").hidden = !p.scanners;
+  $("stream-scanner-count").textContent = p.scanners ? int(p.scanners.length) : "–";
   rows("stream-scanners", (p.scanners || []).slice(0, 20),
-    (s) => [s.src, num(int(s.first_contacts)), num(int(s.failures)), time(s.timestamp)], (s) => ({ "data-src": s.src }));
+    (s) => [s.src_ip, num(int(s.first_contacts)), num(int(s.failures)), num(int(s.hosts)), num(int(s.ports)),
+            (s.contacted || []).slice(0, 6).join(" ") + ((s.contacted || []).length > 6 ? " …" : ""), time(s.ts)],
+    (s) => ({ "data-src": s.src_ip }));
+  $("stream-floods-part").hidden = !p.synfloods;
+  rows("stream-floods", (p.synfloods || []).slice(0, 20),
+    (f) => [endpoint(f.dest_ip, f.dest_port), num(int(f.incomplete_handshakes)), num(int(f.syn)), num(int(f.synack)),
+            num(int(f.threshold)), time(f.ts)],
+    (f) => ({ "data-victim": f.dest_ip }));
 }
 
 // --- tenants ----------------------------------------------------------------
+const VERDICTS = ["pass", "drop", "tx", "redirect", "aborted"];
+
+function program(pr) {
+  if (!pr) return "none";
+  return `v${pr.version} ${pr.from === "c" ? "C" : pr.from}` + (pr.sha256 ? ` ${pr.sha256.slice(0, 8)}` : "") + ` · ${int(pr.insns)} insns · id ${pr.prog_id}`;
+}
+
 function tenant(p, ts) {
-  $("tenant-where").textContent = `instance ${p.instance ?? ""} · ${(p.interfaces || []).join(", ")} · fairness ${p.fairness ? "on" : "off"}`;
-  const ts_ = p.tenants || [];
-  const cpu = ts_.map((t) => rate("tenant", "cpu:" + t.name, t.cpu_seconds ?? 0, ts));
-  const sum = cpu.reduce((s, x) => s + (x ?? 0), 0);
-  const share = cpu.map((x) => (sum > 0 && x !== null ? (100 * x) / sum : null));
-  if (!state.charts["tenant-chart"] || state.tenantNames !== ts_.map((t) => t.name).join()) {
+  const budget = p.budget_cores ?? 0;
+  $("tenant-where").textContent = `instance ${p.instance ?? ""} on ${(p.interfaces || []).join(", ")} · fairness ${p.fairness ? "on" : "off"} · budget ${budget} cores`;
+  const list = (p.tenants || []).filter((t) => t.name);
+  // CPU seconds per second, as a share of the budget (cores).
+  const cpu = list.map((t) => rate("tenant", "cpu:" + t.name, t.cpu_seconds ?? 0, ts));
+  const share = cpu.map((x) => (budget > 0 && x !== null ? (100 * x) / budget : null));
+  const names = list.map((t) => t.name).join();
+  if (!state.charts["tenant-chart"] || state.tenantNames !== names) {
     if (state.charts["tenant-chart"]) { state.charts["tenant-chart"].destroy(); delete state.charts["tenant-chart"]; $("tenant-chart").innerHTML = ""; }
-    state.tenantNames = ts_.map((t) => t.name).join();
+    state.tenantNames = names;
     const pal = ["#4dabf7", "#ff6b6b", "#51cf66", "#fcc419", "#b197fc", "#ffa94d", "#63e6be", "#f783ac"];
-    chart("tenant-chart", ts_.map((t) => t.name), ts_.map((_, i) => pal[i % pal.length]));
+    chart("tenant-chart", list.map((t) => t.name), list.map((_, i) => pal[i % pal.length]));
     state.charts["tenant-chart"].series.forEach((s, i) => { if (i) s.value = (u, v) => (v == null ? "–" : v.toFixed(1) + " %"); });
   }
   push("tenant-chart", ts, share);
-  rows("tenant-table", ts_.map((t, i) => [t, share[i]]),
-    ([t, s]) => [t.name, num(t.weight ?? ""), num(s === null ? "–" : s.toFixed(1) + " %"), num((t.cpu_seconds ?? 0).toFixed(3)),
-                 ...["pass", "drop", "tx", "redirect", "no_tokens"].map((k) => num(int(t.verdicts?.[k])))],
-    ([t]) => ({ "data-tenant": t.name }));
+  rows("tenant-table", list.map((t, i) => [t, share[i]]),
+    ([t, s]) => {
+      if (t.error) return [t.name, t.error, "", "", "", "", "", "", "", "", "", ""];
+      const drops = Object.entries(t.drops || {}).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${int(v)}`).join(", ");
+      return [t.name, program(t.program), num(t.weight ?? ""), num(s === null ? "–" : s.toFixed(1) + " %"), num((t.cpu_seconds ?? 0).toFixed(3)),
+              num(int(t.packets)), ...VERDICTS.map((k) => num(int(t.verdicts?.[k]))), drops || "–"];
+    },
+    ([t, s]) => ({ "data-tenant": t.name, "data-share": s === null ? "" : String(s), "data-pass": String(t.verdicts?.pass ?? 0),
+                   "data-verdicts": String(VERDICTS.reduce((a, k) => a + (t.verdicts?.[k] ?? 0), 0)) }));
 }
 
 // --- the feed -----------------------------------------------------------------

@@ -17,6 +17,7 @@ pub mod client;
 pub mod compiler;
 pub mod config;
 pub mod confine;
+pub mod dashboard;
 pub mod error;
 pub mod host;
 pub mod metrics;

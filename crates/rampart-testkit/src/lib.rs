@@ -16,10 +16,13 @@
 //!   `rampart_dataplane::testrun`, failing with the case's name.
 //! - [`rng`]: the deterministic generator of every test that draws at
 //!   random (mutations, synthetic traffic).
+//! - [`browser`]: headless Chromium over the DevTools protocol, for the
+//!   dashboard's tests in a real browser.
 //!
 //! A dev-dependency of the product crates; the lab builds its generator
 //! templates with the same [`frame::Frame`].
 
+pub mod browser;
 pub mod corpus;
 pub mod frame;
 pub mod parse;

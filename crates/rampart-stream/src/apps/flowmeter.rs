@@ -20,7 +20,7 @@ use rampart_service::alert::community_id;
 use serde::Serialize;
 
 use super::{part_stream, Addr, EngineOpts};
-use crate::engine::{agg, KeyedWindow, Pipeline, Sink, WindowInfo, WindowSpec};
+use crate::engine::{agg, KeyedWindow, Map, Pipeline, Sink, WindowInfo, WindowSpec};
 use crate::export::json::{epoch_secs, iso8601, proto_name};
 use crate::offload::planner::{AppGraph, OpDesc, OpKind};
 use crate::part::{ConnKey, FlowPart};
@@ -201,7 +201,7 @@ pub fn graph(cfg: &FlowmeterConfig) -> AppGraph {
 }
 
 /// The record of a connection's parts merged in one session.
-fn record(p: &FlowPart, w: &WindowInfo) -> FlowRecord {
+pub(crate) fn record(p: &FlowPart, w: &WindowInfo) -> FlowRecord {
     let c = p.client();
     let (f, r) = (&p.dir[c], &p.dir[1 - c]);
     let k = FlowKey::of_conn(&p.key, c);
@@ -265,6 +265,21 @@ pub fn build<S: PacketSource>(
     cfg: &FlowmeterConfig,
     out: impl FnMut(Option<FlowRecord>) + Clone + Send + 'static,
 ) -> crate::Result<Pipeline> {
+    build_live(src, cfg, None, out)
+}
+
+/// [`build`], and every connection part the window merges also counted in
+/// `live` (the connections open now, for a dashboard: a record is
+/// exported only when its flow ends).
+///
+/// # Errors
+/// As [`build`].
+pub fn build_live<S: PacketSource>(
+    src: S,
+    cfg: &FlowmeterConfig,
+    live: Option<super::live::LiveFlows>,
+    out: impl FnMut(Option<FlowRecord>) + Clone + Send + 'static,
+) -> crate::Result<Pipeline> {
     if cfg.idle.is_zero() || cfg.active.is_zero() {
         return Err(crate::Error::Invalid(
             "flowmeter: --idle-timeout and --active-timeout must be > 0".into(),
@@ -282,7 +297,19 @@ pub fn build<S: PacketSource>(
         },
         |_: &ConnKey, a: Option<FlowPart>, w: &WindowInfo| record(&a.unwrap_or_default(), w),
     );
-    Ok(part_stream(&g, src, None, e.batch)?
+    let mut parts = part_stream(&g, src, None, e.batch)?;
+    if let Some(live) = live {
+        let p = parts.parallelism();
+        parts = parts.add(
+            Map::new("live", move |x: FlowPart| {
+                live.add(&x);
+                x
+            })
+            .with_parallelism(p)
+            .with_output_batch(e.batch),
+        )?;
+    }
+    Ok(parts
         .add(
             KeyedWindow::new(
                 "flows",

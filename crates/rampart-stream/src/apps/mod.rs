@@ -5,7 +5,8 @@
 //!   5-tuple: idle and active timeouts);
 //! - [`portscan`]: Threshold Random Walk scanner detection (Jung, Paxson,
 //!   Berger, Balakrishnan 2004);
-//! - [`synflood`]: incomplete TCP handshakes per destination per window.
+//! - [`synflood`]: incomplete TCP handshakes per destination per window;
+//! - [`live`]: what they see now (open connections, latest findings), bounded.
 //!
 //! All run in [`ExecMode::Deterministic`]: the same input gives the same
 //! output whatever the number of source replicas or workers, with batching
@@ -13,6 +14,7 @@
 
 pub mod config;
 pub mod flowmeter;
+pub mod live;
 pub mod portscan;
 pub mod synflood;
 
