@@ -35,7 +35,8 @@ strip --strip-all "$root/usr/bin/rampart"
 install -m 0644 dist/rampart.toml "$root/etc/rampart/rampart.toml"
 install -m 0644 dist/rampart-ddos.toml "$root/etc/rampart/ddos.toml"
 install -m 0644 dist/rampart-tenant.toml "$root/etc/rampart/tenant.toml"
-sed 's|/usr/local/bin/rampart|/usr/bin/rampart|' dist/rampart-ddos.service > "$root/lib/systemd/system/rampart-ddos.service"
+# One unit: `rampart run` (docs/operations.md says why there is no per-application unit).
+install -m 0644 dist/rampart.service "$root/lib/systemd/system/rampart.service"
 "$root/usr/bin/rampart" completions bash > "$root/usr/share/bash-completion/completions/rampart"
 "$root/usr/bin/rampart" completions zsh > "$root/usr/share/zsh/vendor-completions/_rampart"
 "$root/usr/bin/rampart" completions fish > "$root/usr/share/fish/vendor_completions.d/rampart.fish"
@@ -58,7 +59,8 @@ Homepage: https://example.invalid/rampart
 Description: Linux host data plane for network security and analytics on eBPF/XDP
  DDoS mitigation (XDP blacklist, detection, hardware offload), stream
  analytics and tenants' XDP programs with fair CPU shares, in one binary.
- The rampart-ddos service protects the interface named in /etc/rampart/ddos.toml.
+ The rampart service (`rampart run`) runs the applications configured in
+ /etc/rampart/rampart.toml on the interfaces named there.
 CONTROL
 mkdir -p "$out"
 dpkg-deb --root-owner-group -Zxz --build "$root" "$out/" >/dev/null

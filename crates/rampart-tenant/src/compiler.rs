@@ -204,8 +204,8 @@ impl Compiler {
             )));
         }
         check_source(src)?;
-        // Everything clang reads or writes lives in build/, which the
-        // sandbox shows it as /build (see `Sandbox`).
+        // Everything clang reads or writes lives in build/: the sandbox
+        // lets it see nothing else but the system's programs and headers.
         let build = dir.join("build");
         let inc = build.join("include");
         for (rel, text) in HEADERS {
@@ -218,7 +218,8 @@ impl Compiler {
         }
         std::fs::write(build.join("tenant.c"), src)
             .map_err(|e| Error::io("writing the tenant source", e))?;
-        let sandbox = Sandbox::prepare(&self.clang, dir, &build)?;
+        let sandbox = Sandbox::prepare(&self.clang, &build)?;
+        let _give_back = sandbox.as_nobody.then(|| GiveBack(build.clone()));
         let mut cmd = Command::new(&self.clang);
         cmd.args([
             "-O2",
@@ -230,7 +231,7 @@ impl Compiler {
             "-fno-color-diagnostics",
         ])
         .arg("-I")
-        .arg(format!("{SANDBOX_BUILD}/include"))
+        .arg(&inc)
         .arg("-I/usr/include/x86_64-linux-gnu")
         .arg("-c")
         .arg("tenant.c")
@@ -238,14 +239,15 @@ impl Compiler {
         .arg("tenant.o")
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .env("TMPDIR", SANDBOX_BUILD)
+        .env("TMPDIR", &build)
+        .current_dir(&build)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
         sandbox.apply(&mut cmd);
         let mut child = cmd.spawn().map_err(|e| Error::Io {
             context: format!(
-                "running {} in its sandbox (a private mount namespace showing only /usr; needs root)",
+                "running {} in its sandbox (Landlock: only /usr and the build directory, no capabilities)",
                 self.clang
             ),
             err: e,
@@ -275,7 +277,7 @@ impl Compiler {
         };
         let diag = reader.join().unwrap_or_default();
         // Paths of the temporary directory mean nothing to the tenant.
-        let diag = diag.replace(&format!("{SANDBOX_BUILD}/"), "");
+        let diag = diag.replace(&format!("{}/", build.display()), "");
         if !status.success() {
             return Err(Error::Compile {
                 stderr: diag.trim().to_string(),
@@ -287,9 +289,7 @@ impl Compiler {
     }
 }
 
-/// Where the build directory appears inside the sandbox.
-const SANDBOX_BUILD: &str = "/build";
-/// The user clang runs as inside the sandbox (`nobody`).
+/// The user clang runs as when the agent may switch to it (`nobody`).
 const SANDBOX_UID: u32 = 65534;
 
 /// What clang may see of the host when it compiles a tenant's source.
@@ -297,180 +297,276 @@ const SANDBOX_UID: u32 = 65534;
 /// The source checks ([`check_source`]) are lexical, and a preprocessor
 /// and an assembler can be made to read files in ways no lexical check
 /// sees (token pasting into `_Pragma` or `asm(".incbin …")`, for example),
-/// and the diagnostics go back to the tenant. So clang runs in a private
-/// mount namespace whose root is an empty tmpfs holding only `/usr` (and
-/// the `/bin`, `/lib*` links or directories of the host) read-only, the
-/// build directory as `/build`, and — if clang lives elsewhere — its own
-/// installation prefix read-only; it runs as `nobody`, with no new
-/// privileges. No `/etc`, `/root`, `/home`, `/proc`, `/sys`, `/run` or
-/// `/var`: a tenant can make clang read nothing of the host's state.
+/// and the diagnostics go back to the tenant. So clang runs under a
+/// Landlock ruleset (the kernel's unprivileged sandbox) that lets it read
+/// and execute beneath `/usr` (and `/bin`, `/lib*`, and clang's own prefix
+/// when it lives elsewhere) and write only its build directory: no `/etc`,
+/// `/root`, `/home`, `/run`, `/var`, no other temporary file — a tenant can
+/// make clang read nothing of the host's state. On kernels with Landlock
+/// scoping (6.12+) it can signal no process outside the sandbox either.
+///
+/// It runs with no capabilities and no new privileges: as `nobody` when
+/// the agent may switch users (a root shell), else — under the systemd
+/// unit, which grants no CAP_SETUID — as the unit's root without any
+/// capability (the unit's `SecureBits=noroot` keeps an exec from regaining
+/// them; the ambient set is cleared). Landlock rather than a chroot in a
+/// mount namespace: it needs no capability, so the unit's exposure stays
+/// low. A kernel without Landlock gets no compilation (one line saying
+/// so); BPF objects are still accepted.
 struct Sandbox {
-    root: std::ffi::CString,
-    build_src: std::ffi::CString,
-    build_dst: std::ffi::CString,
-    /// (path inside the root, what to put there).
-    entries: Vec<(std::ffi::CString, SandboxEntry)>,
+    /// The ruleset, built here; the child only enforces it.
+    ruleset: std::os::fd::OwnedFd,
+    /// The build directory was handed to `nobody`, and clang runs as it.
+    as_nobody: bool,
 }
 
-enum SandboxEntry {
-    /// A symbolic link with this target.
-    Link(std::ffi::CString),
-    /// A directory of the host, bind-mounted read-only (its host path).
-    Bind(std::ffi::CString),
-    /// An empty directory (a mount point on the way to a bind).
-    Dir,
+// The Landlock ABI (linux/landlock.h). By hand: the ruleset must be enforced
+// between fork and exec, where only raw system calls are safe.
+const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
+const FS_EXECUTE: u64 = 1 << 0;
+const FS_READ_FILE: u64 = 1 << 2;
+const FS_READ_DIR: u64 = 1 << 3;
+/// Every file-system right of ABI 1 (execute … make_sym).
+const FS_ABI1: u64 = (1 << 13) - 1;
+const FS_REFER: u64 = 1 << 13;
+const FS_TRUNCATE: u64 = 1 << 14;
+const FS_IOCTL_DEV: u64 = 1 << 15;
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+const SCOPE_SIGNAL: u64 = 1 << 1;
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
 }
 
 impl Sandbox {
-    /// Lay out what the sandbox shows: `dir/root` becomes its root, `build`
-    /// (inside `dir`) its `/build`, owned by the sandbox's user.
-    fn prepare(clang: &str, dir: &Path, build: &Path) -> Result<Self> {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let cs = |p: &Path| {
-            CString::new(p.as_os_str().as_bytes())
-                .map_err(|_| Error::Invalid(format!("NUL in path {}", p.display())))
+    /// Build the ruleset (read and execute beneath the system's directories
+    /// and clang's prefix, everything beneath `build`) and hand `build` to
+    /// `nobody` when this process may.
+    fn prepare(clang: &str, build: &Path) -> Result<Self> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        let no_landlock = |e: std::io::Error| {
+            Error::Invalid(format!(
+                "the tenant compiler's sandbox needs Landlock (Linux 5.13 or later with landlock in its lsm= list): {e}; submit a BPF object instead of C source"
+            ))
         };
-        let root = dir.join("root");
-        std::fs::create_dir_all(&root).map_err(|e| Error::io("creating the compiler's root", e))?;
-        // clang writes its object as the sandbox's user.
-        for p in std::iter::once(build.to_path_buf()).chain(
-            std::fs::read_dir(build)
-                .map_err(|e| Error::io("reading the build directory", e))?
-                .flatten()
-                .map(|e| e.path()),
-        ) {
-            std::os::unix::fs::chown(&p, Some(SANDBOX_UID), Some(SANDBOX_UID))
-                .map_err(|e| Error::io(format!("handing {} to the compiler", p.display()), e))?;
+        // SAFETY: the version query takes no attribute (NULL, 0).
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<RulesetAttr>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        if abi < 1 {
+            return Err(no_landlock(std::io::Error::last_os_error()));
         }
-        let mut entries = Vec::new();
-        for top in ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"] {
-            let host = Path::new("/").join(top);
-            let Ok(meta) = std::fs::symlink_metadata(&host) else {
+        let mut fs = FS_ABI1;
+        if abi >= 2 {
+            fs |= FS_REFER;
+        }
+        if abi >= 3 {
+            fs |= FS_TRUNCATE;
+        }
+        if abi >= 5 {
+            fs |= FS_IOCTL_DEV;
+        }
+        let scoped = if abi >= 6 {
+            SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+        } else {
+            0
+        };
+        let attr = RulesetAttr {
+            handled_access_fs: fs,
+            handled_access_net: 0,
+            scoped,
+        };
+        // Older kernels know a shorter struct; its tail must then be zero.
+        let size = if abi >= 6 { 24 } else { 8 };
+        // SAFETY: attr is a live RulesetAttr of at least `size` bytes.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                &attr as *const RulesetAttr,
+                size as usize,
+                0u32,
+            )
+        };
+        if fd < 0 {
+            return Err(no_landlock(std::io::Error::last_os_error()));
+        }
+        // SAFETY: a new file descriptor the kernel just returned, owned here.
+        let ruleset = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let mut beneath: Vec<(PathBuf, u64)> =
+            ["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"]
+                .iter()
+                .map(|d| {
+                    (
+                        Path::new("/").join(d),
+                        FS_EXECUTE | FS_READ_FILE | FS_READ_DIR,
+                    )
+                })
+                .collect();
+        // A clang installed outside /usr (RAMPART_CLANG=/opt/llvm/bin/clang)
+        // reads its own headers beneath its prefix.
+        if let Some(prefix) = clang_prefix(clang) {
+            beneath.push((prefix, FS_EXECUTE | FS_READ_FILE | FS_READ_DIR));
+        }
+        beneath.push((build.to_path_buf(), fs));
+        for (dir, access) in beneath {
+            // A directory this system lacks (lib32, …) needs no rule.
+            let Ok(f) = std::fs::File::open(&dir) else {
                 continue;
             };
-            let inside = cs(&root.join(top))?;
-            if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&host)
-                    .map_err(|e| Error::io(format!("reading the link {}", host.display()), e))?;
-                entries.push((inside, SandboxEntry::Link(cs(&target)?)));
-            } else if meta.is_dir() {
-                entries.push((inside, SandboxEntry::Bind(cs(&host)?)));
+            let rule = PathBeneathAttr {
+                allowed_access: access & fs,
+                parent_fd: f.as_raw_fd(),
+            };
+            // SAFETY: rule is a live PathBeneathAttr; both fds are open.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_landlock_add_rule,
+                    ruleset.as_raw_fd(),
+                    LANDLOCK_RULE_PATH_BENEATH,
+                    &rule as *const PathBeneathAttr,
+                    0u32,
+                )
+            };
+            if rc < 0 {
+                return Err(Error::io(
+                    format!("letting the compiler see {}", dir.display()),
+                    std::io::Error::last_os_error(),
+                ));
             }
         }
-        // A clang installed outside /usr (RAMPART_CLANG=/opt/llvm/bin/clang):
-        // show its prefix too, where it is, so it finds its own headers.
-        if let Some(prefix) = clang_prefix(clang) {
-            if !prefix.starts_with("/usr") {
-                let mut at = root.clone();
-                let comps: Vec<_> = prefix.components().skip(1).collect();
-                for (i, c) in comps.iter().enumerate() {
-                    at.push(c);
-                    let e = if i + 1 == comps.len() {
-                        SandboxEntry::Bind(cs(&prefix)?)
-                    } else {
-                        SandboxEntry::Dir
-                    };
-                    entries.push((cs(&at)?, e));
-                }
-            }
-        }
-        Ok(Self {
-            root: cs(&root)?,
-            build_src: cs(build)?,
-            build_dst: cs(&root.join(SANDBOX_BUILD.trim_start_matches('/')))?,
-            entries,
-        })
+        // The sandbox's user reads every file of the build directory and
+        // writes its object there. Modes are set, not left to the umask:
+        // under the unit (UMask=0077) the files would be 0600 root's.
+        open_up(build)?;
+        // SAFETY: a plain getter.
+        let root = unsafe { libc::geteuid() } == 0;
+        let as_nobody =
+            root && std::os::unix::fs::chown(build, Some(SANDBOX_UID), Some(SANDBOX_UID)).is_ok();
+        Ok(Self { ruleset, as_nobody })
     }
 
     /// Make `cmd` enter the sandbox between fork and exec.
     fn apply(self, cmd: &mut Command) {
         use std::os::unix::process::CommandExt;
         // SAFETY: the closure runs in the forked child before exec and only
-        // makes system calls (unshare, mount, mkdir, symlink, chroot, chdir,
-        // setgroups, setgid, setuid, prctl) on C strings built beforehand:
-        // no allocation, no locks.
+        // makes system calls (umask, prctl, setgroups, setgid, setuid,
+        // landlock_restrict_self) on values built beforehand: no
+        // allocation, no locks.
         unsafe {
             cmd.pre_exec(move || self.enter());
         }
     }
 
-    /// In the child: build the root and enter it.
+    /// In the child: drop every capability and privilege, then confine.
     fn enter(&self) -> std::io::Result<()> {
-        use std::ptr::null;
-        fn check(rc: libc::c_int) -> std::io::Result<()> {
-            if rc == 0 {
+        use std::os::fd::AsRawFd;
+        fn check(rc: libc::c_long) -> std::io::Result<()> {
+            if rc >= 0 {
                 Ok(())
             } else {
                 Err(std::io::Error::last_os_error())
             }
         }
-        let tmpfs = c"tmpfs";
-        let slash = c"/";
-        // SAFETY: in every call below, each pointer is a NUL-terminated
-        // string owned by `self` or a literal, alive across the call; null is
-        // allowed where passed.
+        // SAFETY: plain system calls with integer arguments or null.
         unsafe {
-            check(libc::unshare(libc::CLONE_NEWNS))?;
-            check(libc::mount(
-                null(),
-                slash.as_ptr(),
-                null(),
-                libc::MS_REC | libc::MS_PRIVATE,
-                null(),
-            ))?;
-            check(libc::mount(
-                tmpfs.as_ptr(),
-                self.root.as_ptr(),
-                tmpfs.as_ptr(),
-                libc::MS_NOSUID | libc::MS_NODEV,
-                c"mode=0755,size=1m".as_ptr().cast(),
-            ))?;
-            for (inside, e) in &self.entries {
-                match e {
-                    SandboxEntry::Link(target) => {
-                        check(libc::symlink(target.as_ptr(), inside.as_ptr()))?;
-                    }
-                    SandboxEntry::Dir => check(libc::mkdir(inside.as_ptr(), 0o755))?,
-                    SandboxEntry::Bind(host) => {
-                        check(libc::mkdir(inside.as_ptr(), 0o755))?;
-                        check(libc::mount(
-                            host.as_ptr(),
-                            inside.as_ptr(),
-                            null(),
-                            libc::MS_BIND | libc::MS_REC,
-                            null(),
-                        ))?;
-                        check(libc::mount(
-                            null(),
-                            inside.as_ptr(),
-                            null(),
-                            libc::MS_REMOUNT
-                                | libc::MS_BIND
-                                | libc::MS_RDONLY
-                                | libc::MS_NOSUID
-                                | libc::MS_NODEV,
-                            null(),
-                        ))?;
-                    }
+            // The object must be readable by the agent, which may hold no
+            // CAP_DAC_OVERRIDE (the unit's UMask=0077 is inherited otherwise).
+            libc::umask(0o022);
+            check(
+                libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                    0,
+                    0,
+                    0,
+                )
+                .into(),
+            )?;
+            if self.as_nobody {
+                check(libc::setgroups(0, std::ptr::null()).into())?;
+                check(libc::setgid(SANDBOX_UID).into())?;
+                check(libc::setuid(SANDBOX_UID).into())?;
+            } else if libc::geteuid() == 0 {
+                // Root that may not switch users: exec must not hand it
+                // root's capabilities (noroot, as the unit sets; setting it
+                // needs CAP_SETPCAP, which the unit does not grant).
+                let bits = libc::prctl(libc::PR_GET_SECUREBITS, 0, 0, 0, 0);
+                if bits < 0 || bits & libc::SECBIT_NOROOT == 0 {
+                    check(
+                        libc::prctl(
+                            libc::PR_SET_SECUREBITS,
+                            libc::SECBIT_NOROOT | libc::SECBIT_NOROOT_LOCKED,
+                            0,
+                            0,
+                            0,
+                        )
+                        .into(),
+                    )?;
                 }
             }
-            check(libc::mkdir(self.build_dst.as_ptr(), 0o755))?;
-            check(libc::mount(
-                self.build_src.as_ptr(),
-                self.build_dst.as_ptr(),
-                null(),
-                libc::MS_BIND,
-                null(),
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).into())?;
+            check(libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
             ))?;
-            check(libc::chroot(self.root.as_ptr()))?;
-            check(libc::chdir(c"/build".as_ptr()))?;
-            check(libc::setgroups(0, null()))?;
-            check(libc::setgid(SANDBOX_UID))?;
-            check(libc::setuid(SANDBOX_UID))?;
-            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
         }
         Ok(())
+    }
+}
+
+/// Dirs 0755 and files 0644 under `dir` (and `dir` itself).
+fn open_up(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &Path, mode: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| Error::io(format!("opening {} to the compiler", p.display()), e))
+    };
+    set(dir, 0o755)?;
+    for e in std::fs::read_dir(dir)
+        .map_err(|e| Error::io("reading the build directory", e))?
+        .flatten()
+    {
+        let p = e.path();
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            open_up(&p)?;
+        } else {
+            set(&p, 0o644)?;
+        }
+    }
+    Ok(())
+}
+
+/// Takes the build directory back from the sandbox's user when the
+/// compilation ends (however it ends), so the temporary directory can be
+/// removed without CAP_DAC_OVERRIDE (the unit grants none).
+struct GiveBack(PathBuf);
+
+impl Drop for GiveBack {
+    fn drop(&mut self) {
+        // SAFETY: plain getters of this process's ids.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        if let Err(e) = std::os::unix::fs::chown(&self.0, Some(uid), Some(gid)) {
+            tracing::warn!(
+                "taking {} back from the compiler: {e} (the temporary directory stays)",
+                self.0.display()
+            );
+        }
     }
 }
 

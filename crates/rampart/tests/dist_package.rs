@@ -53,19 +53,22 @@ fn the_package_installs_into_a_scratch_root_and_checks() {
         "usr/share/man/man1/rampart-ddos-run.1.gz",
         "usr/share/bash-completion/completions/rampart",
         "usr/share/zsh/vendor-completions/_rampart",
-        "lib/systemd/system/rampart-ddos.service",
+        "lib/systemd/system/rampart.service",
     ] {
         assert!(root.join(f).exists(), "{f} missing");
     }
 
     // The unit, pointed at the unpacked binary.
-    let unit =
-        std::fs::read_to_string(root.join("lib/systemd/system/rampart-ddos.service")).unwrap();
+    let unit = std::fs::read_to_string(root.join("lib/systemd/system/rampart.service")).unwrap();
     assert!(
-        unit.contains("ExecStart=/usr/bin/rampart ddos run"),
+        unit.contains("ExecStart=/usr/bin/rampart run --config /etc/rampart/rampart.toml"),
         "{unit}"
     );
-    let scratch_unit = dir.path().join("rampart-ddos.service");
+    // One unit: no per-application unit to fight `rampart run` for the interface.
+    assert!(!root
+        .join("lib/systemd/system/rampart-ddos.service")
+        .exists());
+    let scratch_unit = dir.path().join("rampart.service");
     std::fs::write(
         &scratch_unit,
         unit.replace("/usr/bin/rampart", bin.to_str().unwrap()),
