@@ -36,6 +36,7 @@ use crate::error::{ApiError, ErrorKind};
 
 type PanelFn = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
 type PresentFn = Arc<dyn Fn() -> bool + Send + Sync>;
+type RefuseFn = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// One application's panel: whether it runs now (a reload can start or
 /// stop it) and the function that reads it.
@@ -61,7 +62,7 @@ pub struct Apps {
     alerts: Option<Alerts>,
     /// Token names refused the dashboard's data (a tenant's token on a
     /// daemon that also runs other tenants).
-    refused: Option<Arc<dyn Fn(&str) -> bool + Send + Sync>>,
+    refused: Option<RefuseFn>,
 }
 
 type Who = Option<Extension<Principal>>;

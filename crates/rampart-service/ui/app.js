@@ -45,14 +45,24 @@ function rate(app, key, value, ts) {
   return (value - p.value) / (ts - p.ts);
 }
 
-function chart(id, names, colors) {
+// A percentage with as many decimals as its axis step needs (0.25 %, 12 %).
+function pct(v, step) {
+  const d = step > 0 && step < 1 ? Math.min(3, Math.ceil(-Math.log10(step))) : 0;
+  return v.toFixed(d) + " %";
+}
+
+function chart(id, names, colors, unit = "pps") {
   if (state.charts[id]) return state.charts[id];
   const el = $(id);
+  // uPlot passes the axis' tick increment as the fifth argument.
+  const axis = unit === "%" ? (u, vs, ax, space, incr) => vs.map((v) => pct(v, incr))
+                            : (u, vs) => vs.map((v) => si(v));
+  const legend = unit === "%" ? (u, v) => (v == null ? "–" : v.toFixed(2) + " %") : (u, v) => si(v, unit);
   const opts = {
     width: Math.max(el.clientWidth, 400), height: 220,
-    series: [{}, ...names.map((n, i) => ({ label: n, stroke: colors[i], width: 2, value: (u, v) => si(v, "pps") }))],
+    series: [{}, ...names.map((n, i) => ({ label: n, stroke: colors[i], width: 2, value: legend }))],
     axes: [{ stroke: "#8a96a3", grid: { stroke: "#2a323c" } },
-           { stroke: "#8a96a3", grid: { stroke: "#2a323c" }, size: 70, values: (u, vs) => vs.map((v) => si(v)) }],
+           { stroke: "#8a96a3", grid: { stroke: "#2a323c" }, size: 70, values: axis }],
     scales: { x: { time: true } },
   };
   state.series[id] = [[], ...names.map(() => [])];
@@ -196,15 +206,14 @@ function tenant(p, ts) {
     if (state.charts["tenant-chart"]) { state.charts["tenant-chart"].destroy(); delete state.charts["tenant-chart"]; $("tenant-chart").innerHTML = ""; }
     state.tenantNames = names;
     const pal = ["#4dabf7", "#ff6b6b", "#51cf66", "#fcc419", "#b197fc", "#ffa94d", "#63e6be", "#f783ac"];
-    chart("tenant-chart", list.map((t) => t.name), list.map((_, i) => pal[i % pal.length]));
-    state.charts["tenant-chart"].series.forEach((s, i) => { if (i) s.value = (u, v) => (v == null ? "–" : v.toFixed(1) + " %"); });
+    chart("tenant-chart", list.map((t) => t.name), list.map((_, i) => pal[i % pal.length]), "%");
   }
   push("tenant-chart", ts, share);
   rows("tenant-table", list.map((t, i) => [t, share[i]]),
     ([t, s]) => {
       if (t.error) return [t.name, t.error, "", "", "", "", "", "", "", "", "", ""];
       const drops = Object.entries(t.drops || {}).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${int(v)}`).join(", ");
-      return [t.name, program(t.program), num(t.weight ?? ""), num(s === null ? "–" : s.toFixed(1) + " %"), num((t.cpu_seconds ?? 0).toFixed(3)),
+      return [t.name, program(t.program), num(t.weight ?? ""), num(s === null ? "–" : s.toFixed(s < 10 ? 2 : 1) + " %"), num((t.cpu_seconds ?? 0).toFixed(3)),
               num(int(t.packets)), ...VERDICTS.map((k) => num(int(t.verdicts?.[k]))), drops || "–"];
     },
     ([t, s]) => ({ "data-tenant": t.name, "data-share": s === null ? "" : String(s), "data-pass": String(t.verdicts?.pass ?? 0),
