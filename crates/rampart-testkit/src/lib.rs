@@ -14,6 +14,8 @@
 //! - [`prog`]: table-driven cases (`ProgCase`: frame in → verdict, the
 //!   reason counter that moved, frame out) run over
 //!   `rampart_dataplane::testrun`, failing with the case's name.
+//! - [`http`]: reaching a running daemon's API from an end-to-end test (a
+//!   free port, one HTTP request) and waiting for a condition.
 //! - [`rng`]: the deterministic generator of every test that draws at
 //!   random (mutations, synthetic traffic).
 //! - [`browser`]: headless Chromium over the DevTools protocol, for the
@@ -25,6 +27,7 @@
 pub mod browser;
 pub mod corpus;
 pub mod frame;
+pub mod http;
 pub mod parse;
 pub mod prog;
 pub mod rng;

@@ -14,33 +14,7 @@ use rampart_lab::gen::{GenSpec, Generator, Limit};
 use rampart_lab::packet::Proto;
 use rampart_lab::testing::TestLab;
 use rampart_lab::topology::HOST_IF;
-
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &str,
-) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (
-        code,
-        out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string(),
-    )
-}
+use rampart_testkit::http::http;
 
 fn get(addr: SocketAddr, path: &str) -> serde_json::Value {
     let (code, body) = http(addr, "GET", path, None, "");

@@ -9,6 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rampart_lab::testing::{require_kernel, unique_prefix};
+use rampart_testkit::http::free_port;
 
 fn rampart(args: &[&str], token: Option<&str>, server: &str) -> Output {
     let mut c = common::cmd();
@@ -23,14 +24,6 @@ fn rampart(args: &[&str], token: Option<&str>, server: &str) -> Output {
 
 fn assert_one_error_line(o: &Output, needle: &str) {
     common::one_error_line(o, needle);
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Serve {

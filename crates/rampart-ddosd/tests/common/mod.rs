@@ -77,28 +77,13 @@ impl Drop for Cleanup {
     }
 }
 
-/// Poll `f` every 50 ms until it holds; panic after `timeout`.
-pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+// The test kit's: every test binary includes this module, not all use both.
+#[allow(unused_imports)]
+pub use rampart_testkit::http::{http, wait_for};
 
-/// Poll `f` every 100 ms until it holds or `timeout` passes; whether it held.
-pub fn poll(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    loop {
-        if f() {
-            return true;
-        }
-        if t0.elapsed() >= timeout {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+// The test kit's (Chromium's driver polls the same way).
+#[allow(unused_imports)]
+pub use rampart_testkit::browser::poll;
 
 /// The alerts written so far.
 pub fn alerts(c: &Cleanup) -> Vec<serde_json::Value> {
@@ -107,31 +92,6 @@ pub fn alerts(c: &Cleanup) -> Vec<serde_json::Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
-}
-
-/// One HTTP/1.1 request to `addr`: (status, body).
-pub fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: &str,
-) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: t\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-    (code, body)
 }
 
 /// GET `path` from the API: the JSON body of a 200.

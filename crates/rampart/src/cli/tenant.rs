@@ -340,6 +340,20 @@ fn as_flag(e: rampart_tenant::Error) -> anyhow::Error {
     super::util::usage(format!("--{}{rest}", field.replace('_', "-")))
 }
 
+/// What a settings command sends: the flags given (checked first: `check`
+/// is their validation) as a PUT body, or nothing (a GET) with none.
+fn settings_body<T: serde::Serialize + Default + PartialEq>(
+    s: &T,
+    check: rampart_tenant::Result<()>,
+) -> Result<Option<Value>> {
+    check.map_err(as_flag)?;
+    Ok(if *s == T::default() {
+        None
+    } else {
+        Some(serde_json::to_value(s)?)
+    })
+}
+
 /// `rampart tenant config dns|synproxy`: every flag is checked here with the
 /// server's own rules, so a bad one exits 2 before any request.
 fn config(service: ServiceConfig) -> Result<()> {
@@ -370,8 +384,7 @@ fn config(service: ServiceConfig) -> Result<()> {
                 prefix_len_v6,
                 exempt,
             };
-            s.validate().map_err(as_flag)?;
-            let body = (s != DnsSettings::default()).then(|| serde_json::to_value(&s));
+            let body = settings_body(&s, s.validate())?;
             (client, "/v1/config/dns", body)
         }
         ServiceConfig::Synproxy {
@@ -389,14 +402,13 @@ fn config(service: ServiceConfig) -> Result<()> {
                 ttl,
                 ports,
             };
-            s.validate().map_err(as_flag)?;
-            let body = (s != SynSettings::default()).then(|| serde_json::to_value(&s));
+            let body = settings_body(&s, s.validate())?;
             (client, "/v1/config/synproxy", body)
         }
     };
     let cl = client(&c)?;
     let reply = match body {
-        Some(b) => cl.put_json(path, &b?)?,
+        Some(b) => cl.put_json(path, &b)?,
         None => cl.get(path)?,
     };
     show(reply, c.json, settings_lines)
