@@ -132,6 +132,12 @@ impl Apps {
         self
     }
 
+    /// Is `name` a token name this daemon refuses beyond its tenant
+    /// routes (a tenant's, under `rampart run`)?
+    pub fn refuses(&self, name: &str) -> bool {
+        self.refused.as_ref().is_some_and(|f| f(name))
+    }
+
     /// May `who` read the dashboard's data?
     fn check(&self, who: Option<&Principal>) -> Result<(), ApiError> {
         let name = who.and_then(|p| p.name.as_deref());

@@ -406,8 +406,42 @@ fn build_with(
         .layer(Extension(svc.metrics.clone()))
         .layer(Extension(svc.apps.clone()))
         .layer(Extension(Shutdown(stop)))
+        .layer(middleware::from_fn_with_state(
+            svc.apps.clone(),
+            confine_tenants,
+        ))
         .layer(middleware::from_fn_with_state(auth, require_token));
     (router, doc)
+}
+
+/// A tenant's token (a name the daemon's [`Apps`] refuses: `rampart run`
+/// with a `[tenant]` section) reaches the tenant routes only. Without
+/// this, one daemon for every application would let a tenant block
+/// sources, read the host's flows or reload the daemon.
+async fn confine_tenants(
+    axum::extract::State(apps): axum::extract::State<Apps>,
+    req: Request,
+    next: middleware::Next,
+) -> Response {
+    let path = req.uri().path();
+    let open = path == "/healthz" || path == "/" || path.starts_with("/ui/");
+    let tenant = req
+        .extensions()
+        .get::<crate::Principal>()
+        .and_then(|p| p.name.as_deref())
+        .filter(|n| apps.refuses(n))
+        .map(str::to_string);
+    match tenant {
+        Some(n) if !open && !path.starts_with("/tenant/") => ApiError::new(
+            ErrorKind::Unauthorized,
+            format!(
+                "token {n:?} is a tenant's: it may use the tenant routes under /tenant/v1/ only; \
+                 {path} needs an operator's token"
+            ),
+        )
+        .into_response(),
+        _ => next.run(req).await,
+    }
 }
 
 /// The router of `server.metrics_listen`: `/metrics` and `/healthz`, no token.

@@ -568,6 +568,21 @@ fn rampart_run_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_ado
     );
     assert_eq!(code, 200, "{body}");
     let before = program(port, "/tenant");
+    // One daemon, several applications: a tenant's token reaches the
+    // tenant routes only.
+    for (method, path, body) in [
+        ("POST", "/ddos/v1/blocked", "{\"prefix\": \"192.0.2.1\"}"),
+        ("GET", "/ddos/v1/blocked", ""),
+        ("GET", "/stream/v1/top", ""),
+        ("POST", "/v1/reload", ""),
+        ("GET", "/metrics", ""),
+    ] {
+        let (code, b) = http(port, method, path, TENANT_TOKEN, body.as_bytes());
+        assert_eq!(code, 401, "{method} {path} with a tenant's token: {b}");
+        assert!(b.contains("operator's token"), "{b}");
+    }
+    let (code, b) = http(port, "GET", "/ddos/v1/blocked", OPS_TOKEN, b"");
+    assert_eq!(code, 200, "{b}");
     let chain_pins = rampart_dataplane::chain::pin_dir(Some(&ns), HOST_IF);
     let tenant_pins = rampart_tenant::host::instance_dir(&tname);
     let entry = rampart_dataplane::xdp::attached_prog_id(Some(&ns), HOST_IF).unwrap();
