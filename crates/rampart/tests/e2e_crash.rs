@@ -10,9 +10,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 use common::Daemon;
 use rampart_lab::gen::{GenSpec, Generator, Limit};
@@ -25,51 +23,16 @@ const OPS_TOKEN: &str = "ops-secret-token";
 const DROP_ALL: &str =
     "#include \"rampart_tenant.h\"\nint tenant_main(struct xdp_md *ctx) { return XDP_DROP; }\n";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use rampart_testkit::http::free_port;
 
-/// One HTTP/1.0 request; (status, body).
+/// One request to the daemon on `port` with `token`; (status, body).
 fn http(port: u16, method: &str, path: &str, token: &str, body: &[u8]) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let ctype = if body.starts_with(b"{") {
-        "application/json"
-    } else {
-        "application/octet-stream"
-    };
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: {ctype}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .unwrap();
-    s.write_all(body).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out.split_once("\r\n\r\n").map_or("", |x| x.1).to_string();
-    (code, body)
+    rampart_testkit::http::http(("127.0.0.1", port), method, path, Some(token), body)
 }
 
 /// Wait until `f` holds; the deadline only guards against a hung test.
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "no {what} after 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_for(what: &str, f: impl FnMut() -> bool) {
+    rampart_testkit::http::wait_for(what, rampart_testkit::http::DEADLINE, f);
 }
 
 fn until_up(port: u16) {
