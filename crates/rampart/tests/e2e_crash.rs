@@ -203,6 +203,7 @@ fn rampart_run_killed_under_a_flood_keeps_both_stages_and_is_adopted() {
     let lab = TestLab::up("k9r", 0);
     let ns = lab.host_ns();
     count_leaks(&ns);
+    let _leftovers = RunLeftovers(lab.host_ns());
     let dir = tempfile::tempdir().unwrap();
     let tname = unique_prefix("k9r");
     let port = free_port();
@@ -309,6 +310,7 @@ fn rampart_run_attaches_its_chain_again_to_a_recreated_interface() {
     require_kernel();
     let lab = TestLab::up("rcif", 0);
     let (ns, nic) = (lab.host_ns(), lab.nic_ns());
+    let _leftovers = RunLeftovers(lab.host_ns());
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let tname = unique_prefix("rcif");
@@ -492,6 +494,7 @@ fn rampart_run_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_ado
     let lab = TestLab::up("pnr", 0);
     let ns = lab.host_ns();
     count_leaks(&ns);
+    let _leftovers = RunLeftovers(lab.host_ns());
     let dir = tempfile::tempdir().unwrap();
     let tname = unique_prefix("pnr");
     let port = free_port();
@@ -819,4 +822,18 @@ fn tenant_serve_follows_a_recreated_interface() {
         None,
         "a clean stop detaches from the new interface too"
     );
+}
+
+/// What `rampart run` leaves on the host's interface by design (the ddos
+/// stage and the chain stay after a stop), removed when a test ends —
+/// also when it fails half-way.
+struct RunLeftovers(String);
+
+impl Drop for RunLeftovers {
+    fn drop(&mut self) {
+        if let Ok(scope) = rampart_ddos::filter::Scope::new(Some(&self.0), HOST_IF) {
+            let _ = rampart_ddos::filter::Filter::detach(&scope.name());
+        }
+        let _ = rampart_dataplane::chain::Chain::remove(Some(&self.0), HOST_IF);
+    }
 }
