@@ -135,6 +135,8 @@ def main():
     pcaps(f)
     put("config_ddos", "dist.toml", open(os.path.join(ROOT, "dist", "rampart-ddos.toml")).read())
     put("config_ddos", "empty.toml", "")
+    put("config_run", "shipped.toml", open(os.path.join(ROOT, "dist", "rampart.toml")).read())
+    put("config_run", "all_three.toml", '[[interface]]\nname = "eth0"\n[ddos]\n[stream]\napps = ["portscan"]\n[tenant.infra]\nname = "t"\n[[tenant.tenant]]\nname = "acme"\nselectors = ["prefix:10.0.0.0/24"]\n')
     put("config_ddos", "daemon.toml", '[daemon]\nmode = "xdp-host"\niface = "eth0"\ninterval_s = 0.5\n')
     put("config_tenant", "two_tenants.toml", '''[server]
 listen = "127.0.0.1:9610"
@@ -164,6 +166,8 @@ selectors = ["prefix:fd20:0:0:2::/64"]
     put("api_bodies", "prefix_args", b"\x04192.0.2.7 10.0.0.0/8 ::1")
     put("api_bodies", "block", b"\x05" + b'{"prefix": "192.0.2.7", "reason": "manual"}')
     put("api_bodies", "whitelist", b"\x06" + b'{"prefix": "2001:db8::/32"}')
+    put("api_bodies", "config_dns", b"\x07" + b'{"per_source_qps": 10, "per_source_burst": 20, "mode": "truncate", "exempt": ["192.0.2.0/24"]}')
+    put("api_bodies", "config_synproxy", b"\x08" + b'{"mss_v4": 1460, "wscale": 7, "ports": [80, 443]}')
     # The stock tenant programs are a corpus of their own (./run fuzz reads
     # bpf/tenant/api/programs/ directly): no copies here.
     progs = os.path.join(ROOT, "bpf", "tenant", "api", "programs")

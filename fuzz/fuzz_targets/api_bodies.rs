@@ -1,7 +1,9 @@
 //! Request bodies of the HTTP APIs and the text inputs behind them: the
 //! tenant API's selector list and map entry bodies (with their hex keys and
 //! values), the program body's kind detection, and the DDoS blacklist's
-//! prefix lists (API bodies, `--file` lists, arguments). The first byte
+//! prefix lists (API bodies, `--file` lists, arguments), the tenant
+//! services' settings by name (`PUT /v1/config/dns`, `/v1/config/synproxy`:
+//! checked, then merged into the service's defaults). The first byte
 //! chooses the parser. Every input is accepted or refused with a one-line
 //! message; an accepted prefix prints back to text that parses to itself.
 #![no_main]
@@ -12,7 +14,9 @@ use rampart_ddosd::api::{BlockBody, WhitelistBody};
 use rampart_service::error::parse_json;
 use rampart_tenant::api::{unhex, MapValue, Selectors};
 use rampart_tenant::compiler::Submission;
+use rampart_tenant::programs::{DnsLimits, SynProxyConfig};
 use rampart_tenant::selector::parse_list;
+use rampart_tenant::settings::{DnsSettings, SynSettings};
 
 fn one_line(e: impl std::fmt::Display) {
     let m = e.to_string();
@@ -37,7 +41,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = std::str::from_utf8(body).ok();
-    match which % 7 {
+    match which % 9 {
         // PUT /v1/selectors (tenant API).
         0 => match parse_json::<Selectors>(body).map_err(|e| e.to_string()) {
             Ok(items) => match parse_list(&items.0) {
@@ -90,6 +94,27 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
+        // PUT /v1/config/dns (tenant API): a body that passes the checks
+        // merges into the limiter's settings without a panic.
+        7 => match parse_json::<DnsSettings>(body).map_err(|e| e.to_string()) {
+            Ok(s) => match s.validate() {
+                Ok(()) => {
+                    let _ = s.merge(&DnsLimits::default()).map_err(one_line);
+                }
+                Err(e) => one_line(e),
+            },
+            Err(e) => one_line(e),
+        },
+        // PUT /v1/config/synproxy (tenant API).
+        8 => match parse_json::<SynSettings>(body).map_err(|e| e.to_string()) {
+            Ok(s) => match s.validate() {
+                Ok(()) => {
+                    let _ = s.merge(&SynProxyConfig::default()).map_err(one_line);
+                }
+                Err(e) => one_line(e),
+            },
+            Err(e) => one_line(e),
+        },
         // POST /v1/blocked (ddos daemon API).
         5 => match parse_json::<BlockBody>(body).map_err(|e| e.to_string()) {
             Ok(b) => prefix_body(&b.prefix),

@@ -100,7 +100,14 @@ impl ConfigError {
 pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T, ConfigError> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let key = e.path().to_string();
+        // A quoted TOML key may hold any character, a newline included:
+        // escaped, so the error stays one line.
+        let key: String = e
+            .path()
+            .to_string()
+            .chars()
+            .flat_map(char::escape_debug)
+            .collect();
         let inner = e.into_inner();
         let line = inner
             .span()
@@ -254,6 +261,9 @@ mod tests {
             ("\n\n[server]\nlisten = 7\n", "server.listen: invalid type"),
             ("[nope]\n", "unknown field `nope`"),
             ("[daemon\n", "(line 1)"),
+            // Found by the config fuzz target: a quoted key holding a
+            // newline put that newline into the message's key part.
+            (r#"[ "a\nb" ]"#, "unknown field"),
         ] {
             let e = parse::<Daemon>(text).unwrap_err().to_string();
             assert!(e.contains(want), "{text:?}: {e}");
