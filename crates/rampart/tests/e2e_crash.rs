@@ -10,6 +10,8 @@
 
 mod common;
 
+use std::path::{Path, PathBuf};
+
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::Daemon;
@@ -88,6 +90,50 @@ fn flood() -> GenSpec {
     }
 }
 
+/// A `tenant serve` config (API on `port`, token of tenant `acme`) running
+/// instance `name` on the host interface of `ns`, `acme` selecting
+/// `selectors` (TOML strings); its path.
+fn tenant_config(dir: &Path, port: u16, name: &str, ns: &str, selectors: &str) -> PathBuf {
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
+    let cfg = dir.join("tenant.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
+             [[tenant]]\nname = \"acme\"\nselectors = [{selectors}]\n",
+            tokens.display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+/// A `rampart run` config (API on `port`, tokens of `acme` and `ops`):
+/// ddos and tenant instance `tname` (`acme` on 10.10.0.0/24) on the host
+/// interface of `ns`; its path.
+fn run_config(dir: &Path, port: u16, tname: &str, ns: &str) -> PathBuf {
+    let tokens = dir.join("tokens");
+    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\nops {OPS_TOKEN}\n")).unwrap();
+    let cfg = dir.join("rampart.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
+             [alerts]\nfile = \"\"\n\
+             [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
+             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n\
+             [tenant.infra]\nname = \"{tname}\"\n\
+             [[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
+            tokens.display(),
+            dir.join("state").display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
 /// SIGKILL, and reap.
 fn kill9(d: &mut Daemon) {
     d.child.kill().unwrap();
@@ -116,19 +162,7 @@ fn tenant_serve_killed_under_a_flood_keeps_dropping_and_is_adopted() {
     let dir = tempfile::tempdir().unwrap();
     let name = unique_prefix("k9t");
     let port = free_port();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
-    let cfg = dir.path().join("tenant.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
-             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
-             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
-            tokens.display()
-        ),
-    )
-    .unwrap();
+    let cfg = tenant_config(dir.path(), port, &name, &ns, r#""prefix:10.10.0.0/24""#);
     let args = ["tenant", "serve", "--config", cfg.to_str().unwrap()];
     let mut d = Daemon::spawn(&args, &[], &dir.path().join("serve1.log"));
     until_up(port);
@@ -207,23 +241,7 @@ fn rampart_run_killed_under_a_flood_keeps_both_stages_and_is_adopted() {
     let dir = tempfile::tempdir().unwrap();
     let tname = unique_prefix("k9r");
     let port = free_port();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\nops {OPS_TOKEN}\n")).unwrap();
-    let cfg = dir.path().join("rampart.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
-             [alerts]\nfile = \"\"\n\
-             [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
-             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n\
-             [tenant.infra]\nname = \"{tname}\"\n\
-             [[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
-            tokens.display(),
-            dir.path().join("state").display()
-        ),
-    )
-    .unwrap();
+    let cfg = run_config(dir.path(), port, &tname, &ns);
     let args = ["run", "--config", cfg.to_str().unwrap()];
     let mut d = Daemon::spawn(&args, &[], &dir.path().join("run1.log"));
     until_up(port);
@@ -411,19 +429,7 @@ fn tenant_serve_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_ad
     let dir = tempfile::tempdir().unwrap();
     let name = unique_prefix("pnt");
     let port = free_port();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
-    let cfg = dir.path().join("tenant.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
-             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
-             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
-            tokens.display()
-        ),
-    )
-    .unwrap();
+    let cfg = tenant_config(dir.path(), port, &name, &ns, r#""prefix:10.10.0.0/24""#);
     let args = ["tenant", "serve", "--config", cfg.to_str().unwrap()];
     let log1 = dir.path().join("serve1.log");
     let mut d = Daemon::spawn(&args, &[], &log1);
@@ -498,23 +504,7 @@ fn rampart_run_pins_removed_under_a_flood_are_pinned_again_and_a_crash_still_ado
     let dir = tempfile::tempdir().unwrap();
     let tname = unique_prefix("pnr");
     let port = free_port();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\nops {OPS_TOKEN}\n")).unwrap();
-    let cfg = dir.path().join("rampart.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
-             [alerts]\nfile = \"\"\n\
-             [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
-             [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n\
-             [tenant.infra]\nname = \"{tname}\"\n\
-             [[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
-            tokens.display(),
-            dir.path().join("state").display()
-        ),
-    )
-    .unwrap();
+    let cfg = run_config(dir.path(), port, &tname, &ns);
     let args = ["run", "--config", cfg.to_str().unwrap()];
     let log1 = dir.path().join("run1.log");
     let mut d = Daemon::spawn(&args, &[], &log1);
@@ -626,19 +616,7 @@ fn tenant_serve_with_a_full_or_read_only_run_directory_says_so_once_and_keeps_dr
     let dir = tempfile::tempdir().unwrap();
     let name = unique_prefix("rot");
     let port = free_port();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
-    let cfg = dir.path().join("tenant.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
-             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
-             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\"]\n",
-            tokens.display()
-        ),
-    )
-    .unwrap();
+    let cfg = tenant_config(dir.path(), port, &name, &ns, r#""prefix:10.10.0.0/24""#);
     // The daemon's own mount namespace gets a small tmpfs as its run
     // directory: filling it or making it read-only touches nothing else.
     let run_dir = "/run/rampart/tenant";
@@ -760,19 +738,13 @@ fn tenant_serve_follows_a_recreated_interface() {
     let dir = tempfile::tempdir().unwrap();
     let name = unique_prefix("rcit");
     let port = free_port();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("acme {TENANT_TOKEN}\n")).unwrap();
-    let cfg = dir.path().join("tenant.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\ntoken_file = \"{}\"\n\
-             [infra]\nname = \"{name}\"\nnetns = \"{ns}\"\ninterfaces = [\"{HOST_IF}\"]\n\
-             [[tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.10.0.0/24\", \"prefix:fd10::/64\"]\n",
-            tokens.display()
-        ),
-    )
-    .unwrap();
+    let cfg = tenant_config(
+        dir.path(),
+        port,
+        &name,
+        &ns,
+        r#""prefix:10.10.0.0/24", "prefix:fd10::/64""#,
+    );
     let args = ["tenant", "serve", "--config", cfg.to_str().unwrap()];
     let mut d = Daemon::spawn(&args, &[], &dir.path().join("serve.log"));
     until_up(port);
