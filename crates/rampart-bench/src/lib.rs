@@ -11,6 +11,8 @@
 //!   (`rampart bench stream-engine | stream`);
 //! - [`tenant`]: fairness, accounting overhead and offload gain of the
 //!   tenant services (`rampart bench tenant-fairness | tenant`);
+//! - [`upstream`]: the tiers beyond the host: BGP to the router, flow
+//!   input, CrowdSec (`rampart bench upstream`);
 //! - [`demo`]: `rampart demo`;
 //! - [`report`]: machine description, CSV, medians and plots.
 
@@ -21,5 +23,6 @@ pub mod out;
 pub mod report;
 pub mod stream;
 pub mod tenant;
+pub mod upstream;
 
 pub use error::{Error, Result};

@@ -52,6 +52,29 @@ pub enum BenchCmd {
     /// ddos soak: the daemon on the shipped config for N minutes under the demo's traffic mix
     /// (attack cycles); RSS, map occupancy, loop jitter, errors and leaked packets.
     Soak(SoakArgs),
+    /// The tiers beyond the host: FlowSpec and RTBH through ExaBGP to the lab's
+    /// router (BIRD; its forwarding EMULATED), flow input, the fleet through CrowdSec.
+    Upstream(UpstreamArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UpstreamArgs {
+    /// Print one JSON object (the report, with the bar).
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for summary.json and each part's files: the daemon's config, log, alerts (created).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Reflectors of the BGP part's NTP flood.
+    #[arg(long, default_value_t = 300)]
+    pub reflectors: u32,
+    /// The flood's packets per second (all reflectors).
+    #[arg(long, default_value_t = 20_000.0)]
+    pub pps: f64,
+    /// The link capacity the daemon's config declares (packets/s): the tier engages
+    /// when the blocked volume reaches 0.8 of it.
+    #[arg(long, default_value_t = 10_000.0)]
+    pub link_pps: f64,
 }
 
 #[derive(Debug, Args)]
@@ -335,6 +358,35 @@ pub fn run(cmd: BenchCmd, cancel: &AtomicBool) -> Result<()> {
                 rampart_bin: std::env::current_exe()?,
             };
             Ok(rampart_bench::ddos::detect::run_and_print(&spec, cancel)?)
+        }
+        BenchCmd::Upstream(a) => {
+            if a.reflectors == 0 || a.reflectors > 1 << 20 {
+                super::util::usage_bail!(
+                    "--reflectors {} is out of range: pick 1 to 1048576",
+                    a.reflectors
+                );
+            }
+            if !(a.pps > 0.0 && a.link_pps > 0.0) {
+                super::util::usage_bail!("--pps and --link-pps must be positive");
+            }
+            let spec = rampart_bench::upstream::UpstreamSpec {
+                json: a.json,
+                out: a.out,
+                bgp: rampart_bench::upstream::bgp::BgpSpec {
+                    reflectors: a.reflectors,
+                    pps: a.pps,
+                    link_capacity_pps: a.link_pps,
+                    ..Default::default()
+                },
+            };
+            let r = rampart_bench::upstream::run_and_print(&spec, cancel)?;
+            if !r.bar.met {
+                anyhow::bail!(
+                    "the upstream bar is not met (bar: {})",
+                    serde_json::to_string(&r.bar).unwrap_or_default()
+                );
+            }
+            Ok(())
         }
         BenchCmd::Soak(a) => {
             if !(a.minutes >= 1.0 && a.minutes <= 1440.0) {
