@@ -431,6 +431,23 @@ impl Config {
     }
 }
 
+impl Config {
+    /// What this system limits without stopping a start, one line each:
+    /// with `[tenant]` on a kernel without Landlock, tenants can submit
+    /// BPF objects but not C source (the compiler's sandbox needs it).
+    /// `rampart run --check` prints them; a start logs them.
+    #[must_use]
+    pub fn system_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.tenant.is_some() {
+            if let Err(why) = rampart_tenant::compiler::sandbox_abi() {
+                notes.push(format!("[tenant]: {why}"));
+            }
+        }
+        notes
+    }
+}
+
 fn config_error(e: ConfigError) -> Error {
     Error::Config(e.to_string())
 }

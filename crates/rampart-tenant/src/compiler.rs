@@ -348,29 +348,42 @@ struct PathBeneathAttr {
     parent_fd: i32,
 }
 
+fn no_landlock_message(e: &std::io::Error) -> String {
+    format!(
+        "the tenant compiler's sandbox needs Landlock (Linux 5.13 or later with landlock in its lsm= list): {e}; submit a BPF object instead of C source"
+    )
+}
+
+/// The Landlock ABI version this kernel offers the compiler's sandbox, or
+/// the one line saying why tenants cannot submit C source here (BPF
+/// objects still work). `rampart run --check` and the daemons' start ask.
+///
+/// # Errors
+/// The kernel has no Landlock (too old, or not in its `lsm=` list).
+pub fn sandbox_abi() -> std::result::Result<u32, String> {
+    // SAFETY: the version query takes no attribute (NULL, 0).
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if abi < 1 {
+        return Err(no_landlock_message(&std::io::Error::last_os_error()));
+    }
+    Ok(abi as u32)
+}
+
 impl Sandbox {
     /// Build the ruleset (read and execute beneath the system's directories
     /// and clang's prefix, everything beneath `build`) and hand `build` to
     /// `nobody` when this process may.
     fn prepare(clang: &str, build: &Path) -> Result<Self> {
         use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        let no_landlock = |e: std::io::Error| {
-            Error::Invalid(format!(
-                "the tenant compiler's sandbox needs Landlock (Linux 5.13 or later with landlock in its lsm= list): {e}; submit a BPF object instead of C source"
-            ))
-        };
-        // SAFETY: the version query takes no attribute (NULL, 0).
-        let abi = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<RulesetAttr>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
-        if abi < 1 {
-            return Err(no_landlock(std::io::Error::last_os_error()));
-        }
+        let no_landlock = |e: std::io::Error| Error::Invalid(no_landlock_message(&e));
+        let abi = sandbox_abi().map_err(Error::Invalid)?;
         let mut fs = FS_ABI1;
         if abi >= 2 {
             fs |= FS_REFER;

@@ -95,7 +95,12 @@ pub struct BgpResult {
 
 /// The daemon's config: the shipped file with the lab's wiring and the
 /// upstream tier on (RTBH included; the link as the spec declares).
-fn daemon_config(lab: &rampart_lab::Lab, bgp: &BgpLab, spec: &BgpSpec, dir: &Path) -> Result<Config> {
+fn daemon_config(
+    lab: &rampart_lab::Lab,
+    bgp: &BgpLab,
+    spec: &BgpSpec,
+    dir: &Path,
+) -> Result<Config> {
     let mut t: toml::Table = SHIPPED_CONFIG
         .parse()
         .map_err(|e| Error::Invalid(format!("the shipped configuration is not TOML: {e}")))?;
@@ -110,9 +115,17 @@ fn daemon_config(lab: &rampart_lab::Lab, bgp: &BgpLab, spec: &BgpSpec, dir: &Pat
     };
     set("daemon", "iface", HOST_IF.into());
     set("daemon", "netns", lab.host_ns().into());
-    set("daemon", "state_dir", dir.join("state").display().to_string().into());
+    set(
+        "daemon",
+        "state_dir",
+        dir.join("state").display().to_string().into(),
+    );
     set("server", "listen", "".into());
-    set("alerts", "file", dir.join("alerts.jsonl").display().to_string().into());
+    set(
+        "alerts",
+        "file",
+        dir.join("alerts.jsonl").display().to_string().into(),
+    );
     set("upstream", "enabled", true.into());
     set(
         "upstream",
@@ -121,7 +134,11 @@ fn daemon_config(lab: &rampart_lab::Lab, bgp: &BgpLab, spec: &BgpSpec, dir: &Pat
     );
     set("upstream", "next_hop", HOST_ADDR.into());
     set("upstream", "rtbh", true.into());
-    set("upstream", "link_capacity_pps", spec.link_capacity_pps.into());
+    set(
+        "upstream",
+        "link_capacity_pps",
+        spec.link_capacity_pps.into(),
+    );
     set("upstream", "hold_s", spec.hold_s.into());
     let text = toml::to_string(&t)
         .map_err(|e| Error::Failed(format!("writing the daemon's configuration: {e}")))?;
@@ -171,7 +188,8 @@ fn poll<T>(
 /// The lab, BIRD/ExaBGP or the daemon failing to start; the tier never
 /// engaging (with what the daemon and the router showed); Ctrl-C.
 pub fn measure(spec: &BgpSpec, dir: &Path, cancel: &AtomicBool) -> Result<BgpResult> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     let lab = BenchLab::up_with(
         &rampart_lab::testing::unique_prefix("bup"),
         &UpOptions {
@@ -223,16 +241,25 @@ pub fn measure(spec: &BgpSpec, dir: &Path, cancel: &AtomicBool) -> Result<BgpRes
         // Wait until the router's forwarding follows BIRD (its thread
         // syncs every 100 ms), then measure a window of the flood.
         poll(Duration::from_secs(30), cancel, || {
-            Ok((fwd.rules().len() as u64 >= rtbh_seen_at_peer + flowspec_seen_at_peer).then_some(()))
+            Ok(
+                (fwd.rules().len() as u64 >= rtbh_seen_at_peer + flowspec_seen_at_peer)
+                    .then_some(()),
+            )
         })?;
         let w0 = Instant::now();
-        let (h0, r0) = (iface_rx_packets(&lab.host_ns(), HOST_IF)?, fwd.dropped_packets()?);
+        let (h0, r0) = (
+            iface_rx_packets(&lab.host_ns(), HOST_IF)?,
+            fwd.dropped_packets()?,
+        );
         let window = Duration::from_secs(3);
         while w0.elapsed() < window {
             check(cancel)?;
             std::thread::sleep(Duration::from_millis(100));
         }
-        let (h1, r1) = (iface_rx_packets(&lab.host_ns(), HOST_IF)?, fwd.dropped_packets()?);
+        let (h1, r1) = (
+            iface_rx_packets(&lab.host_ns(), HOST_IF)?,
+            fwd.dropped_packets()?,
+        );
         let window_s = w0.elapsed().as_secs_f64();
         let (router_dropped, host_received) = (r1.saturating_sub(r0), h1.saturating_sub(h0));
         let total = router_dropped + host_received;
@@ -247,14 +274,10 @@ pub fn measure(spec: &BgpSpec, dir: &Path, cancel: &AtomicBool) -> Result<BgpRes
         // The flood ends: every route must go after hold_s.
         stop.store(true, Ordering::Relaxed);
         let t_end = Instant::now();
-        let gone = poll(
-            Duration::from_secs_f64(spec.hold_s + 60.0),
-            cancel,
-            || {
-                let (f, r) = at_peer(&bgp)?;
-                Ok((f == 0 && r == 0).then_some(t_end.elapsed().as_secs_f64()))
-            },
-        )?;
+        let gone = poll(Duration::from_secs_f64(spec.hold_s + 60.0), cancel, || {
+            let (f, r) = at_peer(&bgp)?;
+            Ok((f == 0 && r == 0).then_some(t_end.elapsed().as_secs_f64()))
+        })?;
         let errors = h.view().upstream.map_or(0, |v| v.errors);
         Ok(BgpResult {
             spec: spec.clone(),

@@ -17,6 +17,8 @@ pub struct RunArgs {
     pub config: PathBuf,
     /// Validate the configuration against this host (interfaces present), print
     /// one line, and exit: 0 when it would start, 1 with the reason otherwise.
+    /// What the host limits without stopping a start (a kernel without Landlock
+    /// takes no tenant C source) is printed as a warning line before it.
     #[arg(long, conflicts_with = "print_config")]
     pub check: bool,
     /// Print the effective configuration (every default filled in) as TOML, and exit.
@@ -38,6 +40,9 @@ pub fn run(a: RunArgs, cancel: &AtomicBool) -> Result<()> {
             "rampart run: the config names no [[interface]]: running on {}, the interface of the default route",
             cfg.interfaces[0].name
         );
+    }
+    for n in cfg.system_notes() {
+        eprintln!("rampart run: warning: {n}");
     }
     if a.check {
         let ifaces: Vec<String> = cfg

@@ -218,6 +218,9 @@ pub fn run(cmd: TenantCmd, cancel: &AtomicBool) -> Result<()> {
                 print!("{}", cfg.render()?);
                 return Ok(());
             }
+            if let Err(why) = rampart_tenant::compiler::sandbox_abi() {
+                eprintln!("rampart tenant serve: warning: {why}");
+            }
             rampart_tenant::serve::serve(cfg, config.as_deref(), cancel)?;
             Ok(())
         }
