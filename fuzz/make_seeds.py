@@ -168,6 +168,10 @@ selectors = ["prefix:fd20:0:0:2::/64"]
     put("api_bodies", "whitelist", b"\x06" + b'{"prefix": "2001:db8::/32"}')
     put("api_bodies", "config_dns", b"\x07" + b'{"per_source_qps": 10, "per_source_burst": 20, "mode": "truncate", "exempt": ["192.0.2.0/24"]}')
     put("api_bodies", "config_synproxy", b"\x08" + b'{"mss_v4": 1460, "wscale": 7, "ports": [80, 443]}')
+    # Decision stream bodies as crowdsec 1.4.6's LAPI answers (recorded).
+    put("crowdsec_stream", "startup.json", b"\x00" + b'{"deleted":null,"new":[{"duration":"59m58.86815448s","id":3,"origin":"cscli","scenario":"ssh","scope":"Ip","type":"ban","value":"2001:db8::9"},{"duration":"3h59m58.868152166s","id":2,"origin":"cscli","scenario":"manual","scope":"Range","type":"ban","value":"198.51.100.0/24"},{"duration":"3h59m58s","id":4,"origin":"cscli","scenario":"manual","scope":"Ip","type":"captcha","value":"192.0.2.8"}]}')
+    put("crowdsec_stream", "delta.json", b"\x01" + b'{"deleted":[{"duration":"-130.172901ms","id":1,"origin":"cscli","scenario":"manual","scope":"Ip","type":"ban","value":"192.0.2.7"}],"new":[{"duration":"29m59.618264137s","id":6,"origin":"cscli","scenario":"manual","scope":"Ip","type":"ban","value":"203.0.113.5"}]}')
+    put("crowdsec_stream", "duration", b"\x02" + b"3h59m58.5s")
     # The stock tenant programs are a corpus of their own (./run fuzz reads
     # bpf/tenant/api/programs/ directly): no copies here.
     progs = os.path.join(ROOT, "bpf", "tenant", "api", "programs")

@@ -357,6 +357,9 @@ pub struct Update {
     pub add: Vec<BlockEntry>,
     /// Prefixes to unblock (an error if not blocked).
     pub remove: Vec<Prefix>,
+    /// Blocked prefixes whose expiry is set anew (`ttl`, `None`: never),
+    /// keeping their id and counters (an error if not blocked).
+    pub refresh: Vec<BlockEntry>,
     /// Make the blacklist exactly `add`: entries not in it are removed,
     /// entries in it that exist stay (keeping their counters; their TTL is
     /// set anew), the rest are added. `remove` must be empty.
@@ -457,9 +460,9 @@ impl Plan {
             }
         }
         if up.replace {
-            if !up.remove.is_empty() {
+            if !up.remove.is_empty() || !up.refresh.is_empty() {
                 return Err(Error::Invalid(
-                    "internal: replace with a remove list".into(),
+                    "internal: replace with a remove or refresh list".into(),
                 ));
             }
             let wanted: HashMap<Prefix, Option<Duration>> =
@@ -501,6 +504,24 @@ impl Plan {
                 });
             };
             self.removes.push((*p, id));
+        }
+        for e in &up.refresh {
+            if !seen.insert(e.prefix) {
+                return Err(duplicate(&e.prefix));
+            }
+            let Some(&id) = self.live.get(&e.prefix) else {
+                return Err(Error::NotBlocked {
+                    prefix: e.prefix.to_string(),
+                });
+            };
+            // One the data path may be retiring now gets a fresh id (as
+            // in a replace).
+            if near.contains(&e.prefix) {
+                self.removes.push((e.prefix, id));
+                self.adds.push(*e);
+            } else {
+                self.refresh.push((id, self.expires_of(e.ttl)));
+            }
         }
         Ok(())
     }

@@ -380,6 +380,64 @@ fn ttl_expires_in_the_data_path_and_is_purged() {
 }
 
 #[test]
+fn refresh_sets_a_new_expiry_and_keeps_the_counters() {
+    let mut f = Installed::new("pf", &exact_cfg());
+    let e = |p: &str, ttl: Option<u64>| BlockEntry {
+        prefix: Prefix::parse(p).unwrap(),
+        ttl: ttl.map(Duration::from_secs),
+    };
+    f.filter
+        .block(&[e("192.0.2.1", Some(60)), e("198.51.100.0/24", Some(3600))])
+        .unwrap();
+    let prog = f.prog();
+    assert_eq!(
+        run(&prog, &udp("192.0.2.1", "203.0.113.1", 53, 4), 3),
+        XDP_DROP
+    );
+    // Adds and refreshes in one update: .1 lives on with no expiry, the
+    // /24 gets one second, .2 is new. (An entry within a second of its
+    // end would be re-added with a fresh id instead: see `replace`.)
+    let r = f
+        .filter
+        .apply(&Update {
+            add: vec![e("192.0.2.2", None)],
+            refresh: vec![e("192.0.2.1", None), e("198.51.100.0/24", Some(1))],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!((r.added, r.removed), (1, 0));
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(
+        run(&prog, &udp("192.0.2.1", "203.0.113.1", 53, 4), 2),
+        XDP_DROP
+    );
+    assert_eq!(
+        entry(&f, "192.0.2.1/32").0,
+        5,
+        "a refreshed entry keeps its counter"
+    );
+    assert_eq!(
+        run(&prog, &udp("198.51.100.7", "203.0.113.1", 53, 4), 1),
+        XDP_PASS,
+        "the refreshed expiry holds in the data path"
+    );
+    // Refreshing what is not blocked, or twice, changes nothing.
+    for bad in [
+        vec![e("203.0.113.9", None)],
+        vec![e("192.0.2.2", None), e("192.0.2.2", Some(5))],
+    ] {
+        assert!(f
+            .filter
+            .apply(&Update {
+                refresh: bad,
+                ..Default::default()
+            })
+            .is_err());
+    }
+    assert_eq!(f.filter.entries().unwrap().len(), 2);
+}
+
+#[test]
 fn updates_keep_counters_of_entries_that_stay() {
     let mut f = Installed::new("pf", &exact_cfg());
     f.block(&["192.0.2.1", "192.0.2.2", "2001:db8::1", "198.51.100.0/24"]);

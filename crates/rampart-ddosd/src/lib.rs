@@ -9,6 +9,7 @@
 pub mod alerts;
 pub mod api;
 pub mod config;
+pub mod crowdsec;
 pub mod daemon;
 pub mod error;
 pub mod evidence;
