@@ -629,7 +629,14 @@ struct ddos_capture_val {
 	__u32 first;
 	__u32 every;
 	__u32 _pad2;
-	/* Packets of the attack seen, sampled, and lost to a full ring. */
+	/* Packets of the attack seen, sampled, and lost to a full ring.
+	 * Atomic adds on an LPM trie's value are safe only where the kernel
+	 * puts them: the value follows the node's header and key, so it is
+	 * not 8-byte aligned, and a counter straddling two cache lines would
+	 * be a split lock (~3 us, stalling the other CPUs: measured in the
+	 * lab's EMULATED NIC). With this key and value the node is a 128-byte
+	 * unit and these three lie at bytes 76-99 of it: in one line. Keep
+	 * the sizes, or move the counters to an array. */
 	__u64 seen;
 	__u64 sampled;
 	__u64 ring_full;

@@ -108,7 +108,19 @@ struct nic_rule_key {
 	__u32 addr[4];
 };
 
-/* Per-rule hardware counters. */
+/* nic_rules' value: the rule's slot in nic_counters (< K). */
+struct nic_rule_val {
+	__u32 slot;
+};
+
+/* Per-rule hardware counters: nic_counters[slot], one copy per CPU, summed
+ * by userspace. Not in the trie's value: a trie node is a small kernel
+ * allocation whose value is neither 8-byte aligned nor alone on its cache
+ * lines, so an atomic add there can straddle two lines (a split lock: a bus
+ * lock that stalls every CPU) or bounce a line shared with unrelated kernel
+ * objects. Which of them happened depended on where the nodes landed, so
+ * the NIC hop cost 5x the CPU in some demo runs and not in others, and
+ * slowed the other vCPU with it. Per-CPU counters need no atomics. */
 struct nic_rule_stats {
 	__u64 packets;
 	__u64 bytes;

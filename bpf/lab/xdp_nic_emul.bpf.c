@@ -7,7 +7,7 @@
  * L2 bump that forwards every frame to the other side with bpf_redirect,
  * plus a hardware-like table of source-prefix rules (longest prefix match,
  * capacity K = the map's max_entries) whose matches are dropped with
- * per-rule counters.
+ * per-rule counters (per CPU, in nic_counters: why in lab/abi.h).
  * Only frames from the wire are matched; frames from the host pass.
  *
  * With no rule installed the lookup is skipped (nic_state.rules == 0), so
@@ -30,8 +30,16 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC); /* required by LPM tries */
 	__uint(max_entries, NIC_DEFAULT_CAPACITY);
 	__type(key, struct nic_rule_key);
-	__type(value, struct nic_rule_stats);
+	__type(value, struct nic_rule_val);
 } nic_rules SEC(".maps");
+
+/* max_entries = K too (set with nic_rules' at load). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NIC_DEFAULT_CAPACITY);
+	__type(key, __u32);
+	__type(value, struct nic_rule_stats);
+} nic_counters SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -45,7 +53,8 @@ static __always_inline int nic_match(struct xdp_md *ctx, struct nic_state *st)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct nic_rule_key key = {};
-	struct nic_rule_stats *r;
+	struct nic_rule_val *r;
+	struct nic_rule_stats *c;
 	struct pkt_info pi;
 
 	if (parse_packet(data, data_end, &pi) != PARSE_OK) {
@@ -59,8 +68,11 @@ static __always_inline int nic_match(struct xdp_md *ctx, struct nic_state *st)
 	r = bpf_map_lookup_elem(&nic_rules, &key);
 	if (!r)
 		return 0;
-	__sync_fetch_and_add(&r->packets, 1);
-	__sync_fetch_and_add(&r->bytes, data_end - data);
+	c = bpf_map_lookup_elem(&nic_counters, &r->slot);
+	if (c) {
+		c->packets++;
+		c->bytes += data_end - data;
+	}
 	return 1;
 }
 

@@ -4,8 +4,8 @@
 //! with hardware counters) is emulated by the lab's `xdp_nic_emul` program
 //! on a NIC hop: a longest-prefix-match table of source prefixes with
 //! capacity K (the map's max_entries, `nic_rules`; an exact source is a
-//! /32 or /128) and per-rule packet/byte counters,
-//! plus `nic_state` (the rule count the program checks before looking
+//! /32 or /128) whose value is the rule's slot in `nic_counters` (its
+//! packet/byte counters, one copy per CPU), plus `nic_state` (the rule count the program checks before looking
 //! anything up, and a count of frames it could not parse). This handle is
 //! the only way rampart touches it: the lab opens it from its pins, the
 //! ddos daemon's `emulated` tier from the program attached on the NIC hop
@@ -22,13 +22,14 @@ use std::path::Path;
 use bytemuck::{bytes_of, bytes_of_mut};
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
-use rampart_bpf::abi::lab::{NicRuleKey, NicRuleStats, NicState, NIC_FAMILY_BITS};
+use rampart_bpf::abi::lab::{NicRuleKey, NicRuleStats, NicRuleVal, NicState, NIC_FAMILY_BITS};
 use serde::Serialize;
 
 use crate::error::{BpfContext, Error, Result};
 
 const RULES_MAP: &str = "nic_rules";
 const STATE_MAP: &str = "nic_state";
+const COUNTERS_MAP: &str = "nic_counters";
 
 /// Counters of one hardware rule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -44,6 +45,7 @@ pub struct RuleStats {
 pub struct EmulatedNicTable {
     rules: MapHandle,
     state: MapHandle,
+    counters: MapHandle,
     capacity: u32,
 }
 
@@ -82,20 +84,33 @@ fn net_of(k: &[u8]) -> Option<IpNet> {
     }
 }
 
-fn stats_of(v: &[u8]) -> RuleStats {
-    let s: NicRuleStats = bytemuck::try_pod_read_unaligned(v).unwrap_or_default();
-    RuleStats {
-        packets: s.packets,
-        bytes: s.bytes,
-    }
+/// The sum of a rule's per-CPU counters.
+fn stats_of(per_cpu: &[Vec<u8>]) -> RuleStats {
+    per_cpu.iter().fold(RuleStats::default(), |acc, v| {
+        let s: NicRuleStats = bytemuck::try_pod_read_unaligned(v).unwrap_or_default();
+        RuleStats {
+            packets: acc.packets + s.packets,
+            bytes: acc.bytes + s.bytes,
+        }
+    })
 }
+
+fn slot_of(v: &[u8]) -> Option<u32> {
+    bytemuck::try_pod_read_unaligned::<NicRuleVal>(v)
+        .ok()
+        .map(|v| v.slot)
+}
+
+/// The three maps of the table.
+type Maps = (MapHandle, MapHandle, MapHandle);
 
 /// The table and state maps among the maps of program `prog_id`, or of a
 /// program it tail-calls (a filter chained in front of the EMULATED NIC
 /// holds the NIC's program in its program array), `depth` levels down.
-fn find_maps(prog_id: u32, depth: u32) -> Result<Option<(MapHandle, MapHandle)>> {
+fn find_maps(prog_id: u32, depth: u32) -> Result<Option<Maps>> {
     let mut rules = None;
     let mut state = None;
+    let mut counters = None;
     let mut next = Vec::new();
     for id in crate::xdp::prog_map_ids(prog_id)? {
         let Ok(m) = MapHandle::from_map_id(id) else {
@@ -104,6 +119,7 @@ fn find_maps(prog_id: u32, depth: u32) -> Result<Option<(MapHandle, MapHandle)>>
         match m.name().to_str() {
             Some(RULES_MAP) => rules = Some(m),
             Some(STATE_MAP) => state = Some(m),
+            Some(COUNTERS_MAP) => counters = Some(m),
             _ if m.map_type() == MapType::ProgArray && depth > 0 => {
                 for k in 0..m.max_entries() {
                     // A program array read from userspace gives the program's id.
@@ -117,8 +133,8 @@ fn find_maps(prog_id: u32, depth: u32) -> Result<Option<(MapHandle, MapHandle)>>
             _ => {}
         }
     }
-    if let (Some(r), Some(s)) = (rules, state) {
-        return Ok(Some((r, s)));
+    if let (Some(r), Some(s), Some(c)) = (rules, state, counters) {
+        return Ok(Some((r, s, c)));
     }
     for id in next {
         if let Some(found) = find_maps(id, depth - 1)? {
@@ -129,7 +145,7 @@ fn find_maps(prog_id: u32, depth: u32) -> Result<Option<(MapHandle, MapHandle)>>
 }
 
 impl EmulatedNicTable {
-    /// The table of the EMULATED NIC pinned in `dir` (`rules`, `state`).
+    /// The table of the EMULATED NIC pinned in `dir` (`rules`, `state`, `counters`).
     ///
     /// # Errors
     /// [`Error::Bpf`] naming the missing pin.
@@ -138,7 +154,9 @@ impl EmulatedNicTable {
             .bpf_context(|| format!("opening {}/rules", dir.display()))?;
         let state = MapHandle::from_pinned_path(dir.join("state"))
             .bpf_context(|| format!("opening {}/state", dir.display()))?;
-        Ok(Self::from_maps(rules, state))
+        let counters = MapHandle::from_pinned_path(dir.join("counters"))
+            .bpf_context(|| format!("opening {}/counters", dir.display()))?;
+        Ok(Self::from_maps(rules, state, counters))
     }
 
     /// The table of the EMULATED NIC whose program runs on the NIC hop
@@ -158,23 +176,61 @@ impl EmulatedNicTable {
                  program there (set [hw] iface and netns to the NIC hop)"
             ))
         })?;
-        let (rules, state) = find_maps(id, 2)?.ok_or_else(|| {
+        let (rules, state, counters) = find_maps(id, 2)?.ok_or_else(|| {
             Error::Invalid(format!(
                 "the XDP program on {where_} is not the EMULATED NIC (no {RULES_MAP} map): set \
                  [hw] iface and netns to the NIC hop, or use a real backend"
             ))
         })?;
-        Ok(Self::from_maps(rules, state))
+        Ok(Self::from_maps(rules, state, counters))
     }
 
-    /// The table from its two maps.
-    pub fn from_maps(rules: MapHandle, state: MapHandle) -> Self {
-        let capacity = rules.max_entries();
+    /// The table from its three maps.
+    pub fn from_maps(rules: MapHandle, state: MapHandle, counters: MapHandle) -> Self {
+        let capacity = rules.max_entries().min(counters.max_entries());
         Self {
             rules,
             state,
+            counters,
             capacity,
         }
+    }
+
+    /// The counters of the rule whose value is `v` (zero for a value that
+    /// names no slot).
+    fn counters_of(&self, v: &[u8]) -> Result<RuleStats> {
+        let Some(slot) = slot_of(v) else {
+            return Ok(RuleStats::default());
+        };
+        let per_cpu = self
+            .counters
+            .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
+            .bpf_context(|| "reading nic_counters".into())?
+            .unwrap_or_default();
+        Ok(stats_of(&per_cpu))
+    }
+
+    /// The lowest slot no rule holds, its counters zeroed.
+    fn free_slot(&self) -> Result<u32> {
+        let used: std::collections::HashSet<u32> = self
+            .rules
+            .keys()
+            .filter_map(|k| self.rules.lookup(&k, MapFlags::ANY).ok().flatten())
+            .filter_map(|v| slot_of(&v))
+            .collect();
+        let slot = (0..self.capacity)
+            .find(|s| !used.contains(s))
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "EMULATED NIC table is full ({} rules): remove a rule first",
+                    self.capacity
+                ))
+            })?;
+        let zero = vec![vec![0u8; size_of::<NicRuleStats>()]; crate::maps::possible_cpus()];
+        self.counters
+            .update_percpu(&slot.to_ne_bytes(), &zero, MapFlags::ANY)
+            .bpf_context(|| "clearing nic_counters".into())?;
+        Ok(slot)
     }
 
     /// K: how many rules fit.
@@ -233,7 +289,7 @@ impl EmulatedNicTable {
                 continue;
             };
             if let Some(n) = net_of(&k) {
-                out.push((n, stats_of(&v)));
+                out.push((n, self.counters_of(&v)?));
             }
         }
         Ok(out)
@@ -270,9 +326,13 @@ impl EmulatedNicTable {
     /// # Errors
     /// The map update's error (e.g. the table is full).
     pub fn add_rule(&self, net: IpNet) -> Result<bool> {
+        if self.contains(net) {
+            return Ok(false);
+        }
+        let slot = self.free_slot()?;
         match self.rules.update(
             &key(net),
-            bytes_of(&NicRuleStats::default()),
+            bytes_of(&NicRuleVal { slot }),
             MapFlags::NO_EXIST,
         ) {
             Ok(()) => Ok(true),
@@ -326,12 +386,13 @@ impl EmulatedNicTable {
         else {
             return Ok(None);
         };
+        let last = self.counters_of(&v)?;
         self.rules
             .delete(&k)
             .bpf_context(|| format!("removing EMULATED NIC rule for {net}"))?;
         let n = self.len()? as u32;
         self.set_count(n.saturating_sub(1))?;
-        Ok(Some(stats_of(&v)))
+        Ok(Some(last))
     }
 
     /// Remove every rule.
@@ -391,16 +452,22 @@ mod tests {
 
     #[test]
     fn rule_counters_read_from_value_bytes() {
-        let mut v = [0u8; 16];
-        v[..8].copy_from_slice(&7u64.to_ne_bytes());
-        v[8..].copy_from_slice(&448u64.to_ne_bytes());
+        let cpu = |p: u64, b: u64| {
+            let mut v = vec![0u8; 16];
+            v[..8].copy_from_slice(&p.to_ne_bytes());
+            v[8..].copy_from_slice(&b.to_ne_bytes());
+            v
+        };
+        // Summed over the CPUs.
         assert_eq!(
-            stats_of(&v),
+            stats_of(&[cpu(7, 448), cpu(3, 192)]),
             RuleStats {
-                packets: 7,
-                bytes: 448
+                packets: 10,
+                bytes: 640
             }
         );
-        assert_eq!(stats_of(&v[..4]), RuleStats::default());
+        assert_eq!(stats_of(&[vec![0u8; 4]]), RuleStats::default());
+        assert_eq!(slot_of(&5u32.to_ne_bytes()), Some(5));
+        assert_eq!(slot_of(&[1, 2]), None);
     }
 }

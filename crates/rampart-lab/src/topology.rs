@@ -581,6 +581,10 @@ impl Lab {
             .nic_rules
             .set_max_entries(capacity)
             .bpf_context(|| "sizing the NIC table".into())?;
+        open.maps
+            .nic_counters
+            .set_max_entries(capacity)
+            .bpf_context(|| "sizing the NIC counters".into())?;
         if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
             ro.nic_wan_ifindex = wan_idx;
             ro.nic_host_ifindex = host_idx;
@@ -597,6 +601,7 @@ impl Lab {
         for (name, fd) in [
             ("rules", skel.maps.nic_rules.as_fd().as_raw_fd()),
             ("state", skel.maps.nic_state.as_fd().as_raw_fd()),
+            ("counters", skel.maps.nic_counters.as_fd().as_raw_fd()),
         ] {
             let p = dir.join(name);
             let _ = std::fs::remove_file(&p);

@@ -166,6 +166,7 @@ fn nic_emulation_drops_by_longest_prefix_match_with_per_rule_counters() {
     let table = rampart_dataplane::emulated_nic::EmulatedNicTable::from_maps(
         libbpf_rs::MapHandle::try_from(&skel.maps.nic_rules).unwrap(),
         libbpf_rs::MapHandle::try_from(&skel.maps.nic_state).unwrap(),
+        libbpf_rs::MapHandle::try_from(&skel.maps.nic_counters).unwrap(),
     );
     // The template's source is 172.16.0.0.
     let g = load_program(&GenSpec::default()).unwrap();
@@ -198,6 +199,16 @@ fn nic_emulation_drops_by_longest_prefix_match_with_per_rule_counters() {
         Some(1)
     );
     assert_eq!(verdict(), XDP_DROP, "the /24 still holds it");
+    assert_eq!(counts("172.16.0.0/24"), Some(2));
+    // A new rule in the freed slot starts from zero.
+    table.insert("172.16.0.0/32".parse().unwrap()).unwrap();
+    assert_eq!(
+        counts("172.16.0.0/32"),
+        Some(0),
+        "the slot's old counts cleared"
+    );
+    assert_eq!(verdict(), XDP_DROP);
+    assert_eq!(counts("172.16.0.0/32"), Some(1));
     assert_eq!(counts("172.16.0.0/24"), Some(2));
     // The same family's bits only: an IPv6 rule never matches IPv4.
     table.clear().unwrap();

@@ -6,7 +6,8 @@ use std::mem::size_of;
 include!(concat!(env!("OUT_DIR"), "/abi_lab.rs"));
 
 pub use crate::xdp_nic_emul::types::{
-    nic_rule_key as NicRuleKey, nic_rule_stats as NicRuleStats, nic_state as NicState,
+    nic_rule_key as NicRuleKey, nic_rule_stats as NicRuleStats, nic_rule_val as NicRuleVal,
+    nic_state as NicState,
 };
 pub use crate::xdp_sink::types::{sink_counters as SinkCounters, sink_src_key as SinkSrcKey};
 pub use crate::xdp_tenant_gen::types::{tgen_config as TgenConfig, tgen_cpu_state as TgenCpuState};
@@ -18,6 +19,7 @@ pub use crate::xdp_trafficgen::types::{
 pod!(
     NicRuleKey,
     NicRuleStats,
+    NicRuleVal,
     NicState,
     SinkCounters,
     SinkSrcKey,
@@ -37,6 +39,7 @@ const _: () = assert!(size_of::<SinkCounters>() == 16);
 const _: () = assert!(size_of::<SinkSrcKey>() == 20);
 const _: () = assert!(size_of::<NicRuleKey>() == 24);
 const _: () = assert!(size_of::<NicRuleStats>() == 16);
+const _: () = assert!(size_of::<NicRuleVal>() == 4);
 const _: () = assert!(size_of::<NicState>() == 16);
 const _: () = assert!(size_of::<TgenConfig>() == 8 + (4 + 2 + 2) * TGEN_MAX_DST + 4 + GEN_HDR_MAX);
 const _: () = assert!(size_of::<TgenCpuState>() == 8 * (1 + TGEN_MAX_DST));
