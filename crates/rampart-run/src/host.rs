@@ -635,6 +635,23 @@ fn scan_alert(iface: &str, a: &portscan::ScanAlert) -> Alert {
     x
 }
 
+fn flood_alert(iface: &str, a: &synflood::FloodAlert) -> Alert {
+    let d = &a.details;
+    let mut x = Alert::rule(App::Stream, "syn_flood", "synflood", Action::Allowed)
+        .with_detail("port", a.port)
+        .with_detail("incomplete_handshakes", d.incomplete_handshakes)
+        .with_detail("incomplete_other_ports", d.incomplete_other_ports)
+        .with_detail("syn", d.syn)
+        .with_detail("synack", d.synack)
+        .with_detail("threshold", d.threshold);
+    x.in_iface = Some(iface.to_string());
+    if let Ok(ip) = a.dst.to_string().parse::<IpAddr>() {
+        x = x.with_dest(ip);
+    }
+    x.dest_port = Some(a.port);
+    x
+}
+
 /// The graph the tap is planned for: the app's own, or with several
 /// apps on one tap what every app can take — the parsed frames, summed
 /// into connection parts with the aggregate feed, no app's Filter (each
@@ -693,16 +710,20 @@ fn build_app<S: PacketSource>(
                 },
             )?
         }
-        AppName::Synflood => synflood::build(
-            src,
-            &s.synflood()?,
-            move |x: Option<synflood::FloodAlert>| {
-                if let Some(x) = x {
-                    c.alerts.fetch_add(1, Ordering::Relaxed);
-                    found.flood(&x);
-                }
-            },
-        )?,
+        AppName::Synflood => {
+            let (alerts, iface) = (alerts.clone(), iface.to_string());
+            synflood::build(
+                src,
+                &s.synflood()?,
+                move |x: Option<synflood::FloodAlert>| {
+                    if let Some(x) = x {
+                        c.alerts.fetch_add(1, Ordering::Relaxed);
+                        found.flood(&x);
+                        alerts.emit(flood_alert(&iface, &x));
+                    }
+                },
+            )?
+        }
     })
 }
 

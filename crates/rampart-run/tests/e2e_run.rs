@@ -132,7 +132,7 @@ fn the_three_stages_see_traffic_on_one_interface() {
          [alerts]\nfile = \"{}\"\n\
          [[interface]]\nname = \"{HOST_IF}\"\nnetns = \"{ns}\"\n\
          [ddos.daemon]\nstate_dir = \"{}\"\nnice = 0\n\
-         [stream]\napps = [\"flowmeter\", \"portscan\"]\n\
+         [stream]\napps = [\"flowmeter\", \"portscan\", \"synflood\"]\n\
          [tenant.infra]\nname = \"{}\"\n\
          [[tenant.tenant]]\nname = \"acme\"\nselectors = [\"prefix:10.20.1.0/24\"]\n",
         tokens.display(),
@@ -238,8 +238,30 @@ fn the_three_stages_see_traffic_on_one_interface() {
     }
     assert!(dropped > 0, "the blocked source's frames are dropped");
 
-    // Stopping ends the tap's input: both apps flush what they hold.
+    // A SYN flood from spoofed sources to a listening port: handshakes
+    // that never complete, for synflood.
+    let listener = rampart_dataplane::netns::run_in(Some(&ns), || {
+        Ok(std::net::TcpListener::bind((host_addr, 8099)).unwrap())
+    })
+    .unwrap();
+    let flood = rampart_lab::gen::GenSpec {
+        proto: rampart_lab::packet::Proto::Syn,
+        sources: 1000,
+        dport: Some(8099),
+        // 400/s: under the shipped syn_flood floor (1000/s), so the ddos
+        // stage leaves the SYNs to the host and the tap sees them all.
+        pps: Some(400.0),
+        limit: rampart_lab::gen::Limit::Count(1000),
+        ..rampart_lab::gen::GenSpec::default()
+    };
+    rampart_lab::gen::Generator::new(&lab, &flood)
+        .unwrap()
+        .run(&std::sync::atomic::AtomicBool::new(false))
+        .unwrap();
+
+    // Stopping ends the tap's input: the apps flush what they hold.
     host.stop();
+    drop(listener);
     let flows = counts.flows.load(std::sync::atomic::Ordering::Relaxed);
     assert!(flows > 0, "the flowmeter emitted flow records");
     assert!(
@@ -251,6 +273,12 @@ fn the_three_stages_see_traffic_on_one_interface() {
         text.lines()
             .any(|l| l.contains("\"port_scan\"") && l.contains("\"10.10.0.1\"")),
         "wan (10.10.0.1) flagged as a scanner in the one alert stream:\n{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("\"syn_flood\"")
+            && l.contains("\"10.10.0.2\"")
+            && l.contains("\"dest_port\":8099")),
+        "the SYN flood on 10.10.0.2:8099 in the one alert stream:\n{text}"
     );
 
     let name = Scope::new(Some(&ns), HOST_IF).unwrap().name();
