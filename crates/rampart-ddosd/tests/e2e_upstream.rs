@@ -10,6 +10,7 @@
 //! withdrawn. A dry run sends nothing and lists what it would have sent.
 
 use std::net::IpAddr;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -512,5 +513,61 @@ fn rtbh_of_a_detected_victim_reaches_the_router_and_drops_its_traffic() {
             .any(|a| a["rampart"]["tier"] == "upstream" && a.to_string().contains("rtbh")),
         "{al:?}"
     );
+    h.stop().unwrap();
+}
+
+#[test]
+fn a_speaker_that_reads_nothing_is_one_error_and_host_filtering_goes_on() {
+    let lab = TestLab::up("upstall", 0);
+    let c = Cleanup::new(&lab);
+    // ExaBGP's pipe with no ExaBGP behind it (a speaker that died).
+    let fifo = c.dir.join("exabgp.cmd");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let h = Handle::spawn(daemon_config(&lab, &c, &fifo, "")).unwrap();
+    let (cancel, gen) = flood(&lab);
+    block_sources(&h);
+    wait_for("the stalled-speaker error", Duration::from_secs(60), || {
+        h.view()
+            .upstream
+            .and_then(|v| v.error)
+            .is_some_and(|e| e.contains("has not read its command pipe"))
+    });
+    let v = h.view().upstream.unwrap();
+    assert!(v.errors >= 1 && v.announced.len() == 3, "{v:?}");
+    assert!(h
+        .metrics
+        .render()
+        .lines()
+        .any(|l| l.starts_with("rampart_ddos_upstream_errors_total ") && !l.ends_with(" 0")));
+    // The host's tiers drop the flood all along.
+    let name = rampart_ddos::filter::Scope::new(Some(&lab.host_ns()), HOST_IF)
+        .unwrap()
+        .name();
+    let filter = rampart_ddos::filter::Filter::open(&name).unwrap();
+    let d0 = filter.stats().unwrap().dropped("blacklist");
+    wait_for(
+        "the host dropping the flood",
+        Duration::from_secs(60),
+        || filter.stats().unwrap().dropped("blacklist") > d0 + 1000,
+    );
+    // The speaker comes back and reads what waited: the error clears.
+    let mut r = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let mut got = String::new();
+    wait_for("the error cleared", Duration::from_secs(60), || {
+        let mut buf = [0u8; 65536];
+        if let Ok(n) = std::io::Read::read(&mut r, &mut buf) {
+            got.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        h.view().upstream.is_some_and(|v| v.error.is_none())
+    });
+    assert!(got.matches("announce flow route").count() >= 3, "{got}");
+    cancel.store(true, Ordering::Relaxed);
+    gen.join().unwrap();
     h.stop().unwrap();
 }

@@ -84,7 +84,14 @@ pub(crate) struct UpstreamSide {
     updates: u64,
     errors: u64,
     error: Option<String>,
+    /// Seconds the pipe has held commands without ExaBGP reading any.
+    unread_s: f64,
+    unread_last: usize,
+    stalled: bool,
 }
+
+/// Commands unread this long mean the speaker is not reading.
+const STALL_S: f64 = 2.0;
 
 impl UpstreamSide {
     /// The tier of an enabled section, with what the state file says is
@@ -110,6 +117,9 @@ impl UpstreamSide {
             updates: 0,
             errors: 0,
             error: None,
+            unread_s: 0.0,
+            unread_last: 0,
+            stalled: false,
         };
         me.try_open();
         if me.tier.is_some() {
@@ -142,6 +152,35 @@ impl UpstreamSide {
             Err(e) => self.fail(format!(
                 "upstream tier not available: {e}; host filtering goes on"
             )),
+        }
+    }
+
+    /// Is ExaBGP reading what is written? Commands that sit unread for
+    /// [`STALL_S`] seconds (none read meanwhile) are one error line, a
+    /// count each interval and the status's `error`, until it reads them
+    /// (it then applies them in order). Host filtering is not affected.
+    fn check_reader(&mut self, secs: f64) {
+        let Some(n) = self.tier.as_ref().and_then(Upstream::unread_bytes) else {
+            return;
+        };
+        if n == 0 || n < self.unread_last {
+            self.unread_s = 0.0;
+        } else {
+            self.unread_s += secs;
+        }
+        self.unread_last = n;
+        if self.unread_s >= STALL_S {
+            self.stalled = true;
+            self.fail(format!(
+                "upstream: ExaBGP has not read its command pipe {} for {STALL_S} s or more (announcements and \
+                 withdrawals wait there; is ExaBGP running, with `process rampart` reading the pipe?); host filtering goes on",
+                self.cfg.command_pipe.display()
+            ));
+        } else if self.stalled && n == 0 {
+            self.stalled = false;
+            if self.error.take().is_some() {
+                tracing::info!("upstream: ExaBGP reads its command pipe again");
+            }
         }
     }
 
@@ -228,6 +267,7 @@ impl Daemon {
             return false;
         };
         up.try_open();
+        up.check_reader(secs);
         let rtbh = up.cfg.rtbh;
         let sources: Vec<SourceLoad> = self
             .blocked
@@ -357,7 +397,7 @@ impl Daemon {
                 format!("{first} (and {} more)", failures.len() - 1)
             });
         }
-        if ok && up.error.take().is_some() {
+        if ok && !up.stalled && up.error.take().is_some() {
             tracing::info!("upstream: updates work again");
         }
         changed

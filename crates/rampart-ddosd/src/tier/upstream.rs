@@ -394,6 +394,20 @@ impl Upstream {
         })
     }
 
+    /// Bytes written to ExaBGP's pipe that nobody has read yet (`None` in
+    /// a dry run or when the kernel does not say). The daemon holds the
+    /// pipe open for reading too, so a speaker that died does not make
+    /// writes fail until the pipe is full: commands sitting here unread
+    /// are how a speaker that is down shows.
+    pub fn unread_bytes(&self) -> Option<usize> {
+        use std::os::fd::AsRawFd;
+        let p = self.pipe.as_ref()?;
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer.
+        let r = unsafe { libc::ioctl(p.as_raw_fd(), libc::FIONREAD, &mut n) };
+        (r == 0).then(|| usize::try_from(n).unwrap_or(0))
+    }
+
     fn send(&mut self, cmd: &str) -> Result<()> {
         let t0 = Instant::now();
         match &mut self.pipe {
@@ -506,6 +520,41 @@ impl Tier for Upstream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_nobody_reads_are_counted_until_the_speaker_reads_them() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("exabgp.cmd");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let mut u = Upstream::open(UpstreamConfig {
+            command_pipe: fifo.clone(),
+            next_hop: Some("192.0.2.1".parse().unwrap()),
+            ..UpstreamConfig::default()
+        })
+        .unwrap();
+        assert_eq!(u.unread_bytes(), Some(0));
+        u.announce(Announcement::Blackhole {
+            victim: "198.51.100.7".parse().unwrap(),
+        })
+        .unwrap();
+        let n = u.unread_bytes().unwrap();
+        assert!(n > 20, "the command waits in the pipe: {n} bytes");
+        // The speaker reads it.
+        let mut r = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let mut buf = vec![0u8; n];
+        r.read_exact(&mut buf).unwrap();
+        assert!(String::from_utf8_lossy(&buf).starts_with("announce route 198.51.100.7/32"));
+        assert_eq!(u.unread_bytes(), Some(0));
+        // A dry run has no pipe.
+        assert_eq!(dry(&[]).unread_bytes(), None);
+    }
 
     fn dry(never: &[&str]) -> Upstream {
         Upstream::open(UpstreamConfig {
