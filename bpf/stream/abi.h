@@ -213,7 +213,7 @@ enum stream_rx_counter {
  * The stream tap (bpf/stream/tap.h, entry point xdp_stream_tap): on a
  * server's interface it runs the offloaded Source (parse), Filter and —
  * with ST_TAP_AGGREGATE — the first keyed aggregation, hands the result to
- * userspace through a BPF ring buffer or per-CPU hash maps, and passes
+ * userspace through a BPF ring buffer per CPU or per-CPU hash maps, and passes
  * every frame on (a tail call into the next stage, XDP_PASS when there is
  * none). It never takes a frame from the host.
  */
@@ -307,7 +307,8 @@ enum stream_tap_counter { /* rust: usize */
 	ST_TAP_FILTERED = 5,
 	/* Tuples written to the ring buffer. */
 	ST_TAP_TUPLES_OUT = 6,
-	/* The ring buffer was full: the tuple is lost to the analysis (not the frame). */
+	/* This CPU's ring buffer was full: the record is lost to the analysis
+	 * (not the frame). Per CPU, so per ring: each CPU writes its own. */
 	ST_TAP_RING_FULL = 7,
 	/* Frames added to an aggregate. */
 	ST_TAP_AGGREGATED = 8,

@@ -4,7 +4,7 @@
  *
  *   parse → struct stream_tuple (stream/tuple.h) → the offloaded Filter
  *   (stream/offload.h, configured by stream_off_cfg) → either
- *     - ST_TAP_TUPLES: the tuple into the ring buffer stream_tap_ring, or
+ *     - ST_TAP_TUPLES: the tuple into this CPU's ring buffer (stream_tap_rings), or
  *     - ST_TAP_AGGREGATE: the tuple added to its connection's counters in
  *       the per-CPU hash of its epoch (stream_tap_agg_0/1 by epoch parity);
  *       userspace harvests an epoch after it ended, so a map is never read
@@ -35,11 +35,25 @@ struct {
 	__type(value, struct stream_tap_cfg);
 } stream_tap_cfg SEC(".maps");
 
-/* Tuples for userspace (size set by the loader; 8 MiB by default). */
-struct {
+/*
+ * Tuples for userspace: a ring buffer per CPU, slot = CPU id. One shared
+ * ring costs 5.4x per record when two CPUs write at once (its spin lock
+ * and cache lines bounce between them; a ring each costs what one CPU
+ * alone does, measured by tap_ring_contention). The loader creates the
+ * inner rings (one per possible CPU, sized by it) and puts them in the
+ * slots; the template below only fixes the inner map's type.
+ */
+struct stream_tap_ring_inner {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
-} stream_tap_ring SEC(".maps");
+	__uint(max_entries, 4096);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__array(values, struct stream_tap_ring_inner);
+} stream_tap_rings SEC(".maps");
 
 /*
  * Per-connection counters of the even / odd epochs. Preallocated: a new
@@ -197,10 +211,10 @@ static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc,
  * the reader has caught up, i.e. per packet at moderate rates. The reader
  * polls on a short timeout anyway, so no record waits long for it.
  */
-static __always_inline __u64 stream_tap_wakeup(void)
+static __always_inline __u64 stream_tap_wakeup(void *ring)
 {
-	__u64 avail = bpf_ringbuf_query(&stream_tap_ring, BPF_RB_AVAIL_DATA);
-	__u64 thr = bpf_ringbuf_query(&stream_tap_ring, BPF_RB_RING_SIZE) / ST_TAP_WAKEUP_DIV;
+	__u64 avail = bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA);
+	__u64 thr = bpf_ringbuf_query(ring, BPF_RB_RING_SIZE) / ST_TAP_WAKEUP_DIV;
 
 	/* A window of a few records: CPUs writing at once may step over one. */
 	if (avail >= thr && avail < thr + ST_TAP_WAKEUP_WINDOW * sizeof(struct stream_tuple))
@@ -208,11 +222,28 @@ static __always_inline __u64 stream_tap_wakeup(void)
 	return BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline void stream_tap_tuple_out(const struct stream_tuple *t)
+/* This CPU's ring buffer (NULL: the loader left its slot empty). */
+static __always_inline void *stream_tap_ring(void)
 {
-	if (bpf_ringbuf_output(&stream_tap_ring, (void *)t, sizeof(*t), stream_tap_wakeup()))
+	__u32 cpu = bpf_get_smp_processor_id();
+
+	return bpf_map_lookup_elem(&stream_tap_rings, &cpu);
+}
+
+/* A record of `size` bytes into `ring`; 0 when written. A missing ring
+ * counts as a full one (the record is lost to the analysis, not the frame). */
+static __always_inline int stream_tap_out(void *ring, const void *rec, __u32 size)
+{
+	if (!ring || bpf_ringbuf_output(ring, (void *)rec, size, stream_tap_wakeup(ring))) {
 		tap_count(ST_TAP_RING_FULL);
-	else
+		return -1;
+	}
+	return 0;
+}
+
+static __always_inline void stream_tap_tuple_out(void *ring, const struct stream_tuple *t)
+{
+	if (stream_tap_out(ring, t, sizeof(*t)) == 0)
 		tap_count(ST_TAP_TUPLES_OUT);
 }
 
@@ -252,6 +283,7 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 	struct stream_tuple t;
 	struct pkt_info pi;
 	__u32 zero = 0, hdr = 0, rem = 0, i;
+	void *ring;
 	__u64 bytes;
 	int st;
 
@@ -298,8 +330,9 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 		}
 		tap_count(ST_TAP_AGG_FULL);
 	}
+	ring = stream_tap_ring();
 	if (segs <= 1) {
-		stream_tap_tuple_out(&t);
+		stream_tap_tuple_out(ring, &t);
 		return;
 	}
 	{
@@ -313,7 +346,7 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 			rem -= p;
 			t.ip_len = hdr + p;
 			t.tcp_flags = i + 1 < segs ? last_flags & ~0x09 : last_flags;
-			stream_tap_tuple_out(&t);
+			stream_tap_tuple_out(ring, &t);
 		}
 	}
 }

@@ -737,7 +737,7 @@ fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>
 /// The stream stage on interface `i`: the tap in the chain's stream slot
 /// and the apps reading it. One app reads the tap on its own thread;
 /// several share it through a tee (one reader thread copies every record
-/// to each app's thread), so one XDP program and one ring buffer serve
+/// to each app's thread), so one XDP program and its per-CPU rings serve
 /// them all. The tap is returned too (its counters for the board).
 fn start_stream(
     s: &StreamConfig,

@@ -43,9 +43,16 @@ fn load(ring_bytes: u32, aggregate: bool, filter: Option<Predicate>) -> OffloadP
     p
 }
 
-/// Every tuple now in the ring buffer (consumed).
+/// Every tuple now in the ring buffers (consumed), CPU 0's first.
 fn drain_ring(p: &OffloadProgram) -> Vec<StreamTuple> {
-    let fd = p.tap_maps().unwrap().ring.as_raw_fd();
+    (0..p.tap_maps().unwrap().rings.len())
+        .flat_map(|cpu| drain_ring_of(p, cpu))
+        .collect()
+}
+
+/// Every tuple now in CPU `cpu`'s ring buffer (consumed).
+fn drain_ring_of(p: &OffloadProgram, cpu: usize) -> Vec<StreamTuple> {
+    let fd = p.tap_maps().unwrap().rings[cpu].as_raw_fd();
     let id = rampart_dataplane::maps::map_info(fd).unwrap().id;
     let h = libbpf_rs::MapHandle::from_map_id(id).unwrap();
     let out = Rc::new(RefCell::new(Vec::new()));
@@ -189,6 +196,70 @@ fn a_full_ring_buffer_loses_tuples_not_frames() {
     assert!(c.ring_full > 0, "{c:?}");
     assert_eq!(c.tuples + c.ring_full, 200, "{c:?}");
     assert_eq!(drain_ring(&p).len() as u64, c.tuples);
+}
+
+#[test]
+fn each_cpu_writes_its_own_ring_and_a_full_one_is_counted_for_it() {
+    let cpus = rampart_dataplane::maps::possible_cpus();
+    // One page each: 4096 / (56 + 8 header) = 64 records at most.
+    let p = load(4096, false, None);
+    assert_eq!(p.tap_maps().unwrap().rings.len(), cpus, "a ring per CPU");
+    let frame = |i: u8| {
+        rampart_testkit::frame::Frame::udp(
+            std::net::Ipv4Addr::new(10, 0, 0, i),
+            "10.10.0.2",
+            1000,
+            53,
+        )
+        .build()
+    };
+    let online = std::thread::available_parallelism().map_or(1, usize::from);
+    let used = online.min(cpus).min(2);
+    // CPU c runs frame c+1, 10 times (c + 1 = 2: 200 times, past its ring).
+    let runs = |c: usize| if c == 1 { 200 } else { 10 };
+    std::thread::scope(|s| {
+        for c in 0..used {
+            let p = &p;
+            s.spawn(move || {
+                rampart_lab::testing::pin_this_thread(c);
+                let f = frame(c as u8 + 1);
+                for _ in 0..runs(c) {
+                    assert_eq!(
+                        testrun::run_packet(p.prog_fd(), &f, 0).unwrap().retval,
+                        XDP_PASS
+                    );
+                }
+            });
+        }
+    });
+    let full = p.tap_ring_full_per_ring().unwrap();
+    for (c, lost) in full.iter().enumerate().take(used) {
+        let got = drain_ring_of(&p, c);
+        let want = parse_frame(&frame(c as u8 + 1), 0).unwrap();
+        assert!(
+            got.iter()
+                .all(|t| rampart_stream::tuple::same(&StreamTuple { ts_ns: 0, ..*t }, &want)),
+            "CPU {c}'s ring holds only the tuples CPU {c} wrote"
+        );
+        assert_eq!(got.len() as u64 + lost, runs(c) as u64, "CPU {c}");
+        assert!(
+            got.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns),
+            "in time order"
+        );
+    }
+    assert_eq!(full[0], 0, "CPU 0's ring had room: {full:?}");
+    if used == 2 {
+        assert_eq!(
+            full[1],
+            200 - 63,
+            "CPU 1's ring full after 63 records: {full:?}"
+        );
+    }
+    assert!(full[used..].iter().all(|&f| f == 0), "{full:?}");
+    assert_eq!(
+        p.tap_counters().unwrap().ring_full,
+        full.iter().sum::<u64>()
+    );
 }
 
 #[test]
@@ -519,9 +590,9 @@ fn pin_to(cpu: usize) {
 /// records with `bpf_ringbuf_output`, which takes the ring's spin lock:
 /// with one shared ring the CPUs contend for that lock and its cache
 /// lines. Measured under BPF_PROG_RUN (tuples mode, one 64-byte UDP frame
-/// repeated, nobody reading): one CPU alone; two CPUs at once on one
-/// ring; two CPUs at once on a ring each (two program instances — what a
-/// per-CPU ring costs, minus one array lookup to find the CPU's ring).
+/// repeated, nobody reading), one program each time: one CPU alone; two
+/// CPUs at once with CPU 0's ring in both slots (one shared ring, as the
+/// tap had); two CPUs at once on a ring each (the tap as it is).
 /// Run on an idle machine with at least two CPUs:
 /// `cargo test --profile ci -p rampart-stream --test prog_stream_tap -- --ignored --nocapture tap_ring_contention`
 #[test]
@@ -538,7 +609,7 @@ fn tap_ring_contention() {
     .zeros(18)
     .build();
     // Large enough for every record of a measurement (no `ring full`
-    // shortcut): 2 × 3 × REPEAT records of < 100 bytes.
+    // shortcut): 2 × 3 × REPEAT records of < 100 bytes in one ring.
     let fresh = || load(256 << 20, false, None);
     // ns per packet on `cpu`, the repeat run `rounds` times (best of).
     let on = |cpu: usize, p: &OffloadProgram| -> u64 {
@@ -559,6 +630,14 @@ fn tap_ring_contention() {
         let one = on(0, &fresh());
         let shared = {
             let p = fresh();
+            let m = p.tap_maps().unwrap();
+            rampart_dataplane::maps::update_raw(
+                m.ring_slots.as_raw_fd(),
+                &1u32.to_ne_bytes(),
+                &m.rings[0].as_raw_fd().to_ne_bytes(),
+                0,
+            )
+            .unwrap();
             let (a, b) = std::thread::scope(|s| {
                 let a = s.spawn(|| on(0, &p));
                 let b = s.spawn(|| on(1, &p));
@@ -567,10 +646,10 @@ fn tap_ring_contention() {
             (a + b) / 2
         };
         let split = {
-            let (p, q) = (fresh(), fresh());
+            let p = fresh();
             let (a, b) = std::thread::scope(|s| {
                 let a = s.spawn(|| on(0, &p));
-                let b = s.spawn(|| on(1, &q));
+                let b = s.spawn(|| on(1, &p));
                 (a.join().unwrap(), b.join().unwrap())
             });
             (a + b) / 2

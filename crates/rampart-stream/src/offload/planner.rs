@@ -680,7 +680,7 @@ pub fn plan_tap(
         key_mode,
         key_by_free: true,
         key_by_note:
-            "one source replica (one ring buffer): records go to the keyed operator as they come"
+            "one source replica (one reader of the per-CPU rings): records go to the keyed operator as they come"
                 .into(),
         config,
         profile,

@@ -40,7 +40,7 @@ pub enum Entry {
 /// Sizes of the tap's maps, set when it is loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct TapSizes {
-    /// Ring buffer bytes (a power of two, at least a page).
+    /// Bytes of each CPU's ring buffer (a power of two, at least a page).
     pub ring_bytes: u32,
     /// Connections per epoch map.
     pub agg_entries: u32,
@@ -66,10 +66,23 @@ pub fn default_agg_entries(cpus: usize) -> u32 {
         .clamp(1024, TAP_AGG_MAX_ENTRIES)
 }
 
+/// Memory all the tap's ring buffers may take by default (one per CPU).
+pub const TAP_RING_BUDGET_BYTES: u64 = 16 << 20;
+
+/// Bytes of each CPU's ring buffer by default on a host with `cpus`
+/// possible CPUs: [`TAP_RING_BUDGET_BYTES`] shared out, a power of two
+/// between 1 and 8 MiB (a ring absorbs a reader's pause: 1 MiB is 18,000
+/// tuples, 60 ms of one CPU at 300,000 packets/s).
+pub fn default_ring_bytes(cpus: usize) -> u32 {
+    let per = TAP_RING_BUDGET_BYTES / cpus.max(1) as u64;
+    let pow2 = 1u64 << (63 - per.max(1).leading_zeros());
+    u32::try_from(pow2.clamp(1 << 20, 8 << 20)).unwrap_or(8 << 20)
+}
+
 impl Default for TapSizes {
     fn default() -> Self {
         Self {
-            ring_bytes: 8 << 20,
+            ring_bytes: default_ring_bytes(rampart_dataplane::maps::possible_cpus()),
             agg_entries: default_agg_entries(rampart_dataplane::maps::possible_cpus()),
         }
     }
@@ -80,8 +93,10 @@ impl Default for TapSizes {
 pub struct TapMaps {
     /// `stream_tap_cfg`.
     pub cfg: OwnedFd,
-    /// `stream_tap_ring`.
-    pub ring: OwnedFd,
+    /// `stream_tap_rings`: slot `cpu` holds that CPU's ring buffer.
+    pub ring_slots: OwnedFd,
+    /// The ring buffers, index = CPU id (what the slots hold).
+    pub rings: Vec<OwnedFd>,
     /// `stream_tap_agg_0` / `_1` (even / odd epochs).
     pub agg: [OwnedFd; 2],
     /// `stream_tap_stats`.
@@ -188,6 +203,25 @@ pub struct OffloadProgram {
     xsks: OwnedFd,
     stats: OwnedFd,
     tap: Option<TapMaps>,
+}
+
+/// A ring buffer of `bytes` for CPU `cpu`'s slot of `stream_tap_rings`.
+fn create_ring(bytes: u32, cpu: usize) -> rampart_dataplane::Result<OwnedFd> {
+    let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+        sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+        ..Default::default()
+    };
+    let name = format!("st_tap_ring{cpu}");
+    let h = libbpf_rs::MapHandle::create(
+        libbpf_rs::MapType::RingBuf,
+        Some(name.as_str()),
+        0,
+        0,
+        bytes,
+        &opts,
+    )
+    .bpf_context(|| format!("creating the tap ring buffer of CPU {cpu} ({bytes} bytes)"))?;
+    dup(h.as_fd(), "tap ring buffer")
 }
 
 fn dup(fd: BorrowedFd<'_>, what: &str) -> rampart_dataplane::Result<OwnedFd> {
@@ -304,10 +338,11 @@ impl OffloadProgram {
             } else {
                 (page, 1)
             };
+            let cpus = rampart_dataplane::maps::possible_cpus();
             open.maps
-                .stream_tap_ring
-                .set_max_entries(ring)
-                .bpf_context(|| format!("sizing the tap ring buffer to {ring} bytes"))?;
+                .stream_tap_rings
+                .set_max_entries(cpus as u32)
+                .bpf_context(|| "sizing the tap's ring slots".into())?;
             open.maps
                 .stream_tap_agg_0
                 .set_max_entries(agg)
@@ -344,12 +379,26 @@ impl OffloadProgram {
                 .transpose()?;
             let tap = [
                 dup(m.stream_tap_cfg.as_fd(), "tap config map")?,
-                dup(m.stream_tap_ring.as_fd(), "tap ring buffer")?,
+                dup(m.stream_tap_rings.as_fd(), "tap ring slots")?,
                 dup(m.stream_tap_agg_0.as_fd(), "tap aggregation map")?,
                 dup(m.stream_tap_agg_1.as_fd(), "tap aggregation map")?,
                 dup(m.stream_tap_stats.as_fd(), "tap counter map")?,
                 dup(m.rampart_chain.as_fd(), "chain slots")?,
             ];
+            // A ring per CPU (the slot the program looks up with its CPU
+            // id); a tap that does not run gets one-page rings.
+            let rings = (0..cpus)
+                .map(|cpu| {
+                    let r = create_ring(ring, cpu)?;
+                    update_raw(
+                        tap[1].as_raw_fd(),
+                        &(cpu as u32).to_ne_bytes(),
+                        &r.as_raw_fd().to_ne_bytes(),
+                        0,
+                    )?;
+                    Ok(r)
+                })
+                .collect::<rampart_dataplane::Result<Vec<_>>>()?;
             Ok((
                 [
                     prog,
@@ -362,16 +411,19 @@ impl OffloadProgram {
                 ],
                 tap,
                 egress,
+                rings,
             ))
         })?;
         let (
             [prog, cfg, protos, ports, prefixes, xsks, stats],
-            [tcfg, ring, a0, a1, tstats, next],
+            [tcfg, ring_slots, a0, a1, tstats, next],
             egress,
+            rings,
         ) = fds;
         let tap = egress.map(|egress| TapMaps {
             cfg: tcfg,
-            ring,
+            ring_slots,
+            rings,
             agg: [a0, a1],
             stats: tstats,
             next,
@@ -415,6 +467,24 @@ impl OffloadProgram {
         };
         update_raw(t.cfg.as_raw_fd(), &0u32.to_ne_bytes(), bytes_of(&v), 0)?;
         Ok(())
+    }
+
+    /// Tuples lost because the ring was full, per ring (index = CPU id).
+    ///
+    /// # Errors
+    /// Not loaded as the tap, or the kernel's error.
+    pub fn tap_ring_full_per_ring(&self) -> Result<Vec<u64>> {
+        let t = self
+            .tap
+            .as_ref()
+            .ok_or_else(|| Error::Invalid("not loaded as the tap".into()))?;
+        let cpus = rampart_dataplane::maps::possible_cpus();
+        let mut v = vec![0u8; 8 * cpus];
+        let k = rampart_bpf::abi::stream::ST_TAP_RING_FULL as u32;
+        rampart_dataplane::maps::lookup_raw(t.stats.as_raw_fd(), &k.to_ne_bytes(), &mut v)?;
+        Ok(v.chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+            .collect())
     }
 
     /// The tap's counters (`enum stream_tap_counter`), summed over CPUs.

@@ -6,7 +6,7 @@
 //! (as a single app would: the tap's ring buffer absorbs the difference).
 //!
 //! `rampart run` uses it to run several apps (flowmeter and portscan) on
-//! one interface's tap: one XDP program, one ring buffer, one reader.
+//! one interface's tap: one XDP program, a ring buffer per CPU, one reader.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};

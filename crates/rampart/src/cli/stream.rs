@@ -484,7 +484,7 @@ fn plan_cmd(a: &PlanArgs) -> Result<()> {
     let p = match a.via {
         Via::Tap => {
             if a.sources != 1 {
-                super::util::usage_bail!("--sources is for --via afxdp: the tap has one source replica (one ring buffer)");
+                super::util::usage_bail!("--sources is for --via afxdp: the tap has one source replica (one reader of its rings)");
             }
             offload::plan_tap(
                 &g,
