@@ -66,6 +66,7 @@ impl ToApiError for CommandError {
         let kind = match self {
             CommandError::Whitelisted(_) | CommandError::AlreadyBlocked(_) => ErrorKind::Conflict,
             CommandError::NotBlocked(_) | CommandError::NotWhitelisted(_) => ErrorKind::NotFound,
+            CommandError::CrowdsecDecision(_) => ErrorKind::Conflict,
             CommandError::Stopped => ErrorKind::Unavailable,
             CommandError::Failed(_) => ErrorKind::Internal,
         };
@@ -152,6 +153,9 @@ pub struct Status {
     /// load, what is announced (or, in a dry run, would be), capacity,
     /// updates, the last update's cost, `counters: "none"`.
     pub upstream: Option<crate::daemon::UpstreamView>,
+    /// CrowdSec when `[crowdsec]` is enabled: decisions held, pulls,
+    /// failures by kind and the last one, pushes.
+    pub crowdsec: Option<crate::daemon::CrowdsecView>,
 }
 
 fn view(st: &ApiState) -> View {
@@ -203,6 +207,7 @@ async fn status(State(st): State<ApiState>) -> Json<Status> {
         unbanned_total: v.unbanned_total,
         detect: serde_json::to_value(&v.detect).unwrap_or_default(),
         upstream: v.upstream.clone(),
+        crowdsec: v.crowdsec.clone(),
     })
 }
 

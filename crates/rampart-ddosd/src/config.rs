@@ -13,6 +13,7 @@ use rampart_service::alert::AlertsConfig;
 use rampart_service::{ConfigError, ServerConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::crowdsec::CrowdsecConfig;
 use crate::error::{Error, Result};
 use crate::mode::Mode;
 use crate::tier::upstream::UpstreamConfig;
@@ -43,6 +44,10 @@ pub struct Config {
     /// engaged when the blocked volume nears the link's capacity
     /// (docs/upstream.md). Off by default.
     pub upstream: UpstreamConfig,
+    /// `[crowdsec]`: pull a CrowdSec Local API's ban decisions into the
+    /// XDP blacklist and push detection's blocks to it (docs/crowdsec.md).
+    /// Off by default.
+    pub crowdsec: CrowdsecConfig,
     /// Run the host filter as the ddos stage of this chain (`rampart run`)
     /// instead of alone on `[daemon] iface`. Not a config key.
     #[serde(skip)]
@@ -188,6 +193,7 @@ impl Default for Config {
             offload: PlannerConfig::default(),
             alerts: AlertsConfig::default(),
             upstream: UpstreamConfig::default(),
+            crowdsec: CrowdsecConfig::default(),
             chain: None,
         }
     }
@@ -310,6 +316,7 @@ impl Config {
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
         self.upstream.validate("upstream")?;
+        self.crowdsec.validate("crowdsec")?;
         Ok(())
     }
 }

@@ -37,8 +37,10 @@ use rampart_ddos_control::{BlockDecision, Planner};
 use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
+mod crowdsec;
 mod reload;
 mod upstream;
+pub use crowdsec::CrowdsecView;
 pub use reload::{apply as apply_reload, check as check_reload, reload_file};
 pub use upstream::UpstreamView;
 
@@ -152,6 +154,8 @@ pub struct View {
     pub detect: detection::DetectionConfig,
     /// The upstream tier (`[upstream]` enabled).
     pub upstream: Option<UpstreamView>,
+    /// CrowdSec (`[crowdsec]` enabled).
+    pub crowdsec: Option<CrowdsecView>,
 }
 
 /// Packets and bytes.
@@ -253,6 +257,9 @@ pub enum CommandError {
     /// Unblocking a prefix that is not blocked.
     #[error("{0} is not blocked (GET /v1/blocked lists what is)")]
     NotBlocked(Prefix),
+    /// Unblocking what only a CrowdSec decision blocks.
+    #[error("{0} is blocked by a CrowdSec decision, not by this daemon: delete the decision in CrowdSec (cscli decisions delete --ip ADDRESS or --range PREFIX)")]
+    CrowdsecDecision(Prefix),
     /// Removing a prefix the operator never whitelisted.
     #[error("{0} is not on the operator whitelist (entries from the config file stay)")]
     NotWhitelisted(Prefix),
@@ -378,6 +385,8 @@ pub struct Daemon {
     upstream: Option<upstream::UpstreamSide>,
     /// Per-source bits/s of the last interval (every tier), for the upstream tier.
     last_bps: HashMap<Prefix, f64>,
+    /// CrowdSec's decisions and what the blacklist holds for them.
+    crowdsec: crowdsec::CrowdsecSide,
 }
 
 /// What the daemon knows of a blocked source's rate when a hardware tier
@@ -688,6 +697,7 @@ impl Daemon {
             pcfg.capacity = 0;
         }
         let planner = Planner::new(&pcfg);
+        let (cfg_crowdsec, state_dir) = (cfg.crowdsec.clone(), d.state_dir.clone());
         let state_path = d.state_dir.join(format!("{}.json", scope.name()));
         let saved: SavedState = match std::fs::read_to_string(&state_path) {
             Ok(t) => serde_json::from_str(&t).map_err(|e| Error::State {
@@ -792,7 +802,14 @@ impl Daemon {
             probing: HashSet::new(),
             upstream: None,
             last_bps: HashMap::new(),
+            crowdsec: crowdsec::CrowdsecSide::start(&cfg_crowdsec, &state_dir, &scope.name()),
         };
+        if me.cfg.crowdsec.enabled && !matches!(me.host, HostTier::Xdp(_)) {
+            tracing::warn!(
+                "CrowdSec decisions need the XDP blacklist as the host tier: mode {} does not enter them",
+                me.cfg.daemon.mode.name()
+            );
+        }
         me.upstream = upstream::UpstreamSide::start(&me.cfg.upstream, saved.upstream.clone());
         if me.upstream.is_some() {
             for op in ["add", "remove"] {
@@ -817,6 +834,8 @@ impl Daemon {
                 held.extend(h.rules().into_iter().map(|(p, _)| p));
             }
         }
+        // CrowdSec's entries are not blocks of the daemon's own.
+        held.retain(|p| !me.crowdsec.holds(p));
         resumed |= !held.is_empty();
         // Detection unbans what it blocked (its learned state lists them);
         // a source found in the blacklist that neither it nor the operator
@@ -1081,6 +1100,10 @@ impl Daemon {
         operator: bool,
     ) -> Result<()> {
         let ps: Vec<Prefix> = decisions.iter().map(|d| d.prefix).collect();
+        // What CrowdSec holds becomes this block's (no expiry).
+        if let HostTier::Xdp(x) = &mut self.host {
+            self.crowdsec.yield_to(x.filter_mut(), &ps);
+        }
         let n = self.host.tier().install(&ps)?;
         let host = self.host_name();
         self.metrics
@@ -1123,7 +1146,21 @@ impl Daemon {
         for p in prefixes {
             self.moving_to_hw.remove(p);
         }
-        let n = self.host.tier().remove(prefixes)?;
+        // What a CrowdSec decision still wants stays, as CrowdSec's.
+        let kept = match &mut self.host {
+            HostTier::Xdp(x) => {
+                let det = &self.detection;
+                self.crowdsec
+                    .take_back(x.filter_mut(), prefixes, &|p| det.is_whitelisted(p))
+            }
+            HostTier::Ipt(_) => HashSet::new(),
+        };
+        let gone: Vec<Prefix> = prefixes
+            .iter()
+            .filter(|p| !kept.contains(p))
+            .copied()
+            .collect();
+        let n = self.host.tier().remove(&gone)?;
         let host = self.host_name();
         self.metrics
             .rule_updates
@@ -1403,6 +1440,10 @@ impl Daemon {
         if !decisions.is_empty() {
             let t = Instant::now();
             self.block_for(&decisions, &attacks, false)?;
+            for (d, (_, vector)) in decisions.iter().zip(&attacks) {
+                self.crowdsec
+                    .push(crowdsec::push_of(d.prefix, vector, &d.reason));
+            }
             tracing::debug!(
                 "{} block(s) installed in {:.1} ms",
                 decisions.len(),
@@ -1581,6 +1622,7 @@ impl Daemon {
             counters: self.counters.clone(),
             detect: self.cfg.detect.clone(),
             upstream: self.upstream.as_ref().map(upstream::UpstreamSide::view),
+            crowdsec: self.cfg.crowdsec.enabled.then(|| self.crowdsec.view()),
         };
         if let Ok(mut w) = self.view.write() {
             *w = v;
@@ -1624,6 +1666,9 @@ impl Daemon {
                 r.map(|()| format!("{prefix} blocked"))
             }
             Command::Unblock(p) => {
+                if !self.blocked.contains_key(&p) && self.crowdsec.holds(&p) {
+                    return Err(CommandError::CrowdsecDecision(p));
+                }
                 if !self.blocked.contains_key(&p) {
                     return Err(CommandError::NotBlocked(p));
                 }
@@ -1644,6 +1689,8 @@ impl Daemon {
                     .copied()
                     .collect();
                 self.release_policed(&p);
+                // CrowdSec's entries inside it leave at the next update.
+                self.crowdsec.mark_dirty();
                 let n = hit.len();
                 let rs = vec!["whitelisted through the API".to_string(); n];
                 self.unblock_now(&hit, "operator", &rs)
@@ -1677,6 +1724,15 @@ impl Owned for Daemon {
         }
         if let Some(p) = &mut self.protect {
             self.tc_watch.check(p, &self.scope.describe());
+        }
+        // CrowdSec first, on its own: a failing interval never holds back
+        // the LAPI's decisions, nor they an interval.
+        if let HostTier::Xdp(x) = &mut self.host {
+            let (det, blocked) = (&self.detection, &self.blocked);
+            self.crowdsec
+                .reconcile(x.filter_mut(), &|p| blocked.contains_key(p), &|p| {
+                    det.is_whitelisted(p)
+                });
         }
         // A failure that repeats every interval is said once (and once
         // when intervals work again), not twice a second.

@@ -115,6 +115,19 @@ fn read(v: &View, out: &mut Samples) {
         out.set("rampart_ddos_upstream_update_seconds", &[], u.last_update_s);
         out.set("rampart_ddos_upstream_errors_total", &[], u.errors as f64);
     }
+    if let Some(c) = &v.crowdsec {
+        out.set("rampart_ddos_crowdsec_decisions", &[], c.decisions as f64);
+        out.set("rampart_ddos_crowdsec_enforced", &[], c.enforced as f64);
+        out.set("rampart_ddos_crowdsec_pulls_total", &[], c.pulls as f64);
+        out.set("rampart_ddos_crowdsec_pushed_total", &[], c.pushed as f64);
+        out.set("rampart_ddos_crowdsec_apply_seconds", &[], c.last_apply_s);
+        for (k, n) in &c.errors {
+            out.set("rampart_ddos_crowdsec_errors_total", &[k], *n as f64);
+        }
+        for (r, n) in c.skipped.by_reason() {
+            out.set("rampart_ddos_crowdsec_skipped_total", &[r], n as f64);
+        }
+    }
     out.set("rampart_ddos_intervals_total", &[], v.intervals as f64);
     out.set("rampart_ddos_policed_sources", &[], v.policed.len() as f64);
     for g in &v.gauges {
@@ -219,6 +232,41 @@ fn state(view: Arc<RwLock<View>>) -> StateCollector {
         "rampart_ddos_upstream_errors_total",
         "Upstream announcements or withdrawals that failed (ExaBGP's pipe missing or not read)",
         &[],
+    )
+    .gauge(
+        "rampart_ddos_crowdsec_decisions",
+        "CrowdSec ban decisions in force (each prefix once; held by CrowdSec, by detection or the operator, or whitelisted)",
+        &[],
+    )
+    .gauge(
+        "rampart_ddos_crowdsec_enforced",
+        "Blacklist entries CrowdSec's decisions hold",
+        &[],
+    )
+    .counter(
+        "rampart_ddos_crowdsec_pulls_total",
+        "Decision stream pulls from the CrowdSec LAPI that worked",
+        &[],
+    )
+    .counter(
+        "rampart_ddos_crowdsec_pushed_total",
+        "Detection blocks pushed to the CrowdSec LAPI as alerts",
+        &[],
+    )
+    .gauge(
+        "rampart_ddos_crowdsec_apply_seconds",
+        "Wall time of the last blacklist update for CrowdSec (one publish)",
+        &[],
+    )
+    .counter(
+        "rampart_ddos_crowdsec_errors_total",
+        "CrowdSec failures by kind: unreachable, credentials, status, garbage (the LAPI), apply (the blacklist update)",
+        &["kind"],
+    )
+    .counter(
+        "rampart_ddos_crowdsec_skipped_total",
+        "CrowdSec decisions not enforced, by reason: not_ban, scope, value, origin, duration",
+        &["reason"],
     )
     .gauge(
         "rampart_ddos_policed_sources",

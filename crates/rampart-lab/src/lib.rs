@@ -10,9 +10,11 @@
 //! - [`hostcpu`]: the host's receive processing on a CPU of its own, and
 //!   its CPU time;
 //! - [`nic`]: the EMULATED SmartNIC's table;
-//! - [`web`]: nginx and wrk.
+//! - [`web`]: nginx and wrk;
+//! - [`crowdsec`]: a CrowdSec Local API of its own (offline, private config).
 
 pub mod bgp;
+pub mod crowdsec;
 pub mod dist;
 pub mod error;
 pub mod gen;
