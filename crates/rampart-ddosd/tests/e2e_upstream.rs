@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rampart_ddos::Prefix;
-use rampart_ddosd::tier::upstream::{Announcement, Upstream, UpstreamConfig};
+use rampart_ddosd::tier::upstream::{Announcement, FlowMatch, Upstream, UpstreamConfig};
 use rampart_ddosd::tier::{CounterKind, Tier};
 use rampart_ddosd::{Command, Config, Handle};
 use rampart_lab::bgp::{BgpLab, HOST_ADDR};
@@ -76,6 +76,40 @@ fn flowspec_and_rtbh_reach_the_router_and_are_withdrawn() {
         .birdc(&["show", "route", "table", "flowtab4", "all"])
         .unwrap()
         .contains("(generic, 0x80060000, 0x0)"));
+
+    // Protocol, ports and packet length: the reflected NTP to one victim.
+    let ntp = Announcement::Flow {
+        source: "198.18.0.0/24".parse().unwrap(),
+        dest: Some("198.51.100.9/32".parse().unwrap()),
+        matching: FlowMatch {
+            protocol: Some(17),
+            source_port: Some(123),
+            dest_port: Some(33_333),
+            packet_length: Some((400, 1500)),
+        },
+    };
+    u.announce(ntp.clone()).unwrap();
+    wait_routes(&lab, "the FlowSpec rule with components", |r| {
+        r.contains("198.18.0.0/24")
+    });
+    let (rules, skipped) = rampart_lab::router::parse_routes(&lab.routes().unwrap());
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert!(
+        rules.iter().any(|r| r.nft()
+            == "ip saddr 198.18.0.0/24 ip daddr 198.51.100.9/32 meta l4proto 17 th sport 123 th dport 33333 \
+                ip length 400-1500 counter drop comment \"flowspec src 198.18.0.0/24 dst 198.51.100.9/32 proto 17 sport 123 dport 33333 length 400-1500\""),
+        "{rules:?}"
+    );
+    // The kernel takes the EMULATED router's rules as they are (check mode).
+    let script = std::env::temp_dir().join(format!("{prefix}-router.nft"));
+    std::fs::write(&script, rampart_lab::router::nft_script(&rules)).unwrap();
+    let checked = std::process::Command::new("nft")
+        .args(["-c", "-f", script.to_str().unwrap()])
+        .output()
+        .unwrap();
+    std::fs::remove_file(&script).unwrap();
+    assert!(checked.status.success(), "{checked:?}");
+    assert!(u.withdraw(&ntp).unwrap());
 
     // A guarded source is refused here and never announced.
     let guarded = Prefix::parse("192.0.2.128/25").unwrap();

@@ -27,15 +27,52 @@ use crate::error::{Error, Result};
 /// The nftables table the lab writes in the router namespace.
 pub const NFT_TABLE: &str = "rampart_emulated_router";
 
+/// The FlowSpec components the EMULATED router maps besides the
+/// addresses: a single value or an inclusive range each (BIRD prints
+/// `proto 17; sport 123; length 400..1500;`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FlowComponents {
+    /// IP protocol.
+    pub proto: Option<u8>,
+    /// Source port range.
+    pub sport: Option<(u16, u16)>,
+    /// Destination port range.
+    pub dport: Option<(u16, u16)>,
+    /// IP packet length range.
+    pub length: Option<(u16, u16)>,
+}
+
+fn range(r: (u16, u16)) -> String {
+    if r.0 == r.1 {
+        r.0.to_string()
+    } else {
+        format!("{}-{}", r.0, r.1)
+    }
+}
+
+/// `N` or `A..B` as BIRD prints a FlowSpec numeric component.
+fn parse_range(v: &str) -> Option<(u16, u16)> {
+    match v.split_once("..") {
+        Some((a, b)) => Some((a.trim().parse().ok()?, b.trim().parse().ok()?)),
+        None => {
+            let n = v.trim().parse().ok()?;
+            Some((n, n))
+        }
+    }
+}
+
 /// One route of BIRD mapped to the EMULATED router's forwarding.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RouterRule {
-    /// FlowSpec: traffic from `src` (to `dst`, when set); `rate` bytes/s let through (0: discard).
+    /// FlowSpec: traffic from `src` (to `dst`, when set) that matches
+    /// `matching`; `rate` bytes/s let through (0: discard).
     Flow {
         /// Source prefix.
         src: String,
         /// Destination prefix.
         dst: Option<String>,
+        /// Protocol, ports, packet length.
+        matching: FlowComponents,
         /// Bytes per second let through (0: all dropped).
         rate: u64,
     },
@@ -59,11 +96,35 @@ impl RouterRule {
     /// and a comment naming the route.
     pub fn nft(&self) -> String {
         match self {
-            RouterRule::Flow { src, dst, rate } => {
+            RouterRule::Flow {
+                src,
+                dst,
+                matching: c,
+                rate,
+            } => {
                 let f = family(src);
                 let mut m = format!("{f} saddr {src}");
                 if let Some(d) = dst {
                     m.push_str(&format!(" {f} daddr {d}"));
+                }
+                if let Some(p) = c.proto {
+                    m.push_str(&format!(" meta l4proto {p}"));
+                }
+                if let Some(r) = c.sport {
+                    m.push_str(&format!(" th sport {}", range(r)));
+                }
+                if let Some(r) = c.dport {
+                    m.push_str(&format!(" th dport {}", range(r)));
+                }
+                if let Some((lo, hi)) = c.length {
+                    // FlowSpec counts the whole IP packet; IPv6's length
+                    // field leaves out its 40-byte header.
+                    if f == "ip" {
+                        m.push_str(&format!(" ip length {}", range((lo, hi))));
+                    } else {
+                        let r = (lo.saturating_sub(40), hi.saturating_sub(40));
+                        m.push_str(&format!(" ip6 length {}", range(r)));
+                    }
                 }
                 let lim = if *rate > 0 {
                     format!(" limit rate over {rate} bytes/second")
@@ -83,10 +144,27 @@ impl RouterRule {
     /// A short name: `flowspec src S [dst D]` or `rtbh D`.
     pub fn name(&self) -> String {
         match self {
-            RouterRule::Flow { src, dst, .. } => match dst {
-                Some(d) => format!("flowspec src {src} dst {d}"),
-                None => format!("flowspec src {src}"),
-            },
+            RouterRule::Flow {
+                src, dst, matching, ..
+            } => {
+                let mut n = format!("flowspec src {src}");
+                if let Some(d) = dst {
+                    n.push_str(&format!(" dst {d}"));
+                }
+                if let Some(p) = matching.proto {
+                    n.push_str(&format!(" proto {p}"));
+                }
+                if let Some(r) = matching.sport {
+                    n.push_str(&format!(" sport {}", range(r)));
+                }
+                if let Some(r) = matching.dport {
+                    n.push_str(&format!(" dport {}", range(r)));
+                }
+                if let Some(r) = matching.length {
+                    n.push_str(&format!(" length {}", range(r)));
+                }
+                n
+            }
             RouterRule::Blackhole { dst } => format!("rtbh {dst}"),
         }
     }
@@ -119,6 +197,7 @@ pub fn parse_routes(text: &str) -> (Vec<RouterRule>, Vec<String>) {
                 continue;
             };
             let (mut src, mut dst, mut other) = (None, None, false);
+            let mut comp = FlowComponents::default();
             for c in head[a + 1..b]
                 .split(';')
                 .map(str::trim)
@@ -127,6 +206,16 @@ pub fn parse_routes(text: &str) -> (Vec<RouterRule>, Vec<String>) {
                 match c.split_once(' ') {
                     Some(("src", v)) => src = Some(v.trim().to_string()),
                     Some(("dst", v)) => dst = Some(v.trim().to_string()),
+                    Some(("proto", v)) => match v.trim().parse() {
+                        Ok(p) => comp.proto = Some(p),
+                        Err(_) => other = true,
+                    },
+                    Some((k @ ("sport" | "dport" | "length"), v)) => match parse_range(v) {
+                        Some(r) if k == "sport" => comp.sport = Some(r),
+                        Some(r) if k == "dport" => comp.dport = Some(r),
+                        Some(r) => comp.length = Some(r),
+                        None => other = true,
+                    },
                     _ => other = true,
                 }
             }
@@ -135,7 +224,12 @@ pub fn parse_routes(text: &str) -> (Vec<RouterRule>, Vec<String>) {
                 .filter_map(|l| l.strip_prefix("BGP.ext_community:"))
                 .find_map(traffic_rate);
             match (src, other, rate) {
-                (Some(src), false, Some(rate)) => rules.push(RouterRule::Flow { src, dst, rate }),
+                (Some(src), false, Some(rate)) => rules.push(RouterRule::Flow {
+                    src,
+                    dst,
+                    matching: comp,
+                    rate,
+                }),
                 _ => skipped.push(head),
             }
         } else {
@@ -373,6 +467,8 @@ flow4 { dst 10.10.0.2/32; src 172.16.0.1/32; }  [host 02:51:10.312] * (100) [AS6
 \tBGP.ext_community: (generic, 0x80060000, 0x47f42400)
 flow4 { src 172.16.0.9/32; proto 17; }  [host 02:51:10.312] * (100) [AS65001i]
 \tBGP.ext_community: (generic, 0x80060000, 0x0)
+flow4 { src 172.16.0.10/32; tcp flags 0x2/0x2; }  [host 02:51:10.312] * (100) [AS65001i]
+\tBGP.ext_community: (generic, 0x80060000, 0x0)
 Table flowtab6:
 flow6 { src 2001:db8:bad::/48; }  [host 02:51:10.312] * (100) [AS65001i]
 \tBGP.ext_community: (generic, 0x80060000, 0x0)
@@ -387,16 +483,28 @@ flow6 { src 2001:db8:bad::/48; }  [host 02:51:10.312] * (100) [AS65001i]
                 RouterRule::Flow {
                     src: "172.16.0.1/32".into(),
                     dst: Some("10.10.0.2/32".into()),
+                    matching: FlowComponents::default(),
                     rate: 125_000
+                },
+                RouterRule::Flow {
+                    src: "172.16.0.9/32".into(),
+                    dst: None,
+                    matching: FlowComponents {
+                        proto: Some(17),
+                        ..FlowComponents::default()
+                    },
+                    rate: 0
                 },
                 RouterRule::Flow {
                     src: "2001:db8:bad::/48".into(),
                     dst: None,
+                    matching: FlowComponents::default(),
                     rate: 0
                 },
                 RouterRule::Flow {
                     src: "203.0.113.0/24".into(),
                     dst: None,
+                    matching: FlowComponents::default(),
                     rate: 0
                 },
                 RouterRule::Blackhole {
@@ -405,7 +513,18 @@ flow6 { src 2001:db8:bad::/48; }  [host 02:51:10.312] * (100) [AS65001i]
             ]
         );
         assert_eq!(skipped.len(), 1, "{skipped:?}");
-        assert!(skipped[0].contains("proto 17"));
+        assert!(skipped[0].contains("tcp flags"));
+        let ntp = "flow4 { dst 198.51.100.9/32; src 198.18.0.0/24; proto 17; dport 33333; sport 123; length 400..1500; }  [host 06:06:40.305 from 10.99.0.2] * (100) [AS65001i]
+\tBGP.ext_community: (generic, 0x80060000, 0x0)
+";
+        let (rules, skipped) = parse_routes(ntp);
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(
+            rules[0].nft(),
+            "ip saddr 198.18.0.0/24 ip daddr 198.51.100.9/32 meta l4proto 17 th sport 123 th dport 33333 \
+             ip length 400-1500 counter drop comment \"flowspec src 198.18.0.0/24 dst 198.51.100.9/32 proto 17 \
+             sport 123 dport 33333 length 400-1500\""
+        );
     }
 
     #[test]

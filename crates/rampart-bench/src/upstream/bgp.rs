@@ -71,6 +71,8 @@ pub struct BgpResult {
     pub rtbh_announced: u64,
     /// RTBH routes (community 65535:666) in BIRD's tables.
     pub rtbh_seen_at_peer: u64,
+    /// The FlowSpec routes as BIRD shows them (what the router matches).
+    pub flowspec_at_peer: Vec<String>,
     /// Flood start → the announcements in BIRD's tables (seconds).
     pub announce_s: f64,
     /// The daemon's cost of its last update (the write to ExaBGP's pipe, ms).
@@ -79,6 +81,9 @@ pub struct BgpResult {
     pub router_dropped: u64,
     /// Packets that reached the host's link in the same window.
     pub host_received: u64,
+    /// Packets each of the router's rules dropped, by rule, at the end of
+    /// the window (the nftables rules the lab made of BIRD's routes).
+    pub router_rules: Vec<(String, u64)>,
     /// `router_dropped / (router_dropped + host_received)`, percent.
     pub attack_dropped_upstream_pct: f64,
     /// The measuring window (seconds).
@@ -229,6 +234,12 @@ pub fn measure(spec: &BgpSpec, dir: &Path, cancel: &AtomicBool) -> Result<BgpRes
             Ok((fa > 0 && ra > 0 && fa == fp && ra == rp).then_some((fa, fp, ra, rp)))
         })?;
         let announce_s = t_flood.elapsed().as_secs_f64();
+        let flowspec_at_peer: Vec<String> = bgp
+            .routes()?
+            .lines()
+            .filter(|l| l.starts_with("flow4 {") || l.starts_with("flow6 {"))
+            .map(|l| l.split('}').next().unwrap_or(l).to_string() + "}")
+            .collect();
         let Some((flowspec_announced, flowspec_seen_at_peer, rtbh_announced, rtbh_seen_at_peer)) =
             seen
         else {
@@ -261,6 +272,7 @@ pub fn measure(spec: &BgpSpec, dir: &Path, cancel: &AtomicBool) -> Result<BgpRes
             fwd.dropped_packets()?,
         );
         let window_s = w0.elapsed().as_secs_f64();
+        let router_rules = fwd.counters()?;
         let (router_dropped, host_received) = (r1.saturating_sub(r0), h1.saturating_sub(h0));
         let total = router_dropped + host_received;
         let pct = if total == 0 {
@@ -285,10 +297,12 @@ pub fn measure(spec: &BgpSpec, dir: &Path, cancel: &AtomicBool) -> Result<BgpRes
             flowspec_seen_at_peer,
             rtbh_announced,
             rtbh_seen_at_peer,
+            flowspec_at_peer,
             announce_s,
             last_update_ms,
             router_dropped,
             host_received,
+            router_rules,
             attack_dropped_upstream_pct: pct,
             window_s,
             withdrawn_after_attack: gone.is_some(),

@@ -20,8 +20,10 @@ use serde::Serialize;
 
 use super::Daemon;
 use crate::alerts;
-use crate::tier::upstream::{Announcement, Upstream, UpstreamConfig};
+use crate::tier::upstream::{Announcement, FlowMatch, Upstream, UpstreamConfig};
 use crate::tier::{Tier, TierInfo};
+use rampart_ddos_control::detection::Vector;
+use rampart_ddos_control::features::UDP_AMP_PORTS;
 
 /// The upstream tier as `/v1/status` shows it.
 #[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
@@ -289,6 +291,14 @@ impl Daemon {
         } else {
             Vec::new()
         };
+        // Detection's reason for each source it blocked: a reflector that
+        // hits one victim gets a rule for that traffic only (to the
+        // victim, UDP from the service's port), so the router drops the
+        // reflected packets and nothing else the source sends.
+        let mut why: HashMap<Prefix, Vec<(Prefix, Vector)>> = HashMap::new();
+        for (src, victim, vector) in self.detection.blocked() {
+            why.entry(src).or_default().push((victim, vector));
+        }
         let up = self.upstream.as_mut().expect("checked");
         let mut never: Vec<Prefix> = up
             .cfg
@@ -331,16 +341,40 @@ impl Daemon {
         if plan.is_empty() {
             return false;
         }
-        let flow = |p: &Prefix| Announcement::Flow {
-            source: p.net(),
-            dest: None,
+        let flow = |p: &Prefix| {
+            let (mut dest, mut matching) = (None, FlowMatch::default());
+            if let Some([(victim, Vector::UdpAmplification(c))]) = why.get(p).map(Vec::as_slice) {
+                if let Some(port) = UDP_AMP_PORTS.get(usize::from(*c)) {
+                    dest = Some(victim.net());
+                    matching.protocol = Some(17);
+                    matching.source_port = Some(*port);
+                }
+            }
+            Announcement::Flow {
+                source: p.net(),
+                dest,
+                matching,
+            }
+        };
+        // A withdrawal names what is held from that source, whatever it
+        // matched when it was announced.
+        let held = tier.announced();
+        let held_from = |p: &Prefix| -> Vec<Announcement> {
+            held.iter()
+                .filter(|a| matches!(a, Announcement::Flow { source, .. } if *source == p.net()))
+                .cloned()
+                .collect()
         };
         let hole = |p: &Prefix| Announcement::Blackhole {
             victim: p.net().addr(),
         };
         // Withdrawals first: they make room for the announcements.
         let mut ops: Vec<(bool, Announcement, Prefix)> = Vec::new();
-        ops.extend(plan.withdraw_flows.iter().map(|p| (false, flow(p), *p)));
+        ops.extend(
+            plan.withdraw_flows
+                .iter()
+                .flat_map(|p| held_from(p).into_iter().map(|a| (false, a, *p))),
+        );
         ops.extend(
             plan.withdraw_blackholes
                 .iter()

@@ -202,15 +202,70 @@ fn check_communities(cs: &[String], section: &str) -> Result<()> {
     Ok(())
 }
 
+/// The FlowSpec components of a rule beyond its addresses (RFC 8955:
+/// IP protocol, source and destination port, packet length); each one
+/// left out matches anything.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct FlowMatch {
+    /// IP protocol (next header): 6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u8>,
+    /// Source port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_port: Option<u16>,
+    /// Destination port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dest_port: Option<u16>,
+    /// Packet length (IP total length), inclusive range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packet_length: Option<(u16, u16)>,
+}
+
+impl FlowMatch {
+    /// The components in ExaBGP's text API (`protocol udp; source-port =123; …`).
+    fn exabgp(&self) -> String {
+        let mut m = String::new();
+        if let Some(p) = self.protocol {
+            match p {
+                6 => m.push_str(" protocol tcp;"),
+                17 => m.push_str(" protocol udp;"),
+                1 => m.push_str(" protocol icmp;"),
+                n => m.push_str(&format!(" protocol ={n};")),
+            }
+        }
+        if let Some(p) = self.source_port {
+            m.push_str(&format!(" source-port ={p};"));
+        }
+        if let Some(p) = self.dest_port {
+            m.push_str(&format!(" destination-port ={p};"));
+        }
+        if let Some((lo, hi)) = self.packet_length {
+            if lo == hi {
+                m.push_str(&format!(" packet-length ={lo};"));
+            } else {
+                m.push_str(&format!(" packet-length >={lo}&<={hi};"));
+            }
+        }
+        m
+    }
+}
+
 /// One announcement the tier holds.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Announcement {
-    /// FlowSpec: traffic from `source` (towards `dest`, when set).
+    /// FlowSpec: traffic from `source` (towards `dest`, when set) that
+    /// also matches `matching`.
     Flow {
         /// Source prefix.
         source: IpNet,
         /// Destination prefix, if the rule is for one victim.
         dest: Option<IpNet>,
+        /// Protocol, ports, packet length (a state file written before
+        /// these existed reads back with none).
+        #[serde(default)]
+        matching: FlowMatch,
     },
     /// RTBH of one victim address.
     Blackhole {
@@ -365,11 +420,16 @@ impl Upstream {
     /// The route part of an ExaBGP text API command.
     fn line(&self, a: &Announcement) -> Result<String> {
         Ok(match a {
-            Announcement::Flow { source, dest } => {
+            Announcement::Flow {
+                source,
+                dest,
+                matching,
+            } => {
                 let mut m = format!("source {source};");
                 if let Some(d) = dest {
                     m.push_str(&format!(" destination {d};"));
                 }
+                m.push_str(&matching.exabgp());
                 let then = match self.action {
                     Action::Discard => "discard;".to_string(),
                     Action::RateLimit { bytes_per_s } => format!("rate-limit {bytes_per_s};"),
@@ -483,6 +543,7 @@ impl Tier for Upstream {
             let a = Announcement::Flow {
                 source: p.net(),
                 dest: None,
+                matching: FlowMatch::default(),
             };
             if !self.held.contains_key(&a) {
                 self.announce(a)?;
@@ -495,11 +556,16 @@ impl Tier for Upstream {
     fn remove(&mut self, remove: &[Prefix]) -> Result<usize> {
         let mut n = 0;
         for p in remove {
-            let a = Announcement::Flow {
-                source: p.net(),
-                dest: None,
-            };
-            n += usize::from(self.withdraw(&a)?);
+            // Every rule from this source, whatever else it matches.
+            let held: Vec<Announcement> = self
+                .held
+                .keys()
+                .filter(|a| matches!(a, Announcement::Flow { source, .. } if *source == p.net()))
+                .cloned()
+                .collect();
+            for a in held {
+                n += usize::from(self.withdraw(&a)?);
+            }
         }
         Ok(n)
     }
@@ -574,10 +640,44 @@ mod tests {
         let flow = Announcement::Flow {
             source: "203.0.113.0/24".parse().unwrap(),
             dest: Some("198.51.100.7/32".parse().unwrap()),
+            matching: FlowMatch::default(),
         };
         assert_eq!(
             u.line(&flow).unwrap(),
             "flow route { match { source 203.0.113.0/24; destination 198.51.100.7/32; } then { discard; } }"
+        );
+        // Protocol, ports and packet length.
+        let ntp = Announcement::Flow {
+            source: "203.0.113.0/24".parse().unwrap(),
+            dest: Some("198.51.100.7/32".parse().unwrap()),
+            matching: FlowMatch {
+                protocol: Some(17),
+                source_port: Some(123),
+                dest_port: Some(33_333),
+                packet_length: Some((400, 1500)),
+            },
+        };
+        assert_eq!(
+            u.line(&ntp).unwrap(),
+            "flow route { match { source 203.0.113.0/24; destination 198.51.100.7/32; protocol udp; \
+             source-port =123; destination-port =33333; packet-length >=400&<=1500; } then { discard; } }"
+        );
+        let gre = FlowMatch {
+            protocol: Some(47),
+            packet_length: Some((60, 60)),
+            ..FlowMatch::default()
+        };
+        assert_eq!(gre.exabgp(), " protocol =47; packet-length =60;");
+        // A state file from before the components reads back without them.
+        let old: Announcement =
+            serde_json::from_str(r#"{"Flow":{"source":"203.0.113.0/24","dest":null}}"#).unwrap();
+        assert_eq!(
+            old,
+            Announcement::Flow {
+                source: "203.0.113.0/24".parse().unwrap(),
+                dest: None,
+                matching: FlowMatch::default()
+            }
         );
         let bh = Announcement::Blackhole {
             victim: "2001:db8::7".parse().unwrap(),
@@ -602,6 +702,7 @@ mod tests {
         let src = |s: &str| Announcement::Flow {
             source: s.parse().unwrap(),
             dest: None,
+            matching: FlowMatch::default(),
         };
         for bad in ["198.51.100.9/32", "198.51.0.0/16", "0.0.0.0/0"] {
             let e = u.announce(src(bad)).unwrap_err().to_string();
@@ -680,6 +781,7 @@ mod tests {
         let a = Announcement::Flow {
             source: "203.0.113.0/24".parse().unwrap(),
             dest: None,
+            matching: FlowMatch::default(),
         };
         u.adopt(std::slice::from_ref(&a));
         assert_eq!(u.announced(), vec![a.clone()]);
