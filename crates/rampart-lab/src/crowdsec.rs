@@ -2,8 +2,8 @@
 //! LAPI-only (`crowdsec -no-cs`: no log acquisition, no scenarios) and
 //! offline (no central API, no hub download) from a private directory —
 //! its own `config.yaml`, SQLite database, profiles and credentials —
-//! listening on 127.0.0.1 at a free port, so it never meets the host's
-//! own `/etc/crowdsec`. Bouncers, machines and decisions are added with
+//! listening on 127.0.0.1 (or an address of the caller's) at a free port,
+//! so it never meets the host's own `/etc/crowdsec`. Bouncers, machines and decisions are added with
 //! the package's `cscli` pointed at that config. Stopped and removed on drop.
 
 use std::path::{Path, PathBuf};
@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub struct CrowdsecLab {
     dir: PathBuf,
+    addr: std::net::Ipv4Addr,
     port: u16,
     child: Option<Child>,
 }
@@ -36,6 +37,16 @@ impl CrowdsecLab {
     /// `crowdsec`/`cscli` not installed, a failing `cscli`, or a LAPI
     /// that does not come up (its log's last lines are in the message).
     pub fn start(dir: &Path) -> Result<Self> {
+        Self::start_on(dir, std::net::Ipv4Addr::LOCALHOST)
+    }
+
+    /// As [`CrowdsecLab::start`], listening on `addr` (an address of the
+    /// root namespace, e.g. a veth into a lab namespace whose bouncer
+    /// must reach it).
+    ///
+    /// # Errors
+    /// As [`CrowdsecLab::start`].
+    pub fn start_on(dir: &Path, addr: std::net::Ipv4Addr) -> Result<Self> {
         for t in ["crowdsec", "cscli"] {
             if !crate::web::have(t) {
                 return Err(Error::InvalidSpec(format!(
@@ -50,6 +61,7 @@ impl CrowdsecLab {
         let port = free_port()?;
         let mut me = Self {
             dir: dir.to_path_buf(),
+            addr,
             port,
             child: None,
         };
@@ -66,7 +78,7 @@ impl CrowdsecLab {
                      cscli:\n  output: human\n\
                      db_config:\n  log_level: info\n  type: sqlite\n  db_path: {d}/data/crowdsec.db\n  use_wal: true\n\
                      api:\n  client:\n    insecure_skip_verify: false\n    credentials_path: {d}/local_api_credentials.yaml\n  \
-                     server:\n    log_level: info\n    listen_uri: 127.0.0.1:{port}\n    profiles_path: {d}/profiles.yaml\n    \
+                     server:\n    log_level: info\n    listen_uri: {addr}:{port}\n    profiles_path: {d}/profiles.yaml\n    \
                      console_path: {d}/console.yaml\n    trusted_ips:\n      - 127.0.0.1\n\
                      prometheus:\n  enabled: false\n"
                 ),
@@ -100,7 +112,7 @@ impl CrowdsecLab {
         me.child = Some(child);
         let end = Instant::now() + Duration::from_secs(60);
         loop {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if std::net::TcpStream::connect((addr, port)).is_ok() {
                 return Ok(me);
             }
             let exited = me
@@ -110,7 +122,7 @@ impl CrowdsecLab {
                 .is_some();
             if exited || Instant::now() > end {
                 return Err(Error::InvalidSpec(format!(
-                    "the CrowdSec LAPI did not come up on 127.0.0.1:{port}: {}",
+                    "the CrowdSec LAPI did not come up on {addr}:{port}: {}",
                     me.log_tail()
                 )));
             }
@@ -139,7 +151,7 @@ impl CrowdsecLab {
     /// The LAPI's URL (rampart's `crowdsec.lapi_url`).
     #[must_use]
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.addr, self.port)
     }
 
     /// The private directory (config, database, logs).

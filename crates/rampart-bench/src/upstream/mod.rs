@@ -9,6 +9,7 @@
 //! `missing`, so the report never claims what it did not measure.
 
 pub mod bgp;
+pub mod crowdsec;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -61,6 +62,8 @@ pub struct UpstreamReport {
     pub missing: Vec<String>,
     /// The BGP part's detail.
     pub bgp: Option<bgp::BgpResult>,
+    /// The CrowdSec part's detail.
+    pub crowdsec: Option<crowdsec::CrowdsecResult>,
 }
 
 /// The bar, item by item.
@@ -144,7 +147,13 @@ pub fn run_and_print(spec: &UpstreamSpec, cancel: &AtomicBool) -> Result<Upstrea
     r.attack_dropped_upstream_pct = Some(b.attack_dropped_upstream_pct);
     r.bgp = Some(b);
     r.missing.push("flow input: not built yet".into());
-    r.missing.push("crowdsec: not built yet".into());
+    let c = crowdsec::measure(&dir.join("crowdsec"), cancel)?;
+    r.crowdsec_decisions = Some(c.decisions);
+    r.crowdsec_enforce_s = Some(c.enforce_median_s);
+    // A peer that did not finish within the limit is slower than the limit.
+    r.crowdsec_peer_enforce_s = Some(c.peer_enforce_s.unwrap_or(f64::INFINITY));
+    r.crowdsec_pushed_seen_by_second_host = Some(c.pushed_seen_by_second_host);
+    r.crowdsec = Some(c);
     r.judge();
     if let Some(d) = &spec.out {
         let p = d.join("summary.json");

@@ -5,7 +5,7 @@
 //!
 //! | changes while running | needs a restart (refused, one line) |
 //! |---|---|
-//! | `[detect]` (thresholds, floors, whitelist, …), `daemon.interval_s`, `daemon.nice`, `server.token_file` (the tokens), the upstream tier's levels (`upstream.link_capacity_bps/pps`, `engage_at`, `withdraw_below`, `hold_s`) | `daemon.mode/iface/netns/state_dir`, `[filter]`, `[hw]`, `[offload]`, `[alerts]`, the rest of `[upstream]`, `server.listen/metrics_listen` |
+//! | `[detect]` (thresholds, floors, whitelist, …), `daemon.interval_s`, `daemon.nice`, `server.token_file` (the tokens), the upstream tier's levels (`upstream.link_capacity_bps/pps`, `engage_at`, `withdraw_below`, `hold_s`) | `daemon.mode/iface/netns/state_dir`, `[filter]`, `[hw]`, `[offload]`, `[alerts]`, the rest of `[upstream]`, `[crowdsec]`, `server.listen/metrics_listen` |
 //!
 //! A `[detect]` change other than the whitelist restarts learning, as a
 //! restart with a changed `[detect]` does (the fingerprint of what is
