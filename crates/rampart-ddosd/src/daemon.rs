@@ -615,6 +615,9 @@ impl Daemon {
         cfg.require_runnable()?;
         let d = &cfg.daemon;
         let scope = Scope::new(d.netns.as_deref(), &d.iface)?;
+        // CrowdSec's first pull (every active decision: seconds of the
+        // LAPI's time for 100,000) runs while the rest of the daemon starts.
+        let crowdsec = crowdsec::CrowdsecSide::start(&cfg.crowdsec, &d.state_dir, &scope.name());
         let fcfg = FilterConfig {
             max_entries: cfg.filter.max_entries,
             max_other: cfg.filter.max_prefixes,
@@ -697,7 +700,6 @@ impl Daemon {
             pcfg.capacity = 0;
         }
         let planner = Planner::new(&pcfg);
-        let (cfg_crowdsec, state_dir) = (cfg.crowdsec.clone(), d.state_dir.clone());
         let state_path = d.state_dir.join(format!("{}.json", scope.name()));
         let saved: SavedState = match std::fs::read_to_string(&state_path) {
             Ok(t) => serde_json::from_str(&t).map_err(|e| Error::State {
@@ -802,7 +804,7 @@ impl Daemon {
             probing: HashSet::new(),
             upstream: None,
             last_bps: HashMap::new(),
-            crowdsec: crowdsec::CrowdsecSide::start(&cfg_crowdsec, &state_dir, &scope.name()),
+            crowdsec,
         };
         if me.cfg.crowdsec.enabled && !matches!(me.host, HostTier::Xdp(_)) {
             tracing::warn!(
