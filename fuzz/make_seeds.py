@@ -127,7 +127,55 @@ def pcaps(frames):
     put("pcap", "two_blocks.pcapng", ng)
 
 
+def flow_seeds():
+    """sFlow v5 datagrams and NetFlow v9 / IPFIX packets (flow input)."""
+    fr = [eth(0x0800) + ip4(17, udp(53, 40000, b"r" * 64), dst=(10, 20, 0, 2)),
+          eth(0x0800) + ip4(6, tcp(999, 80, 0x02), dst=(10, 20, 0, 2)),
+          eth(0x86DD) + ip6(17, udp(123, 9))]
+
+    def sample(expanded, rate, frame):
+        hdr = frame[:128]
+        body = struct.pack("!IIII", 1, len(frame) + 4, 4, len(hdr)) + hdr + b"\0" * (-len(hdr) % 4)
+        rec = struct.pack("!II", 1, len(body)) + body
+        if expanded:
+            s = struct.pack("!IIIIIIIIIIII", 7, 0, 3, rate, 1000, 0, 0, 1, 0, 2, 1, 0)[:-4]
+        else:
+            s = struct.pack("!IIIIIIII", 7, 3, rate, 1000, 0, 1, 2, 1)
+        s += rec
+        return struct.pack("!II", 3 if expanded else 1, len(s)) + s
+
+    def dgram(samples):
+        return struct.pack("!II4BIIII", 5, 1, 192, 0, 2, 254, 0, 42, 1000, len(samples)) + b"".join(samples)
+
+    counters = struct.pack("!II", 2, 12) + b"\0" * 12
+    put("flow_sflow", "flow_and_counters", dgram([sample(False, 256, fr[0]), counters, sample(True, 512, fr[1])]))
+    put("flow_sflow", "ipv6", dgram([sample(False, 1, fr[2])]))
+
+    fields = [(8, 4), (12, 4), (7, 2), (11, 2), (4, 1), (6, 1), (2, 4), (1, 8)]
+    rec = bytes([192, 0, 2, 9, 10, 20, 0, 2]) + struct.pack("!HHBBIQ", 53, 40000, 17, 0, 30, 42000)
+
+    def sets(ipfix):
+        t = struct.pack("!HH", 256, len(fields)) + b"".join(struct.pack("!HH", *f) for f in fields)
+        out = struct.pack("!HH", 2 if ipfix else 0, len(t) + 4) + t
+        if ipfix:
+            o = struct.pack("!HHHHHHH", 300, 2, 1, 149, 4, 34, 4)
+            out += struct.pack("!HH", 3, len(o) + 4) + o
+        else:
+            o = struct.pack("!HHHHHHH", 300, 4, 4, 1, 4, 34, 4)
+            out += struct.pack("!HH", 1, len(o) + 4) + o
+        od = struct.pack("!II", 7, 100)
+        out += struct.pack("!HH", 300, len(od) + 4) + od
+        out += struct.pack("!HH", 256, len(rec) + 4) + rec
+        return out
+
+    b = sets(True)
+    put("flow_netflow", "ipfix", struct.pack("!HHIII", 10, 16 + len(b), 1700000000, 1, 7) + b)
+    b = sets(False)
+    put("flow_netflow", "v9", struct.pack("!HHIIII", 9, 4, 1000, 1700000000, 1, 7) + b)
+
+
 def main():
+    flow_seeds()
     f = frames()
     for name, data in f.items():
         put("frame", name, data)

@@ -29,6 +29,7 @@ pub mod config;
 pub mod detection;
 pub mod error;
 pub mod features;
+pub mod flow;
 mod numbers;
 pub mod planner;
 pub mod prefix;
