@@ -13,10 +13,18 @@ use rampart_ddos_control::flow::netflow::NetflowDecoder;
 use rampart_ddos_control::flow::FlowAggregator;
 use rampart_ddos_control::Prefix;
 
+/// Every address (a /0 is not a prefix rampart takes).
+fn everything() -> Vec<Prefix> {
+    ["0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1"]
+        .iter()
+        .map(|p| Prefix::parse(p).unwrap())
+        .collect()
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut dec = NetflowDecoder::new(Duration::from_secs(60), None);
     let from = SocketAddr::from(([192, 0, 2, 1], 2055));
-    let mut agg = FlowAggregator::new(vec![Prefix::parse("0.0.0.0/0").unwrap()], 64);
+    let mut agg = FlowAggregator::new(everything(), 64);
     for _ in 0..2 {
         let mut out = Vec::new();
         match dec.decode(from, data, &mut out) {

@@ -8,12 +8,20 @@ use libfuzzer_sys::fuzz_target;
 use rampart_ddos_control::flow::{sflow, FlowAggregator};
 use rampart_ddos_control::Prefix;
 
+/// Every address (a /0 is not a prefix rampart takes).
+fn everything() -> Vec<Prefix> {
+    ["0.0.0.0/1", "128.0.0.0/1", "::/1", "8000::/1"]
+        .iter()
+        .map(|p| Prefix::parse(p).unwrap())
+        .collect()
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut out = Vec::new();
     match sflow::decode(data, None, &mut out) {
         Ok(d) => {
             assert_eq!(d.records as usize, out.len());
-            let mut agg = FlowAggregator::new(vec![Prefix::parse("0.0.0.0/0").unwrap()], 64);
+            let mut agg = FlowAggregator::new(everything(), 64);
             for s in &out {
                 assert!(s.rate >= 1 && s.packets == s.rate, "{s:?}");
                 agg.add(s);

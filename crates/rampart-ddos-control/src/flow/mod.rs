@@ -518,4 +518,42 @@ mod tests {
             "{named:?}"
         );
     }
+
+    /// Datagrams captured from the real exporters the lab runs (kept as
+    /// fuzz seeds): pmacctd's sFlow probe sampling 1 in 4, softflowd's
+    /// NetFlow v9 and IPFIX, all of 10.77.0.1 → 10.77.0.2 traffic (ICMP
+    /// echo for pmacct, UDP to ports 4000..4099 for softflowd).
+    #[test]
+    fn real_exporters_datagrams_decode() {
+        let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds");
+        let read = |p: &str| std::fs::read(format!("{seeds}/{p}")).unwrap();
+        let dst: IpAddr = "10.77.0.2".parse().unwrap();
+
+        let mut out = Vec::new();
+        let d = sflow::decode(&read("flow_sflow/pmacctd_sfprobe"), None, &mut out).unwrap();
+        assert!(d.records > 0 && out.len() as u64 == d.records, "{d:?}");
+        assert!(out.iter().all(|s| s.rate == 4 && s.packets == 4), "{out:?}");
+        assert!(
+            out.iter().any(|s| s.dst == dst && s.proto == ICMP),
+            "{out:?}"
+        );
+
+        for (file, v) in [("softflowd_v9", 9), ("softflowd_ipfix", 10)] {
+            let mut dec = netflow::NetflowDecoder::new(std::time::Duration::from_secs(60), None);
+            let mut out = Vec::new();
+            let from = "127.0.0.1:5000".parse().unwrap();
+            let d = dec
+                .decode(from, &read(&format!("flow_netflow/{file}")), &mut out)
+                .unwrap();
+            assert!(d.records > 10 && d.no_template == 0, "v{v}: {d:?}");
+            let to_dst: Vec<_> = out.iter().filter(|s| s.dst == dst).collect();
+            assert!(!to_dst.is_empty(), "v{v}: {out:?}");
+            for s in to_dst {
+                assert_eq!(s.proto, UDP, "v{v}: {s:?}");
+                assert!((4000..4100).contains(&s.dst_port), "v{v}: {s:?}");
+                assert!(s.packets > 0 && s.bytes >= s.packets * 128, "v{v}: {s:?}");
+                assert_eq!(s.rate, 1);
+            }
+        }
+    }
 }
