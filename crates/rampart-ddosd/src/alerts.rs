@@ -43,6 +43,15 @@ pub fn unblock(p: &Prefix, blocked_by: &str, by: &str, reason: Option<String>) -
     a
 }
 
+/// `a` decided from routers' flow exports (flow input), not from the
+/// traffic the host sees: `"source": "flow"` among rampart's fields.
+pub fn from_flow(mut a: Alert) -> Alert {
+    a.rampart
+        .details
+        .insert("source".into(), serde_json::Value::from("flow"));
+    a
+}
+
 /// `a` (a block) as part of the attack on `victim` by `vector`.
 pub fn with_attack(mut a: Alert, victim: &Prefix, vector: &str) -> Alert {
     a.rampart.victim = Some(victim.to_string());

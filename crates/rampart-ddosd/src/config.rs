@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::crowdsec::CrowdsecConfig;
 use crate::error::{Error, Result};
+use crate::flow_input::FlowInputConfig;
 use crate::mode::Mode;
 use crate::tier::upstream::UpstreamConfig;
 
@@ -48,6 +49,10 @@ pub struct Config {
     /// XDP blacklist and push detection's blocks to it (docs/crowdsec.md).
     /// Off by default.
     pub crowdsec: CrowdsecConfig,
+    /// `[flow_input]`: NetFlow v9 / IPFIX and sFlow v5 receivers feeding a
+    /// detection of the protected prefixes from routers' exports
+    /// (docs/flow-input.md). Off by default.
+    pub flow_input: FlowInputConfig,
     /// Run the host filter as the ddos stage of this chain (`rampart run`)
     /// instead of alone on `[daemon] iface`. Not a config key.
     #[serde(skip)]
@@ -194,6 +199,7 @@ impl Default for Config {
             alerts: AlertsConfig::default(),
             upstream: UpstreamConfig::default(),
             crowdsec: CrowdsecConfig::default(),
+            flow_input: FlowInputConfig::default(),
             chain: None,
         }
     }
@@ -264,6 +270,7 @@ impl Config {
         self.server
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
+        self.flow_input.check().map_err(Error::Config)?;
         self.alerts
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;

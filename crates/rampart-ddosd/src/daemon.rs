@@ -38,6 +38,7 @@ use rampart_service::{Owned, Owner, OwnerHandle, SpawnError};
 use serde::{Deserialize, Serialize};
 
 mod crowdsec;
+mod flow;
 mod reload;
 mod upstream;
 pub use crowdsec::CrowdsecView;
@@ -156,6 +157,8 @@ pub struct View {
     pub upstream: Option<UpstreamView>,
     /// CrowdSec (`[crowdsec]` enabled).
     pub crowdsec: Option<CrowdsecView>,
+    /// Flow input (`[flow_input]` enabled).
+    pub flow_input: Option<crate::flow_input::FlowInputView>,
 }
 
 /// Packets and bytes.
@@ -383,6 +386,8 @@ pub struct Daemon {
     probing: HashSet<Prefix>,
     /// The upstream tier (`[upstream]` enabled).
     upstream: Option<upstream::UpstreamSide>,
+    /// Flow input (`[flow_input]` enabled).
+    flow: Option<flow::FlowSide>,
     /// Per-source bits/s of the last interval (every tier), for the upstream tier.
     last_bps: HashMap<Prefix, f64>,
     /// CrowdSec's decisions and what the blacklist holds for them.
@@ -803,6 +808,7 @@ impl Daemon {
             estimates: HashMap::new(),
             probing: HashSet::new(),
             upstream: None,
+            flow: None,
             last_bps: HashMap::new(),
             crowdsec,
         };
@@ -813,6 +819,13 @@ impl Daemon {
             );
         }
         me.upstream = upstream::UpstreamSide::start(&me.cfg.upstream, saved.upstream.clone());
+        me.flow = flow::FlowSide::start(
+            &me.cfg.flow_input,
+            &me.cfg.detect,
+            &me.scope.name(),
+            &me.metrics.registry,
+        )
+        .map_err(Error::Config)?;
         if me.upstream.is_some() {
             for op in ["add", "remove"] {
                 me.metrics.rule_updates.with_label_values(&["upstream", op]);
@@ -1090,16 +1103,18 @@ impl Daemon {
     }
 
     fn block_now(&mut self, decisions: &[BlockDecision], operator: bool) -> Result<()> {
-        self.block_for(decisions, &[], operator)
+        self.block_for(decisions, &[], operator, None)
     }
 
     /// Block `decisions` in the host tier; `attacks[i]` is the (victim,
-    /// vector) decision `i` answers, for its alert.
+    /// vector) decision `i` answers, for its alert; `source` is `Some("flow")`
+    /// for flow input's decisions.
     fn block_for(
         &mut self,
         decisions: &[BlockDecision],
         attacks: &[(Prefix, String)],
         operator: bool,
+        source: Option<&str>,
     ) -> Result<()> {
         let ps: Vec<Prefix> = decisions.iter().map(|d| d.prefix).collect();
         // What CrowdSec holds becomes this block's (no expiry).
@@ -1129,6 +1144,9 @@ impl Daemon {
             let mut a = alerts::block(&d.prefix, d.detector, &d.reason, d.pps, d.bps, host);
             if let Some((victim, vector)) = attacks.get(i) {
                 a = alerts::with_attack(a, victim, vector);
+            }
+            if source == Some("flow") {
+                a = alerts::from_flow(a);
             }
             self.alerts.emit(a);
         }
@@ -1373,6 +1391,7 @@ impl Daemon {
         }
         let mut changed = self.apply(&verdict, t_end)?;
         self.offload(&rates)?;
+        changed |= self.flow_step()?;
         changed |= self.upstream_step(&rates, secs);
         self.drop_stats();
         let in_hw: HashSet<Prefix> = match &self.hw {
@@ -1441,7 +1460,7 @@ impl Daemon {
         }
         if !decisions.is_empty() {
             let t = Instant::now();
-            self.block_for(&decisions, &attacks, false)?;
+            self.block_for(&decisions, &attacks, false, None)?;
             for (d, (_, vector)) in decisions.iter().zip(&attacks) {
                 self.crowdsec
                     .push(crowdsec::push_of(d.prefix, vector, &d.reason));
@@ -1625,6 +1644,7 @@ impl Daemon {
             detect: self.cfg.detect.clone(),
             upstream: self.upstream.as_ref().map(upstream::UpstreamSide::view),
             crowdsec: self.cfg.crowdsec.enabled.then(|| self.crowdsec.view()),
+            flow_input: self.flow.as_ref().map(flow::FlowSide::view),
         };
         if let Ok(mut w) = self.view.write() {
             *w = v;

@@ -13,6 +13,7 @@ pub mod crowdsec;
 pub mod daemon;
 pub mod error;
 pub mod evidence;
+pub mod flow_input;
 pub mod hw;
 pub mod metrics;
 pub mod mode;

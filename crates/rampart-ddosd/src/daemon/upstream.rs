@@ -274,20 +274,31 @@ impl Daemon {
         let sources: Vec<SourceLoad> = self
             .blocked
             .keys()
-            .map(|p| SourceLoad {
-                prefix: *p,
-                pps: rates.get(p).map_or(0.0, |r| r.0 + r.1),
-                bps: self.last_bps.get(p).copied().unwrap_or(0.0),
+            .map(|p| {
+                // Flow input's sources: the routers' view, which the host
+                // may not share (their victims need not be on this host).
+                let fr = self.flow.as_ref().map_or((0.0, 0.0), |f| f.rate(p));
+                SourceLoad {
+                    prefix: *p,
+                    pps: rates.get(p).map_or(0.0, |r| r.0 + r.1).max(fr.0),
+                    bps: self.last_bps.get(p).copied().unwrap_or(0.0).max(fr.1),
+                }
             })
             .collect();
         // RTBH is for one address: a /24 victim aggregate is not blackholed.
         let victims: Vec<Prefix> = if rtbh {
-            self.detection
+            let mut v: Vec<Prefix> = self
+                .detection
                 .victims()
                 .into_iter()
-                .filter(|v| v.under_attack && matches!(v.victim.len(), 32 | 128))
+                .filter(|v| v.under_attack)
                 .map(|v| v.victim)
-                .collect()
+                .chain(self.flow.iter().flat_map(|f| f.under_attack()))
+                .filter(|v| matches!(v.len(), 32 | 128))
+                .collect();
+            v.sort();
+            v.dedup();
+            v
         } else {
             Vec::new()
         };
