@@ -223,10 +223,11 @@ enum stream_tap_mode {
 	/* Every accepted frame becomes a struct stream_tuple in the ring buffer. */
 	ST_TAP_TUPLES = 0,
 	/*
-	 * Every accepted frame is added to its connection's struct
-	 * stream_agg_val in the per-CPU hash of its epoch (stream_tap_agg[epoch
-	 * & 1]); userspace harvests an epoch once it is over. A frame whose
-	 * connection finds the map full goes to the ring buffer as a tuple.
+	 * Every accepted frame is added to its connection's slot (struct
+	 * stream_agg_slot) in this CPU's segment of the table stream_tap_agg;
+	 * userspace reads the counts of an epoch in place once it is over. A
+	 * frame whose bucket holds two other connections of this epoch goes
+	 * to the ring buffer as a tuple.
 	 */
 	ST_TAP_AGGREGATE = 1,
 };
@@ -235,16 +236,17 @@ enum stream_tap_mode {
 struct stream_tap_cfg {
 	/* enum stream_tap_mode. */
 	__u32 mode;
-	__u32 _pad;
-	/* Length of an aggregation epoch, ns (epoch = event time / epoch_ns). */
+	/* Slots per CPU segment of stream_tap_agg, minus one (a power of two, at least 2). */
+	__u32 slot_mask;
+	/* Length of an aggregation epoch, ns (epoch = event time / epoch_ns); at most ST_AGG_EPOCH_MAX_NS. */
 	__u64 epoch_ns;
 };
 
 /*
- * Key of one connection in one epoch: the two endpoints ordered (endpoint
- * 0 is the smaller (address, port) pair), so both directions of a
- * connection share it. ICMP keys carry no ports (type and code are in the
- * value); non-first fragments have none either.
+ * A connection: the two endpoints ordered (endpoint 0 is the smaller
+ * (address, port) pair), so both directions of a connection share it.
+ * ICMP keys carry no ports (type and code are in the counts); non-first
+ * fragments have none either. 40 bytes: five 8-byte words.
  */
 struct stream_agg_key {
 	/* Network byte order; IPv4 in [i][0]. */
@@ -256,39 +258,70 @@ struct stream_agg_key {
 	__u8 flags;
 	/* Outermost VLAN id, 0 when untagged. */
 	__u16 vlan_id;
-	/* Event time / epoch_ns (low 32 bits). */
-	__u32 epoch;
 };
 
-/* What one direction of a connection sent (dir[0]: endpoint 0 → endpoint 1). */
-struct stream_agg_dir {
-	__u64 packets;
+/* What one direction of a connection sent in one epoch (dir[0]: endpoint
+ * 0 → endpoint 1). 40 bytes. */
+struct stream_agg_cnt {
 	/* IP bytes (IP total length), as stream_tuple.ip_len. */
 	__u64 bytes;
-	/* Event time of the first and last packet, ns since the epoch. */
-	__u64 first_ns;
-	__u64 last_ns;
-	/* TCP segments with SYN and not ACK. */
-	__u32 syn;
-	/* TCP segments with SYN and ACK. */
-	__u32 synack;
+	__u32 packets;
 	/* TCP segments with ACK and neither SYN nor RST (a handshake's third step, data). */
 	__u32 ack;
+	/* Event time of the first and last packet, ns after the epoch's start. */
+	__u32 first_off;
+	__u32 last_off;
+	/* TCP segments with SYN and not ACK. */
+	__u16 syn;
+	/* TCP segments with SYN and ACK. */
+	__u16 synack;
 	/* TCP segments with RST. */
-	__u32 rst;
+	__u16 rst;
 	/* TCP segments with FIN. */
-	__u32 fin;
+	__u16 fin;
 	/* OR of the TCP flags. */
 	__u8 tcp_flags;
 	/* ICMP/ICMPv6 type and code of the first packet (0 otherwise). */
 	__u8 icmp_type;
 	__u8 icmp_code;
 	__u8 _pad;
+	__u32 _pad2;
 };
 
-struct stream_agg_val {
-	struct stream_agg_dir dir[2];
+/*
+ * One slot of the aggregation table stream_tap_agg (an mmapable array,
+ * one segment of slot_mask + 1 slots per CPU, two slots per bucket): 128
+ * bytes, a pair of cache lines. The connection stays in its slot from one
+ * epoch to the next; only its counts start again. Only the CPU of the
+ * segment writes a slot's key and counts; userspace reads them in place
+ * and takes an epoch's counts by setting ST_AGG_HARVESTED in `state` with
+ * a compare-and-swap; the program, before it reuses the counts of an
+ * earlier epoch, sets ST_AGG_FLUSHING with a compare-and-swap and, when
+ * that wins, sends the slot to the ring buffer (the same 128 bytes). So
+ * each epoch's counts reach userspace exactly once: read in place or as a
+ * record. Slots also go to the ring when their counts would overflow.
+ */
+struct stream_agg_slot {
+	struct stream_agg_key key;
+	/* Epoch of the counts (low 32 bits of event time / epoch_ns) | ST_AGG_* bits; 0: never used. */
+	__u64 state;
+	struct stream_agg_cnt dir[2];
 };
+
+/* Bits of stream_agg_slot.state above the epoch. */
+#define ST_AGG_EPOCH_MASK 0xffffffffULL /* rust: u64 */
+/* The slot holds a connection and counts of the epoch in the low bits. */
+#define ST_AGG_USED (1ULL << 32) /* rust: u64 */
+/* Userspace took these counts (read in place). */
+#define ST_AGG_HARVESTED (1ULL << 33) /* rust: u64 */
+/* The program is sending these counts to the ring buffer; the slot is
+ * being reused (userspace waits for the bit to clear). */
+#define ST_AGG_FLUSHING (1ULL << 34) /* rust: u64 */
+/* Counts per direction are 16 bits wide for SYN/SYN-ACK/RST/FIN: a slot
+ * goes to the ring buffer before its packets would pass this. */
+#define ST_AGG_MAX_PACKETS 0xffff /* rust: u32 */
+/* first_off / last_off are 32-bit ns: an epoch is at most ~4.29 s. */
+#define ST_AGG_EPOCH_MAX_NS 4000000000ULL /* rust: u64 */
 
 /* The tap wakes its reader when the ring buffer's unread data crosses
  * 1/ST_TAP_WAKEUP_DIV of it (within ST_TAP_WAKEUP_WINDOW records). */
@@ -312,7 +345,8 @@ enum stream_tap_counter { /* rust: usize */
 	ST_TAP_RING_FULL = 7,
 	/* Frames added to an aggregate. */
 	ST_TAP_AGGREGATED = 8,
-	/* The aggregation map was full: the frame went to the ring buffer as a tuple. */
+	/* Both slots of the connection's bucket held other connections of this
+	 * epoch: the frame went to the ring buffer as a tuple. */
 	ST_TAP_AGG_FULL = 9,
 	/* Frames seen at egress (also in ST_TAP_FRAMES). */
 	ST_TAP_EGRESS = 10,
@@ -321,7 +355,11 @@ enum stream_tap_counter { /* rust: usize */
 	/* GSO sends the tap could not split into its segments (more than
 	 * ST_TAP_GSO_MAX of them, or no length to split): analysed as one packet. */
 	ST_TAP_GSO_WHOLE = 12,
-	ST_TAP_CNT_MAX = 13,
+	/* Slots whose counts went to the ring buffer (the slot was reused for
+	 * a later epoch or another connection before userspace read them, or
+	 * its counts were about to overflow). */
+	ST_TAP_AGG_FLUSHED = 13,
+	ST_TAP_CNT_MAX = 14,
 };
 
 /* Segments of one egress GSO send the tap splits it into, at most. TCP's

@@ -5,11 +5,12 @@
  *   parse → struct stream_tuple (stream/tuple.h) → the offloaded Filter
  *   (stream/offload.h, configured by stream_off_cfg) → either
  *     - ST_TAP_TUPLES: the tuple into this CPU's ring buffer (stream_tap_rings), or
- *     - ST_TAP_AGGREGATE: the tuple added to its connection's counters in
- *       the per-CPU hash of its epoch (stream_tap_agg_0/1 by epoch parity);
- *       userspace harvests an epoch after it ended, so a map is never read
- *       while this program writes it. A full map sends the tuple to the
- *       ring buffer instead (nothing is lost to the analysis).
+ *     - ST_TAP_AGGREGATE: the tuple added to its connection's counts in
+ *       its slot of this CPU's segment of the table stream_tap_agg (struct
+ *       stream_agg_slot: stream/abi.h says who writes what); userspace
+ *       reads an epoch's counts in place after it ended. A bucket full of
+ *       other connections of this epoch sends the tuple to the ring buffer
+ *       instead (nothing is lost to the analysis).
  *   → the frame goes on unchanged: the chain's next stage
  *   (common/chain.h), or XDP_PASS.
  *
@@ -56,26 +57,22 @@ struct {
 } stream_tap_rings SEC(".maps");
 
 /*
- * Per-connection counters of the even / odd epochs. Preallocated: a new
- * connection in a non-preallocated per-CPU hash allocates per-CPU memory
- * in the packet path, which measured 15.7 us per new connection under
- * BPF_PROG_RUN against 0.5 us preallocated. The loader sizes them from a
- * memory budget and the CPU count, and to one entry when the tap sends
- * tuples.
+ * The aggregation table: a segment of slot_mask + 1 slots per CPU, two
+ * slots per bucket, a connection's bucket chosen by a hash of its key.
+ * A slot is 128 bytes and outlives the epoch: the per-CPU hash maps per
+ * epoch it replaces cost a bucket, an element and a per-CPU value per
+ * update (several cache misses at 65,536 live connections: 365 ns per
+ * packet) and re-created every entry each epoch (539 ns). Mmapable, so
+ * userspace reads it in place. The loader sizes it (CPUs x slots), and to
+ * one slot per CPU when the tap sends tuples.
  */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct stream_agg_key);
-	__type(value, struct stream_agg_val);
-} stream_tap_agg_0 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct stream_agg_key);
-	__type(value, struct stream_agg_val);
-} stream_tap_agg_1 SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct stream_agg_slot);
+} stream_tap_agg SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -137,74 +134,6 @@ static __always_inline int stream_agg_key_of(const struct stream_tuple *t, struc
 }
 
 /*
- * Add `n` packets of `bytes` IP bytes in all, t's header, to one direction's
- * counters (this CPU's copy: no atomics). n > 1 only for a GSO send, whose
- * segments all carry t's flags but FIN and PSH, which only the last has.
- */
-static __always_inline void stream_agg_add(struct stream_agg_dir *d, const struct stream_tuple *t,
-					   __u32 n, __u64 bytes)
-{
-	__u8 f = t->tcp_flags;
-
-	if (d->packets == 0) {
-		d->first_ns = t->ts_ns;
-		if (t->proto == IPPROTO_ICMP || t->proto == IPPROTO_ICMPV6) {
-			d->icmp_type = t->dport >> 8;
-			d->icmp_code = t->dport & 0xff;
-		}
-	}
-	d->packets += n;
-	d->bytes += bytes;
-	d->last_ns = t->ts_ns;
-	d->tcp_flags |= f;
-	if (t->proto == IPPROTO_TCP) {
-		if ((f & 0x12) == 0x02)
-			d->syn += n;
-		else if ((f & 0x12) == 0x12)
-			d->synack += n;
-		else if ((f & 0x16) == 0x10)
-			d->ack += n;
-		if (f & 0x04)
-			d->rst += 1;
-		if (f & 0x01)
-			d->fin += 1;
-	}
-}
-
-/* Returns 0 when the packet was aggregated, -1 when the map was full. */
-static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc, const struct stream_tuple *t,
-						__u32 n, __u64 bytes)
-{
-	struct stream_agg_key k;
-	struct stream_agg_val *v;
-	void *map;
-	__u64 epoch;
-	int dir;
-
-	dir = stream_agg_key_of(t, &k);
-	epoch = tc->epoch_ns ? t->ts_ns / tc->epoch_ns : 0;
-	k.epoch = (__u32)epoch;
-	map = (epoch & 1) ? (void *)&stream_tap_agg_1 : (void *)&stream_tap_agg_0;
-	v = bpf_map_lookup_elem(map, &k);
-	if (!v) {
-		struct stream_agg_val zero;
-
-		__builtin_memset(&zero, 0, sizeof(zero));
-		/* EEXIST: created meanwhile on another CPU; this CPU's copy is still zero. */
-		if (bpf_map_update_elem(map, &k, &zero, BPF_NOEXIST) && !bpf_map_lookup_elem(map, &k))
-			return -1;
-		v = bpf_map_lookup_elem(map, &k);
-		if (!v)
-			return -1;
-	}
-	if (dir)
-		stream_agg_add(&v->dir[1], t, n, bytes);
-	else
-		stream_agg_add(&v->dir[0], t, n, bytes);
-	return 0;
-}
-
-/*
  * Wake the reader once, when the ring's unread data crosses
  * 1/ST_TAP_WAKEUP_DIV of it. A wakeup is an irq_work (a self-IPI: ~5 us in
  * this VM, measured); the default policy sends one per record whenever
@@ -245,6 +174,162 @@ static __always_inline void stream_tap_tuple_out(void *ring, const struct stream
 {
 	if (stream_tap_out(ring, t, sizeof(*t)) == 0)
 		tap_count(ST_TAP_TUPLES_OUT);
+}
+
+/*
+ * Add `n` packets of `bytes` IP bytes in all, t's header, to one direction's
+ * counts of the epoch that started at `base` ns (this CPU's segment: no
+ * atomics). n > 1 only for a GSO send, whose segments all carry t's flags
+ * but FIN and PSH, which only the last has.
+ */
+static __always_inline void stream_agg_add(struct stream_agg_cnt *d, const struct stream_tuple *t, __u32 n,
+					   __u64 bytes, __u64 base)
+{
+	__u8 f = t->tcp_flags;
+	__u32 off = (__u32)(t->ts_ns - base);
+
+	if (d->packets == 0) {
+		d->first_off = off;
+		if (t->proto == IPPROTO_ICMP || t->proto == IPPROTO_ICMPV6) {
+			d->icmp_type = t->dport >> 8;
+			d->icmp_code = t->dport & 0xff;
+		}
+	}
+	d->packets += n;
+	d->bytes += bytes;
+	d->last_off = off;
+	d->tcp_flags |= f;
+	if (t->proto == IPPROTO_TCP) {
+		if ((f & 0x12) == 0x02)
+			d->syn += n;
+		else if ((f & 0x12) == 0x12)
+			d->synack += n;
+		else if ((f & 0x16) == 0x10)
+			d->ack += n;
+		if (f & 0x04)
+			d->rst += 1;
+		if (f & 0x01)
+			d->fin += 1;
+	}
+}
+
+/* The bucket index of key k: a multiplicative hash of its five words. */
+static __always_inline __u32 stream_agg_hash(const struct stream_agg_key *k)
+{
+	const __u64 *w = (const __u64 *)k;
+	__u64 h = 0;
+	int i;
+
+#pragma unroll
+	for (i = 0; i < 5; i++) {
+		h = (h ^ w[i]) * 0x9e3779b97f4a7c15ULL;
+		h ^= h >> 29;
+	}
+	return (__u32)(h >> 32);
+}
+
+static __always_inline int stream_agg_key_eq(const struct stream_agg_key *a, const struct stream_agg_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+/* Slot s's key and counts to the ring buffer, its state given as `state`. */
+static __always_inline void stream_agg_flush(void *ring, const struct stream_agg_slot *s, __u64 state)
+{
+	struct stream_agg_slot *r;
+
+	if (!ring) {
+		tap_count(ST_TAP_RING_FULL);
+		return;
+	}
+	r = bpf_ringbuf_reserve(ring, sizeof(*r), 0);
+	if (!r) {
+		tap_count(ST_TAP_RING_FULL);
+		return;
+	}
+	__builtin_memcpy(r, s, sizeof(*r));
+	r->state = state;
+	bpf_ringbuf_submit(r, stream_tap_wakeup(ring));
+	tap_count(ST_TAP_AGG_FLUSHED);
+}
+
+/*
+ * Make slot s hold `key` (NULL: the key it has) with empty counts of the
+ * epoch `now` (ST_AGG_USED | epoch). Counts of an earlier epoch that
+ * userspace has not taken go to the ring buffer first — unless userspace
+ * takes them at the same moment: whichever compare-and-swap on the state
+ * wins owns them.
+ */
+static __always_inline void stream_agg_reset(void *ring, struct stream_agg_slot *s,
+					     const struct stream_agg_key *key, __u64 now)
+{
+	__u64 st = *(volatile __u64 *)&s->state;
+
+	if ((st & ST_AGG_USED) && !(st & ST_AGG_HARVESTED) &&
+	    __sync_val_compare_and_swap(&s->state, st, st | ST_AGG_FLUSHING) == st)
+		stream_agg_flush(ring, s, st);
+	if (key)
+		__builtin_memcpy(&s->key, key, sizeof(*key));
+	__builtin_memset(s->dir, 0, sizeof(s->dir));
+	/* Key and counts before the state that publishes them. */
+	asm volatile("" ::: "memory");
+	*(volatile __u64 *)&s->state = now;
+}
+
+/*
+ * Add t to its connection's slot in this CPU's segment. Returns 0 when
+ * the packet was aggregated, -1 when both slots of its bucket hold other
+ * connections of this epoch (the caller sends the tuple instead).
+ */
+static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc, void *ring,
+						const struct stream_tuple *t, __u32 n, __u64 bytes)
+{
+	struct stream_agg_slot *s, *s1;
+	struct stream_agg_key k;
+	__u64 epoch, base, now;
+	__u32 idx;
+	int dir;
+
+	dir = stream_agg_key_of(t, &k);
+	epoch = tc->epoch_ns ? t->ts_ns / tc->epoch_ns : 0;
+	base = epoch * tc->epoch_ns;
+	now = ST_AGG_USED | (epoch & ST_AGG_EPOCH_MASK);
+	idx = bpf_get_smp_processor_id() * (tc->slot_mask + 1) + (stream_agg_hash(&k) & tc->slot_mask & ~1u);
+	s = bpf_map_lookup_elem(&stream_tap_agg, &idx);
+	if (!s)
+		return -1;
+	if (!stream_agg_key_eq(&s->key, &k) || !(s->state & ST_AGG_USED)) {
+		idx += 1;
+		s1 = bpf_map_lookup_elem(&stream_tap_agg, &idx);
+		if (!s1)
+			return -1;
+		if (stream_agg_key_eq(&s1->key, &k) && (s1->state & ST_AGG_USED)) {
+			s = s1;
+		} else {
+			/* Neither holds it: take one not counting this epoch. */
+			if (s->state == now) {
+				if (s1->state == now)
+					return -1;
+				s = s1;
+			}
+			stream_agg_reset(ring, s, &k, now);
+		}
+	}
+	/* The slot's counts are of an earlier epoch, or userspace took them. */
+	if (s->state != now)
+		stream_agg_reset(ring, s, NULL, now);
+	if (s->dir[dir & 1].packets + n > ST_AGG_MAX_PACKETS) {
+		/* This epoch's counts so far to userspace, then on from zero. */
+		stream_agg_flush(ring, s, now);
+		__builtin_memset(s->dir, 0, sizeof(s->dir));
+	}
+	if (dir)
+		stream_agg_add(&s->dir[1], t, n, bytes, base);
+	else
+		stream_agg_add(&s->dir[0], t, n, bytes, base);
+	return 0;
 }
 
 /*
@@ -323,14 +408,14 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 			*c += segs - 1;
 	}
 	bytes = (__u64)t.ip_len + (__u64)(segs - 1) * hdr;
+	ring = stream_tap_ring();
 	if (tc->mode == ST_TAP_AGGREGATE) {
-		if (stream_tap_aggregate(tc, &t, segs, bytes) == 0) {
+		if (stream_tap_aggregate(tc, ring, &t, segs, bytes) == 0) {
 			tap_count(ST_TAP_AGGREGATED);
 			return;
 		}
 		tap_count(ST_TAP_AGG_FULL);
 	}
-	ring = stream_tap_ring();
 	if (segs <= 1) {
 		stream_tap_tuple_out(ring, &t);
 		return;

@@ -4,9 +4,9 @@
 //! directions' packets, bytes, first/last time, TCP flag counts. A tuple
 //! source turns every packet into a one-packet part
 //! ([`FlowPart::from_tuple`]); the tap's XDP aggregation builds parts of
-//! many packets per connection and epoch in per-CPU maps
+//! many packets per connection and epoch in a slot per CPU
 //! (`bpf/stream/tap.h`, `stream_agg_key_of` / `stream_agg_add`, which this
-//! file mirrors) and userspace merges the CPUs' copies ([`FlowPart::merge`]).
+//! file mirrors) and userspace merges the CPUs' slots ([`FlowPart::merge`]).
 //! Every app folds parts with [`FlowPart::merge`] — an associative,
 //! commutative sum — so a connection's result is the same whether its
 //! packets came one by one or pre-summed per epoch, as long as an epoch
@@ -15,7 +15,7 @@
 
 use crate::apps::Addr;
 use crate::tuple::{proto, tcp, StreamTuple, TupleExt, ST_F_IPV6};
-use rampart_bpf::abi::stream::{StreamAggDir, StreamAggKey, StreamAggVal};
+use rampart_bpf::abi::stream::{StreamAggCnt, StreamAggSlot};
 
 /// A connection: its two endpoints ordered (endpoint 0 is the smaller
 /// (address, port) pair), protocol and VLAN. ICMP keys have no ports.
@@ -94,17 +94,21 @@ impl DirCounts {
         self.tcp_flags |= o.tcp_flags;
     }
 
-    fn from_abi(d: &StreamAggDir) -> Self {
+    /// One direction of a slot of the epoch that started at `base` ns.
+    fn from_cnt(d: &StreamAggCnt, base: u64) -> Self {
+        if d.packets == 0 {
+            return Self::default();
+        }
         Self {
-            packets: d.packets,
+            packets: u64::from(d.packets),
             bytes: d.bytes,
-            first_ns: d.first_ns,
-            last_ns: d.last_ns,
-            syn: d.syn,
-            synack: d.synack,
+            first_ns: base + u64::from(d.first_off),
+            last_ns: base + u64::from(d.last_off),
+            syn: u32::from(d.syn),
+            synack: u32::from(d.synack),
             ack: d.ack,
-            rst: d.rst,
-            fin: d.fin,
+            rst: u32::from(d.rst),
+            fin: u32::from(d.fin),
             tcp_flags: d.tcp_flags,
             icmp_type: d.icmp_type,
             icmp_code: d.icmp_code,
@@ -166,9 +170,10 @@ impl FlowPart {
         p
     }
 
-    /// A part from the tap's map entry: the key, and this CPU's (or the
-    /// CPUs' merged) counters.
-    pub fn from_abi(k: &StreamAggKey, v: &StreamAggVal) -> Self {
+    /// A part from a slot of the tap's aggregation table: its connection
+    /// and the counts of the epoch that started at `epoch_start_ns`.
+    pub fn from_slot(s: &StreamAggSlot, epoch_start_ns: u64) -> Self {
+        let k = &s.key;
         Self {
             key: ConnKey {
                 addr: k.addr,
@@ -178,8 +183,8 @@ impl FlowPart {
                 vlan: k.vlan_id,
             },
             dir: [
-                DirCounts::from_abi(&v.dir[0]),
-                DirCounts::from_abi(&v.dir[1]),
+                DirCounts::from_cnt(&s.dir[0], epoch_start_ns),
+                DirCounts::from_cnt(&s.dir[1], epoch_start_ns),
             ],
         }
     }

@@ -11,11 +11,12 @@ use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 
-use rampart_bpf::abi::stream::{StreamAggKey, StreamAggVal};
+use rampart_bpf::abi::stream::{StreamAggSlot, ST_AGG_EPOCH_MASK};
 use rampart_dataplane::testrun;
 use rampart_stream::offload::{Entry, OffloadConfig, OffloadProgram, Predicate, TapSizes};
 use rampart_stream::parse::parse_frame;
 use rampart_stream::part::{ConnKey, FlowPart};
+use rampart_stream::source::aggtable::{full_epoch, AggTable};
 use rampart_stream::tuple::{proto, StreamTuple};
 
 const XDP_DROP: u32 = 1;
@@ -29,7 +30,7 @@ fn load(ring_bytes: u32, aggregate: bool, filter: Option<Predicate>) -> OffloadP
         None,
         TapSizes {
             ring_bytes,
-            agg_entries: 4096,
+            agg_slots: 4096,
         },
     )
     .expect("load xdp_stream_tap (verifier)");
@@ -40,6 +41,28 @@ fn load(ring_bytes: u32, aggregate: bool, filter: Option<Predicate>) -> OffloadP
     })
     .unwrap();
     p.configure_tap(aggregate, 1_000_000_000).unwrap();
+    p
+}
+
+/// The tap in aggregation mode, `slots` per CPU, epochs of `epoch_ns`.
+fn load_agg(slots: u32, epoch_ns: u64) -> OffloadProgram {
+    rampart_lab::testing::require_kernel();
+    let p = OffloadProgram::load_sized(
+        Entry::Tap,
+        None,
+        None,
+        TapSizes {
+            ring_bytes: 4 << 20,
+            agg_slots: slots,
+        },
+    )
+    .expect("load xdp_stream_tap (verifier)");
+    p.configure(&OffloadConfig {
+        key_mode: None,
+        ..OffloadConfig::default()
+    })
+    .unwrap();
+    p.configure_tap(true, epoch_ns).unwrap();
     p
 }
 
@@ -59,7 +82,7 @@ fn drain_ring_of(p: &OffloadProgram, cpu: usize) -> Vec<StreamTuple> {
     let o2 = Rc::clone(&out);
     let mut b = libbpf_rs::RingBufferBuilder::new();
     b.add(&h, move |d: &[u8]| {
-        assert_eq!(d.len(), 56);
+        assert_eq!(d.len(), 56, "a tuple");
         o2.borrow_mut().push(bytemuck::pod_read_unaligned(d));
         0
     })
@@ -70,27 +93,94 @@ fn drain_ring_of(p: &OffloadProgram, cpu: usize) -> Vec<StreamTuple> {
     Rc::try_unwrap(out).unwrap().into_inner()
 }
 
-/// Read and empty both epoch maps: per connection, one part per CPU that
-/// holds packets of it.
-fn harvest(p: &OffloadProgram) -> HashMap<ConnKey, Vec<FlowPart>> {
-    let ks = std::mem::size_of::<StreamAggKey>();
-    let vs = std::mem::size_of::<StreamAggVal>();
-    let cpus = rampart_dataplane::maps::possible_cpus();
-    let mut out: HashMap<ConnKey, Vec<FlowPart>> = HashMap::new();
-    for m in &p.tap_maps().unwrap().agg {
-        rampart_dataplane::maps::walk_batch(m.as_raw_fd(), ks, vs * cpus, 64, true, |k, v| {
-            let key: StreamAggKey = bytemuck::pod_read_unaligned(k);
-            for c in 0..cpus {
-                let val: StreamAggVal = bytemuck::pod_read_unaligned(&v[c * vs..(c + 1) * vs]);
-                let part = FlowPart::from_abi(&key, &val);
-                if part.packets() > 0 {
-                    out.entry(part.key).or_default().push(part);
-                }
+/// The program's clock now, as an epoch of `epoch_ns`.
+fn epoch_now(epoch_ns: u64) -> u64 {
+    let off = rampart_stream::offload::prog::clock_offset_ns();
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64 + off) / epoch_ns
+}
+
+/// Everything in the rings now: tuples and aggregation slots the
+/// program sent (consumed).
+fn drain_all(p: &OffloadProgram) -> (Vec<StreamTuple>, Vec<StreamAggSlot>) {
+    let (mut tuples, mut slots) = (Vec::new(), Vec::new());
+    for fd in &p.tap_maps().unwrap().rings {
+        let id = rampart_dataplane::maps::map_info(fd.as_raw_fd())
+            .unwrap()
+            .id;
+        let h = libbpf_rs::MapHandle::from_map_id(id).unwrap();
+        let t = Rc::new(RefCell::new(Vec::new()));
+        let sl = Rc::new(RefCell::new(Vec::new()));
+        let (t2, s2) = (Rc::clone(&t), Rc::clone(&sl));
+        let mut b = libbpf_rs::RingBufferBuilder::new();
+        b.add(&h, move |d: &[u8]| {
+            match d.len() {
+                56 => t2
+                    .borrow_mut()
+                    .push(bytemuck::pod_read_unaligned::<StreamTuple>(d)),
+                128 => s2
+                    .borrow_mut()
+                    .push(bytemuck::pod_read_unaligned::<StreamAggSlot>(d)),
+                n => panic!("a record of {n} bytes"),
             }
+            0
         })
         .unwrap();
+        let rb = b.build().unwrap();
+        rb.consume().unwrap();
+        drop(rb);
+        tuples.extend(Rc::try_unwrap(t).unwrap().into_inner());
+        slots.extend(Rc::try_unwrap(sl).unwrap().into_inner());
+    }
+    (tuples, slots)
+}
+
+/// What userspace gets of the aggregation up to now: the slots it takes
+/// in place (every epoch up to the current one) and the slots and tuples
+/// the program sent to the rings, each as a part (one per slot or tuple).
+fn harvest_all(p: &OffloadProgram, epoch_ns: u64) -> Vec<FlowPart> {
+    let m = p.tap_maps().unwrap();
+    let table = AggTable::map(
+        std::os::fd::AsFd::as_fd(&m.agg),
+        m.agg_slots as usize * m.rings.len(),
+    )
+    .unwrap();
+    let now = epoch_now(epoch_ns) + 1;
+    let mut out = Vec::new();
+    table.harvest(now, |s, e| out.push(FlowPart::from_slot(s, e * epoch_ns)));
+    let (tuples, slots) = drain_all(p);
+    for s in slots {
+        let e = full_epoch(s.state & ST_AGG_EPOCH_MASK, now);
+        out.push(FlowPart::from_slot(&s, e * epoch_ns));
+    }
+    out.extend(tuples.iter().map(FlowPart::from_tuple));
+    out.retain(|p| p.packets() > 0);
+    out
+}
+
+/// [`harvest_all`] by connection: one part per slot (a CPU's, an epoch's).
+fn harvest(p: &OffloadProgram) -> HashMap<ConnKey, Vec<FlowPart>> {
+    let mut out: HashMap<ConnKey, Vec<FlowPart>> = HashMap::new();
+    for part in harvest_all(p, 1_000_000_000) {
+        out.entry(part.key).or_default().push(part);
     }
     out
+}
+
+/// Parts summed by connection.
+fn summed(parts: impl IntoIterator<Item = FlowPart>) -> HashMap<ConnKey, FlowPart> {
+    let mut m: HashMap<ConnKey, FlowPart> = HashMap::new();
+    for part in parts {
+        m.entry(part.key)
+            .and_modify(|a| a.merge(&part))
+            .or_insert(part);
+    }
+    m
 }
 
 /// The test kit's parse corpus (every parse path, every status).
@@ -298,7 +388,8 @@ fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
     let got = harvest(&p);
     assert_eq!(got.len(), want.len(), "one entry per connection");
     for (k, parts) in &got {
-        assert!(parts.len() <= cpus, "one copy per CPU");
+        // A slot per CPU (two when an epoch ended during the test).
+        assert!(parts.len() <= 2 * cpus, "one slot per CPU and epoch");
         let mut sum = parts[0];
         parts[1..].iter().for_each(|x| sum.merge(x));
         assert_eq!(untimed(sum), untimed(want[k]), "{k:?}");
@@ -306,7 +397,7 @@ fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
     }
     if cpus == 2 {
         assert!(
-            got.values().all(|v| v.len() == 2),
+            got.values().all(|v| v.len() >= 2),
             "both CPUs counted every connection in their own copy"
         );
     }
@@ -319,7 +410,7 @@ fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
 }
 
 #[test]
-fn a_full_aggregation_map_sends_tuples_instead() {
+fn a_full_bucket_sends_tuples_instead_and_nothing_is_lost() {
     rampart_lab::testing::require_kernel();
     let p = OffloadProgram::load_sized(
         Entry::Tap,
@@ -327,7 +418,7 @@ fn a_full_aggregation_map_sends_tuples_instead() {
         None,
         TapSizes {
             ring_bytes: 1 << 20,
-            agg_entries: 2,
+            agg_slots: 2,
         },
     )
     .unwrap();
@@ -351,10 +442,154 @@ fn a_full_aggregation_map_sends_tuples_instead() {
     let c = p.tap_counters().unwrap();
     assert!(c.agg_full > 0, "{c:?}");
     assert_eq!(c.aggregated + c.agg_full, ips.len() as u64, "{c:?}");
+    let parts = harvest_all(&p, 1_000_000_000);
+    let want = summed(
+        ips.iter()
+            .map(|f| FlowPart::from_tuple(&parse_frame(f, 0).unwrap())),
+    );
+    let got = summed(parts);
+    assert_eq!(got.len(), want.len());
+    for (k, w) in &want {
+        assert_eq!(untimed(got[k]), untimed(*w), "{k:?}");
+    }
+}
+
+/// Wait (spinning) until the program's clock is in a later epoch.
+fn next_epoch(epoch_ns: u64) {
+    let e = epoch_now(epoch_ns);
+    while epoch_now(epoch_ns) == e {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn slots_reused_before_userspace_read_them_send_their_counts_to_the_ring() {
+    rampart_lab::testing::require_kernel();
+    // One bucket per CPU, 1 ms epochs: every connection after the first
+    // two of an epoch collides, and each new epoch reuses the slots of the
+    // last one, which userspace has not read.
+    let epoch_ns = 1_000_000;
+    let p = OffloadProgram::load_sized(
+        Entry::Tap,
+        None,
+        None,
+        TapSizes {
+            ring_bytes: 1 << 20,
+            agg_slots: 2,
+        },
+    )
+    .unwrap();
+    p.configure(&OffloadConfig {
+        key_mode: None,
+        ..OffloadConfig::default()
+    })
+    .unwrap();
+    p.configure_tap(true, epoch_ns).unwrap();
+    let ips: Vec<Vec<u8>> = corpus()
+        .into_iter()
+        .map(|x| x.1)
+        .filter(|f| parse_frame(f, 0).is_ok())
+        .collect();
+    let rounds = 20;
+    rampart_lab::testing::pin_this_thread(0);
+    for _ in 0..rounds {
+        next_epoch(epoch_ns);
+        for f in &ips {
+            assert_eq!(
+                testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval,
+                XDP_PASS
+            );
+        }
+    }
+    let c = p.tap_counters().unwrap();
+    assert!(c.agg_flushed > 0, "slots were reused: {c:?}");
+    assert!(c.agg_full > 0, "connections collided: {c:?}");
+    assert_eq!(c.ring_full, 0, "{c:?}");
     assert_eq!(
-        drain_ring(&p).len() as u64,
-        c.agg_full,
-        "the overflow is in the ring"
+        c.aggregated + c.agg_full,
+        (ips.len() * rounds) as u64,
+        "{c:?}"
+    );
+    let got = summed(harvest_all(&p, epoch_ns));
+    let want = summed((0..rounds).flat_map(|_| {
+        ips.iter()
+            .map(|f| FlowPart::from_tuple(&parse_frame(f, 0).unwrap()))
+    }));
+    assert_eq!(got.len(), want.len());
+    for (k, w) in &want {
+        assert_eq!(untimed(got[k]), untimed(*w), "{k:?}");
+    }
+}
+
+#[test]
+fn counts_read_while_both_cpus_update_them_arrive_exactly_once() {
+    rampart_lab::testing::require_kernel();
+    // 1 ms epochs: the program reuses slots (its compare-and-swap) while
+    // userspace takes finished epochs (its own) many times over.
+    let epoch_ns = 1_000_000;
+    let p = load_agg(4096, epoch_ns);
+    let corpus: Vec<Vec<u8>> = corpus().into_iter().map(|x| x.1).collect();
+    let cpus = rampart_dataplane::maps::possible_cpus().min(2);
+    let rounds = 300;
+    let m = p.tap_maps().unwrap();
+    let table = AggTable::map(
+        std::os::fd::AsFd::as_fd(&m.agg),
+        m.agg_slots as usize * m.rings.len(),
+    )
+    .unwrap();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let mut got = Vec::new();
+    std::thread::scope(|s| {
+        for cpu in 0..cpus {
+            let (p, corpus, done) = (&p, &corpus, &done);
+            s.spawn(move || {
+                rampart_lab::testing::pin_this_thread(cpu);
+                for _ in 0..rounds {
+                    for f in corpus {
+                        assert_eq!(
+                            testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval,
+                            XDP_PASS
+                        );
+                    }
+                }
+                done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+        // Userspace as the tap's reader: every epoch finished a while ago
+        // (two epochs back: a CPU still inside the program with an older
+        // time is microseconds behind), then what the rings hold.
+        let mut reads = 0;
+        while done.load(std::sync::atomic::Ordering::SeqCst) < cpus {
+            let e = epoch_now(epoch_ns).saturating_sub(2);
+            table.harvest(e, |sl, e| got.push(FlowPart::from_slot(sl, e * epoch_ns)));
+            let (tuples, slots) = drain_all(&p);
+            let now = epoch_now(epoch_ns) + 1;
+            got.extend(slots.iter().map(|sl| {
+                FlowPart::from_slot(sl, full_epoch(sl.state & ST_AGG_EPOCH_MASK, now) * epoch_ns)
+            }));
+            got.extend(tuples.iter().map(FlowPart::from_tuple));
+            reads += 1;
+        }
+        assert!(reads > 0);
+    });
+    got.extend(harvest_all(&p, epoch_ns));
+    let c = p.tap_counters().unwrap();
+    assert_eq!(c.ring_full, 0, "{c:?}");
+    let want = summed((0..rounds * cpus).flat_map(|_| {
+        corpus
+            .iter()
+            .filter_map(|f| parse_frame(f, 0).ok())
+            .map(|t| FlowPart::from_tuple(&t))
+            .collect::<Vec<_>>()
+    }));
+    let got = summed(got.into_iter().filter(|x| x.packets() > 0));
+    assert_eq!(got.len(), want.len(), "one part per connection");
+    for (k, w) in &want {
+        assert_eq!(untimed(got[k]), untimed(*w), "{k:?}: every packet once");
+    }
+    assert_eq!(
+        c.aggregated + c.agg_full,
+        want.values().map(FlowPart::packets).sum::<u64>()
     );
 }
 
@@ -508,10 +743,13 @@ fn aggregation_counts_a_gso_send_as_its_segments() {
 }
 
 /// What the tap costs per packet in XDP, BPF_PROG_RUN, one run: tuples
-/// (a ring-buffer record) against aggregation (a per-CPU hash update), on
-/// 65,536 connections of one packet each — first packets (the entries
-/// are created) and again (they exist, but 65,536 of them do not fit the
-/// caches) — and on one frame repeated (everything cache-hot). A
+/// (a ring-buffer record) against aggregation (an update of the
+/// connection's slot), on 65,536 connections of one packet each — first
+/// packets (the slots are taken), again (they hold them, but 65,536 of
+/// them do not fit the caches), the first packets of the next epoch after
+/// userspace read the last one in place (the slots start their counts
+/// again) — and on one frame repeated (everything cache-hot).
+/// `TAP_COST_SLOTS=N` sets the aggregation table's slots per CPU. A
 /// benchmark, not a test: run with
 /// `cargo test --profile ci -p rampart-stream --test prog_stream_tap -- --ignored --nocapture tap_cost`.
 #[test]
@@ -539,12 +777,22 @@ fn tap_cost() {
             None,
             TapSizes {
                 ring_bytes: 64 << 20,
-                agg_entries: 262_144,
+                agg_slots: std::env::var("TAP_COST_SLOTS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(262_144),
             },
         )
         .unwrap();
         p.configure(&OffloadConfig::default()).unwrap();
         p.configure_tap(aggregate, 1_000_000_000).unwrap();
+        pin_to(0);
+        let m = p.tap_maps().unwrap();
+        let table = AggTable::map(
+            std::os::fd::AsFd::as_fd(&m.agg),
+            m.agg_slots as usize * m.rings.len(),
+        )
+        .unwrap();
         let pass = || {
             let ns: u128 = frames
                 .iter()
@@ -559,18 +807,28 @@ fn tap_cost() {
         };
         let first = pass();
         let again = (0..3).map(|_| pass()).min().unwrap();
+        // Right after an epoch ends: userspace takes it, the next begins.
+        let next = (0..3)
+            .map(|_| {
+                next_epoch(1_000_000_000);
+                table.harvest(epoch_now(1_000_000_000) - 1, |_, _| {});
+                pass()
+            })
+            .min()
+            .unwrap();
+        drain_all(&p);
         let hot = testrun::mean_duration(p.prog_fd(), &frames[7], 200_000)
             .unwrap()
             .as_nanos() as u64;
         println!(
-            "{name:>9}: first packets {first} ns, again {again} ns, one frame repeated {hot} ns"
+            "{name:>9}: first packets {first} ns, again {again} ns, next epoch {next} ns, one frame repeated {hot} ns"
         );
         json.push(format!(
-            "\"{name}\":{{\"first_ns\":{first},\"again_ns\":{again},\"hot_ns\":{hot}}}"
+            "\"{name}\":{{\"first_ns\":{first},\"again_ns\":{again},\"next_epoch_ns\":{next},\"hot_ns\":{hot}}}"
         ));
     }
     println!(
-        "{{{},\"connections\":{n},\"method\":\"BPF_PROG_RUN, 64-byte UDP, one run per packet; again = best of 3 passes\"}}",
+        "{{{},\"connections\":{n},\"method\":\"BPF_PROG_RUN, 64-byte UDP, one run per packet, pinned to CPU 0; again, next epoch = best of 3 passes\"}}",
         json.join(",")
     );
 }

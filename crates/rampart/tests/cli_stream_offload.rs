@@ -58,7 +58,7 @@ fn plan_shows_what_runs_in_xdp() {
     assert!(o.status.success());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("xdp       part"), "{out}");
-    assert!(out.contains("per-CPU hash maps"), "{out}");
+    assert!(out.contains("aggregation table"), "{out}");
     assert!(out.contains("userspace flows"), "{out}");
     assert!(out.contains("xdp_stream_tap"), "{out}");
     assert!(out.contains("fits host-xdp: yes"), "{out}");
@@ -73,7 +73,10 @@ fn plan_shows_what_runs_in_xdp() {
         &rampart(&["stream", "plan", "synflood", "--target", "nfp"]),
         "nfp cannot run the offload",
     );
-    assert!(e.contains("percpu_hash") && e.contains("ringbuf"), "{e}");
+    assert!(
+        e.contains("array_of_maps") && e.contains("bpf_ringbuf_reserve"),
+        "{e}"
+    );
 }
 
 #[test]

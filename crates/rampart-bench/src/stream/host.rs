@@ -5,9 +5,9 @@
 //! for the peer, its own flow accounting) on host0:
 //!
 //! - `tap-tuples`: the tap (`xdp_stream_tap`) with a tuple per packet
-//!   through a BPF ring buffer, every frame passed on;
+//!   through a BPF ring buffer per CPU, every frame passed on;
 //! - `tap-aggregate`: the tap keeping per-connection counters per second
-//!   in per-CPU maps, harvested by userspace;
+//!   in its aggregation table, read in place by userspace;
 //! - `afxdp-raw`: `xdp_stream_rx` redirecting every frame of both RX queues
 //!   to AF_XDP sockets, parsed in userspace — it takes the frames
 //!   (`--consume`; without it the source is refused, which is checked);

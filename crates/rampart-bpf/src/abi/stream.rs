@@ -16,12 +16,12 @@ pub use crate::xdp_stream::types::stream_off_port_range as StreamOffPortRange;
 /// An address prefix as (address, mask) words (`struct stream_off_prefix`).
 pub use crate::xdp_stream::types::stream_off_prefix as StreamOffPrefix;
 
-/// What one direction of a connection sent (`struct stream_agg_dir`).
-pub use crate::xdp_stream::types::stream_agg_dir as StreamAggDir;
-/// One connection in one epoch (`struct stream_agg_key`).
+/// What one direction of a connection sent in one epoch (`struct stream_agg_cnt`).
+pub use crate::xdp_stream::types::stream_agg_cnt as StreamAggCnt;
+/// One connection (`struct stream_agg_key`).
 pub use crate::xdp_stream::types::stream_agg_key as StreamAggKey;
-/// Both directions (`struct stream_agg_val`).
-pub use crate::xdp_stream::types::stream_agg_val as StreamAggVal;
+/// A slot of the tap's aggregation table (`struct stream_agg_slot`).
+pub use crate::xdp_stream::types::stream_agg_slot as StreamAggSlot;
 /// The tap's settings (`struct stream_tap_cfg`, map `stream_tap_cfg[0]`).
 pub use crate::xdp_stream::types::stream_tap_cfg as StreamTapCfg;
 
@@ -30,9 +30,9 @@ pod!(
     StreamOffCfg,
     StreamOffPortRange,
     StreamOffPrefix,
-    StreamAggDir,
+    StreamAggCnt,
     StreamAggKey,
-    StreamAggVal,
+    StreamAggSlot,
     StreamTapCfg,
 );
 
@@ -42,9 +42,11 @@ const _: () = assert!(size_of::<StreamOffCfg>() == 40);
 const _: () = assert!(size_of::<StreamOffPortRange>() == 4);
 const _: () = assert!(size_of::<StreamOffPrefix>() == 36);
 const _: () = assert!(size_of::<StreamTapCfg>() == 16);
-const _: () = assert!(size_of::<StreamAggKey>() == 44);
-const _: () = assert!(size_of::<StreamAggDir>() == 56);
-const _: () = assert!(size_of::<StreamAggVal>() == 112);
+const _: () = assert!(size_of::<StreamAggKey>() == 40);
+const _: () = assert!(size_of::<StreamAggCnt>() == 40);
+// A slot is a pair of cache lines; its state word is 8-byte aligned.
+const _: () = assert!(size_of::<StreamAggSlot>() == 128);
+const _: () = assert!(std::mem::offset_of!(StreamAggSlot, state) == 40);
 // The nfp profile: every map entry of the offload fits in 64 bytes.
 const _: () = assert!(size_of::<StreamOffCfg>() <= 64 && size_of::<StreamOffPrefix>() <= 64);
 // The array lengths in the generated structs and the generated constants agree.

@@ -72,6 +72,7 @@ pub fn helper_name(id: u32) -> String {
         6 => "bpf_trace_printk",
         7 => "bpf_get_prandom_u32",
         8 => "bpf_get_smp_processor_id",
+        12 => "bpf_tail_call",
         23 => "bpf_redirect",
         25 => "bpf_perf_event_output",
         28 => "bpf_csum_diff",
@@ -82,6 +83,10 @@ pub fn helper_name(id: u32) -> String {
         69 => "bpf_fib_lookup",
         125 => "bpf_ktime_get_boot_ns",
         130 => "bpf_ringbuf_output",
+        131 => "bpf_ringbuf_reserve",
+        132 => "bpf_ringbuf_submit",
+        133 => "bpf_ringbuf_discard",
+        134 => "bpf_ringbuf_query",
         _ => return format!("#{id}"),
     }
     .to_string()
@@ -99,6 +104,8 @@ pub fn map_type_name(t: u32) -> String {
         9 => "lru_hash",
         10 => "lru_percpu_hash",
         11 => "lpm_trie",
+        12 => "array_of_maps",
+        13 => "hash_of_maps",
         14 => "devmap",
         16 => "cpumap",
         17 => "xskmap",

@@ -566,11 +566,11 @@ fn key_by(k: &Keyed<'_>, key_mode: Option<KeyMode>, sources: u32) -> (bool, Stri
 }
 
 /// The tap on a server's interface (host XDP): the kernel's own limits;
-/// records leave by a ring buffer or per-CPU maps, never by taking the frame.
+/// records leave by ring buffers or a table read in place, never by taking the frame.
 pub const TAP: Profile = Profile {
     target: Target::HostXdp,
     program: "xdp_stream_tap",
-    delivery: "tuples: one BPF ring buffer shared by the CPUs; aggregation: per-CPU hash maps per epoch (even/odd), read and emptied by userspace after each epoch, overflow to the ring buffer; every frame passed on (tail call to the next stage, else XDP_PASS)",
+    delivery: "tuples: a BPF ring buffer per CPU, merged in time order by one reader; aggregation: a table of 128-byte slots (a segment per CPU, two slots per bucket) that keep their connection from one epoch to the next, counts read in place by userspace after each epoch (compare-and-swap against the program's reuse, which sends unread counts to the ring), a full bucket's packets as tuples to the ring; every frame passed on (tail call to the next stage, else XDP_PASS)",
     timestamps: "bpf_ktime_get_ns + the realtime offset",
     ..HOST_XDP
 };
@@ -639,7 +639,7 @@ pub fn plan_tap(
                 format!("FlowID = jhash of the {mode} key")
             }
             OpKind::Part if aggregate => {
-                "keyed aggregation: per-connection counters (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) in per-CPU hash maps per 1 s epoch; userspace harvests each finished epoch and the next keyed operator merges the parts".to_string()
+                "keyed aggregation: per-connection counts (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) per 1 s epoch in the connection's slot of its CPU's segment of an aggregation table (one slot, a pair of cache lines, kept across epochs); userspace reads each finished epoch in place and the next keyed operator merges the parts".to_string()
             }
             _ => break,
         };
@@ -785,7 +785,7 @@ mod tests {
         assert_eq!(p.object.program, "xdp_stream_tap");
         assert_eq!(p.config.filter, Some(synflood::tcp_filter()));
         assert!(p.to_string().contains("xdp       part"), "{p}");
-        assert!(p.to_string().contains("per-CPU hash maps"), "{p}");
+        assert!(p.to_string().contains("aggregation table"), "{p}");
         let p = plan_tap(&g, Target::HostXdp, false, obj()).unwrap();
         assert_eq!(p.offloaded, ["source", "tcp"]);
         assert_eq!(p.placement[2].tier, "userspace");
@@ -793,11 +793,18 @@ mod tests {
             let p = plan_tap(&g, Target::HostXdp, true, obj()).unwrap();
             assert!(p.offloaded.contains(&"part".to_string()), "{p}");
         }
-        // The nfp cannot run the tap: per-CPU maps, a ring buffer, 112-byte values.
+        // The nfp cannot run the tap: per-CPU counters, ring buffers (an
+        // array of them), 128-byte slots, the CPU id and ring helpers.
         let e = plan_tap(&g, Target::Nfp, true, obj())
             .unwrap_err()
             .to_string();
-        for why in ["percpu_hash", "ringbuf", "112-byte values"] {
+        for why in [
+            "percpu_array",
+            "array_of_maps",
+            "128-byte values",
+            "bpf_get_smp_processor_id",
+            "bpf_ringbuf_reserve",
+        ] {
             assert!(e.contains(why), "{why}: {e}");
         }
     }

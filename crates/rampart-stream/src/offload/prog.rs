@@ -42,28 +42,28 @@ pub enum Entry {
 pub struct TapSizes {
     /// Bytes of each CPU's ring buffer (a power of two, at least a page).
     pub ring_bytes: u32,
-    /// Connections per epoch map.
-    pub agg_entries: u32,
+    /// Slots of the aggregation table per CPU (a power of two, at least 2;
+    /// two per bucket).
+    pub agg_slots: u32,
 }
 
-/// Memory each aggregation map may take by default (two maps, even and odd
-/// epochs). They are preallocated, and a per-CPU value is held once per CPU.
+/// Memory the aggregation table may take by default (all CPUs' segments).
 pub const TAP_AGG_BUDGET_BYTES: u64 = 64 << 20;
-/// Most connections per epoch map by default.
-pub const TAP_AGG_MAX_ENTRIES: u32 = 262_144;
+/// Most slots per CPU by default.
+pub const TAP_AGG_MAX_SLOTS: u32 = 262_144;
+/// Fewest slots per CPU by default.
+pub const TAP_AGG_MIN_SLOTS: u32 = 4096;
 
-/// Connections per epoch map that fit [`TAP_AGG_BUDGET_BYTES`] on a host
-/// with `cpus` possible CPUs: each entry costs its key and the kernel's
-/// element header once and its counters once per CPU. Connections beyond
-/// it go to the ring buffer as tuples (nothing is lost to the analysis).
-pub fn default_agg_entries(cpus: usize) -> u32 {
-    const ELEM: u64 = 64 + std::mem::size_of::<rampart_bpf::abi::stream::StreamAggKey>() as u64;
-    let val =
-        std::mem::size_of::<rampart_bpf::abi::stream::StreamAggVal>().next_multiple_of(8) as u64;
-    let per = ELEM + val * cpus.max(1) as u64;
-    u32::try_from(TAP_AGG_BUDGET_BYTES / per)
-        .unwrap_or(u32::MAX)
-        .clamp(1024, TAP_AGG_MAX_ENTRIES)
+/// Slots per CPU that fit [`TAP_AGG_BUDGET_BYTES`] on a host with `cpus`
+/// possible CPUs (128 bytes each), a power of two. A connection whose
+/// bucket (two slots) holds two others of the same epoch goes to the ring
+/// buffer as tuples (nothing is lost to the analysis).
+pub fn default_agg_slots(cpus: usize) -> u32 {
+    let slot = std::mem::size_of::<rampart_bpf::abi::stream::StreamAggSlot>() as u64;
+    let per = (TAP_AGG_BUDGET_BYTES / slot / cpus.max(1) as u64).max(1);
+    let pow2 = 1u64 << (63 - per.leading_zeros());
+    u32::try_from(pow2.clamp(u64::from(TAP_AGG_MIN_SLOTS), u64::from(TAP_AGG_MAX_SLOTS)))
+        .unwrap_or(TAP_AGG_MAX_SLOTS)
 }
 
 /// Memory all the tap's ring buffers may take by default (one per CPU).
@@ -83,7 +83,7 @@ impl Default for TapSizes {
     fn default() -> Self {
         Self {
             ring_bytes: default_ring_bytes(rampart_dataplane::maps::possible_cpus()),
-            agg_entries: default_agg_entries(rampart_dataplane::maps::possible_cpus()),
+            agg_slots: default_agg_slots(rampart_dataplane::maps::possible_cpus()),
         }
     }
 }
@@ -97,8 +97,10 @@ pub struct TapMaps {
     pub ring_slots: OwnedFd,
     /// The ring buffers, index = CPU id (what the slots hold).
     pub rings: Vec<OwnedFd>,
-    /// `stream_tap_agg_0` / `_1` (even / odd epochs).
-    pub agg: [OwnedFd; 2],
+    /// `stream_tap_agg`: the aggregation table (mmapable).
+    pub agg: OwnedFd,
+    /// Its slots per CPU (the table holds this times the possible CPUs).
+    pub agg_slots: u32,
     /// `stream_tap_stats`.
     pub stats: OwnedFd,
     /// `rampart_chain`: the chain's slots (bpf/common/chain.h; the tap is
@@ -180,8 +182,12 @@ pub struct TapCounters {
     pub ring_full: u64,
     /// Frames added to per-connection counters.
     pub aggregated: u64,
-    /// Frames sent as tuples because the aggregation map was full.
+    /// Frames sent as tuples because their bucket held two other
+    /// connections of the epoch.
     pub agg_full: u64,
+    /// Slots whose counts went to the ring buffer (reused before userspace
+    /// read them, or about to overflow).
+    pub agg_flushed: u64,
     /// Frames seen at egress (also in `frames`).
     pub egress: u64,
     /// Wire packets beyond the first of egress GSO sends, each analysed as
@@ -334,9 +340,9 @@ impl OffloadProgram {
             // one-page ring is the smallest there is.
             let page = 4096;
             let (ring, agg) = if entry == Entry::Tap {
-                (sizes.ring_bytes, sizes.agg_entries.max(1))
+                (sizes.ring_bytes, sizes.agg_slots.max(2).next_power_of_two())
             } else {
-                (page, 1)
+                (page, 2)
             };
             let cpus = rampart_dataplane::maps::possible_cpus();
             open.maps
@@ -344,13 +350,9 @@ impl OffloadProgram {
                 .set_max_entries(cpus as u32)
                 .bpf_context(|| "sizing the tap's ring slots".into())?;
             open.maps
-                .stream_tap_agg_0
-                .set_max_entries(agg)
-                .bpf_context(|| "sizing the tap aggregation map".into())?;
-            open.maps
-                .stream_tap_agg_1
-                .set_max_entries(agg)
-                .bpf_context(|| "sizing the tap aggregation map".into())?;
+                .stream_tap_agg
+                .set_max_entries(agg * cpus as u32)
+                .bpf_context(|| "sizing the tap aggregation table".into())?;
             match entry {
                 Entry::Host => open.progs.xdp_stream_rxmeta.set_autoload(false),
                 Entry::Tap => {
@@ -380,8 +382,7 @@ impl OffloadProgram {
             let tap = [
                 dup(m.stream_tap_cfg.as_fd(), "tap config map")?,
                 dup(m.stream_tap_rings.as_fd(), "tap ring slots")?,
-                dup(m.stream_tap_agg_0.as_fd(), "tap aggregation map")?,
-                dup(m.stream_tap_agg_1.as_fd(), "tap aggregation map")?,
+                dup(m.stream_tap_agg.as_fd(), "tap aggregation table")?,
                 dup(m.stream_tap_stats.as_fd(), "tap counter map")?,
                 dup(m.rampart_chain.as_fd(), "chain slots")?,
             ];
@@ -412,19 +413,22 @@ impl OffloadProgram {
                 tap,
                 egress,
                 rings,
+                agg,
             ))
         })?;
         let (
             [prog, cfg, protos, ports, prefixes, xsks, stats],
-            [tcfg, ring_slots, a0, a1, tstats, next],
+            [tcfg, ring_slots, agg, tstats, next],
             egress,
             rings,
+            agg_slots,
         ) = fds;
         let tap = egress.map(|egress| TapMaps {
             cfg: tcfg,
             ring_slots,
             rings,
-            agg: [a0, a1],
+            agg,
+            agg_slots,
             stats: tstats,
             next,
             egress,
@@ -456,14 +460,20 @@ impl OffloadProgram {
             .tap
             .as_ref()
             .ok_or_else(|| Error::Invalid("not loaded as the tap".into()))?;
+        if epoch_ns > rampart_bpf::abi::stream::ST_AGG_EPOCH_MAX_NS {
+            return Err(Error::Invalid(format!(
+                "tap epoch of {epoch_ns} ns: at most {} s",
+                rampart_bpf::abi::stream::ST_AGG_EPOCH_MAX_NS / 1_000_000_000
+            )));
+        }
         let v = rampart_bpf::abi::stream::StreamTapCfg {
+            slot_mask: t.agg_slots - 1,
             mode: if aggregate {
                 rampart_bpf::abi::stream::ST_TAP_AGGREGATE
             } else {
                 rampart_bpf::abi::stream::ST_TAP_TUPLES
             },
             epoch_ns,
-            ..Default::default()
         };
         update_raw(t.cfg.as_raw_fd(), &0u32.to_ne_bytes(), bytes_of(&v), 0)?;
         Ok(())
@@ -512,6 +522,7 @@ impl OffloadProgram {
             ring_full: v[abi::ST_TAP_RING_FULL],
             aggregated: v[abi::ST_TAP_AGGREGATED],
             agg_full: v[abi::ST_TAP_AGG_FULL],
+            agg_flushed: v[abi::ST_TAP_AGG_FLUSHED],
             egress: v[abi::ST_TAP_EGRESS],
             gso_extra: v[abi::ST_TAP_GSO_EXTRA],
             gso_whole: v[abi::ST_TAP_GSO_WHOLE],
@@ -580,21 +591,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn aggregation_maps_fit_their_budget_on_any_cpu_count() {
-        let val = std::mem::size_of::<rampart_bpf::abi::stream::StreamAggVal>() as u64;
-        for cpus in [1, 2, 8, 64, 512] {
-            let n = default_agg_entries(cpus);
+    fn the_aggregation_table_fits_its_budget_on_any_cpu_count() {
+        let slot = std::mem::size_of::<rampart_bpf::abi::stream::StreamAggSlot>() as u64;
+        assert_eq!(slot, 128, "a slot is a pair of cache lines");
+        for cpus in [1, 2, 3, 8, 64, 512] {
+            let n = default_agg_slots(cpus);
+            assert!(n.is_power_of_two(), "{cpus} CPUs: {n}");
             assert!(
-                (1024..=TAP_AGG_MAX_ENTRIES).contains(&n),
+                (TAP_AGG_MIN_SLOTS..=TAP_AGG_MAX_SLOTS).contains(&n),
                 "{cpus} CPUs: {n}"
             );
-            if n > 1024 {
+            if n > TAP_AGG_MIN_SLOTS {
                 assert!(
-                    u64::from(n) * val * cpus as u64 <= TAP_AGG_BUDGET_BYTES,
-                    "{cpus} CPUs: {n} entries exceed the budget"
+                    u64::from(n) * slot * cpus as u64 <= TAP_AGG_BUDGET_BYTES,
+                    "{cpus} CPUs: {n} slots exceed the budget"
                 );
             }
         }
-        assert!(default_agg_entries(2) > default_agg_entries(64));
+        assert_eq!(default_agg_slots(2), 262_144);
+        assert!(default_agg_slots(2) > default_agg_slots(64));
+    }
+
+    #[test]
+    fn ring_buffers_share_their_budget_out_in_powers_of_two() {
+        assert_eq!(default_ring_bytes(1), 8 << 20);
+        assert_eq!(default_ring_bytes(2), 8 << 20);
+        assert_eq!(default_ring_bytes(3), 4 << 20);
+        assert_eq!(default_ring_bytes(64), 1 << 20);
     }
 }

@@ -17,6 +17,7 @@
 //! - [`tee::tee`]: one source split for several apps.
 
 pub mod afxdp;
+pub mod aggtable;
 pub mod pcap;
 pub mod synthetic;
 pub mod tap;

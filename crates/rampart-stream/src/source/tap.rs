@@ -1,21 +1,23 @@
 //! The tap: rampart stream on a server's own interface. `xdp_stream_tap`
 //! (`bpf/stream/tap.h`) parses every frame, runs the app's offloaded
 //! Filter, and either writes the tuple into a BPF ring buffer
-//! ([`TapMode::Tuples`]) or adds it to its connection's counters in a
-//! per-CPU hash map of the current epoch ([`TapMode::Aggregate`]); then it
+//! ([`TapMode::Tuples`]) or adds it to its connection's counts in its
+//! slot of the aggregation table ([`TapMode::Aggregate`]); then it
 //! passes the frame on; `tc_stream_tap_egress` (TCX) does the same with
 //! the host's own sends, so flows are seen both ways (a GSO send counts as
 //! the segments it leaves as). The host stack sees every frame: ARP, ND, the
 //! services' traffic — a monitor never takes a server's packets (the
 //! AF_XDP sources do, and are for dedicated capture ports).
 //!
-//! Aggregation: the program keys its counters by connection and epoch
-//! (event time / `epoch`, default 1 s) and writes epoch `e` into map
-//! `e & 1`. Once `e` is over (plus a grace for a CPU still inside the
-//! program), this source reads and empties that map in batches, merges
-//! the CPUs' copies and the ring buffer's overflow tuples of `e` (a full
-//! map sends tuples there), and emits one [`FlowPart`] per connection in
-//! order of first packet, with the watermark at the epoch's end.
+//! Aggregation: the program counts each connection's packets of the
+//! current epoch (event time / `epoch`, default 1 s) in its slot of its
+//! CPU's segment of the table (`bpf/stream/tap.h`). Once `e` is over (plus
+//! a grace for a CPU still inside the program), this source takes epoch
+//! `e`'s counts in place ([`AggTable::harvest`]), merges the CPUs' slots,
+//! the slots the program sent to the ring buffer (reused before they were
+//! read) and the tuples of `e` (connections that found their bucket
+//! full), and emits one [`FlowPart`] per connection in order of first
+//! packet, with the watermark at the epoch's end.
 //!
 //! Each CPU writes its own ring buffer (one shared ring costs 5.4× per
 //! record when two CPUs write at once); one reader drains them all and
@@ -39,8 +41,9 @@ use crate::engine::SourceCtx;
 use crate::error::{Error, Result};
 use crate::offload::{Entry, OffloadConfig, OffloadProgram, TapCounters, TapSizes};
 use crate::part::{ConnKey, FlowPart};
+use crate::source::aggtable::{full_epoch, AggTable};
 use crate::tuple::StreamTuple;
-use rampart_bpf::abi::stream::{StreamAggKey, StreamAggVal};
+use rampart_bpf::abi::stream::{StreamAggSlot, ST_AGG_EPOCH_MASK};
 
 /// What the tap hands to userspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -48,7 +51,7 @@ use rampart_bpf::abi::stream::{StreamAggKey, StreamAggVal};
 pub enum TapMode {
     /// One tuple per accepted frame, through the ring buffer.
     Tuples,
-    /// Per-connection counters per epoch, harvested from per-CPU maps.
+    /// Per-connection counts per epoch, read in place from a table in XDP.
     Aggregate,
 }
 
@@ -246,11 +249,11 @@ impl TapSource {
         }
         cfg.offload.validate(1)?;
         let ns = cfg.netns.clone();
-        // The aggregation maps are preallocated: a tap that sends tuples
-        // keeps them at one entry.
+        // The aggregation table is preallocated: a tap that sends tuples
+        // keeps it at one bucket per CPU.
         let mut sizes = cfg.sizes;
         if cfg.mode != TapMode::Aggregate {
-            sizes.agg_entries = 1;
+            sizes.agg_slots = 2;
         }
         let prog = OffloadProgram::load_in_chain(Entry::Tap, None, None, sizes, cfg.chain.clone())?;
         prog.configure(&cfg.offload)?;
@@ -382,23 +385,26 @@ impl TapSource {
     }
 
     /// One reader over the rings `hs` whose callbacks append tuples to
-    /// `buf`.
+    /// `buf` and aggregation slots (counts the program sent) to `slots`.
     fn ring(
         &self,
         hs: &[libbpf_rs::MapHandle],
         buf: &Rc<RefCell<Vec<StreamTuple>>>,
+        slots: &Rc<RefCell<Vec<StreamAggSlot>>>,
     ) -> std::result::Result<libbpf_rs::RingBuffer<'static>, String> {
         let mut b = libbpf_rs::RingBufferBuilder::new();
         for h in hs {
             let inner = Arc::clone(&self.inner);
             let buf = Rc::clone(buf);
+            let slots = Rc::clone(slots);
             b.add(h, move |d: &[u8]| {
-                if d.len() != std::mem::size_of::<StreamTuple>() {
+                if d.len() == std::mem::size_of::<StreamTuple>() {
+                    buf.borrow_mut().push(bytemuck::pod_read_unaligned(d));
+                } else if d.len() == std::mem::size_of::<StreamAggSlot>() {
+                    slots.borrow_mut().push(bytemuck::pod_read_unaligned(d));
+                } else {
                     inner.bad_records.fetch_add(1, Ordering::Relaxed);
-                    return 0;
                 }
-                let t: StreamTuple = bytemuck::pod_read_unaligned(d);
-                buf.borrow_mut().push(t);
                 0
             })
             .map_err(|e| format!("tap ring buffer: {e}"))?;
@@ -431,43 +437,47 @@ impl TapSource {
         }
         Ok(())
     }
+}
 
-    /// Read and empty the map of `epoch`'s parity: parts by connection
-    /// (the CPUs' copies merged).
-    fn harvest(&self, epoch: u64, into: &mut FxHashMap<ConnKey, FlowPart>) -> Result<()> {
-        let maps = self
-            .inner
-            .prog
-            .tap_maps()
-            .ok_or_else(|| Error::Invalid("not loaded as the tap".into()))?;
-        let fd = maps.agg[(epoch & 1) as usize].as_raw_fd();
-        let ks = std::mem::size_of::<StreamAggKey>();
-        let vs = std::mem::size_of::<StreamAggVal>();
-        let cpus = rampart_dataplane::maps::possible_cpus();
-        rampart_dataplane::maps::walk_batch(fd, ks, vs * cpus, 4096, true, |k, v| {
-            let key: StreamAggKey = bytemuck::pod_read_unaligned(k);
-            let mut part: Option<FlowPart> = None;
-            for c in 0..cpus {
-                let val: StreamAggVal = bytemuck::pod_read_unaligned(&v[c * vs..(c + 1) * vs]);
-                if val.dir[0].packets + val.dir[1].packets == 0 {
-                    continue;
-                }
-                let p = FlowPart::from_abi(&key, &val);
-                match &mut part {
-                    Some(a) => a.merge(&p),
-                    None => part = Some(p),
-                }
+/// Fold `p` into its connection's part in `m`.
+fn merge_into(m: &mut FxHashMap<ConnKey, FlowPart>, p: FlowPart) {
+    if p.packets() == 0 {
+        return;
+    }
+    match m.get_mut(&p.key) {
+        Some(a) => a.merge(&p),
+        None => {
+            m.insert(p.key, p);
+        }
+    }
+}
+
+impl TapSource {
+    /// File the ring's tuples and slot records under their epochs (those
+    /// before `next`, already emitted, under `next`: late). `reference`:
+    /// an epoch at or after every record's (their slots carry 32 bits).
+    fn file_records(
+        &self,
+        buf: &RefCell<Vec<StreamTuple>>,
+        slots: &RefCell<Vec<StreamAggSlot>>,
+        overflow: &mut FxHashMap<u64, FxHashMap<ConnKey, FlowPart>>,
+        next: u64,
+        reference: u64,
+    ) {
+        let epoch_ns = u64::try_from(self.inner.cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
+        let mut file = |e: u64, p: FlowPart| {
+            if e < next {
+                self.inner.late.fetch_add(1, Ordering::Relaxed);
             }
-            if let Some(p) = part {
-                match into.get_mut(&p.key) {
-                    Some(a) => a.merge(&p),
-                    None => {
-                        into.insert(p.key, p);
-                    }
-                }
-            }
-        })?;
-        Ok(())
+            merge_into(overflow.entry(e.max(next)).or_default(), p);
+        };
+        for t in buf.borrow_mut().drain(..) {
+            file(t.ts_ns / epoch_ns, FlowPart::from_tuple(&t));
+        }
+        for s in slots.borrow_mut().drain(..) {
+            let e = full_epoch(s.state & ST_AGG_EPOCH_MASK, reference);
+            file(e, FlowPart::from_slot(&s, e * epoch_ns));
+        }
     }
 }
 
@@ -496,8 +506,9 @@ impl PacketSource for TapSource {
             return Err("the tap aggregates: the app must read parts (run_parts)".into());
         }
         let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::with_capacity(4096)));
+        let slots = Rc::new(RefCell::new(Vec::new()));
         let hs = self.ring_handles()?;
-        let rb = self.ring(&hs, &buf)?;
+        let rb = self.ring(&hs, &buf, &slots)?;
         let (deadline, limit) = self.stop_at();
         let hold = HOLD.as_nanos() as u64;
         let mut last = 0u64;
@@ -566,8 +577,14 @@ impl PacketSource for TapSource {
         let epoch_ns = u64::try_from(self.inner.cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
         let grace = GRACE.as_nanos() as u64;
         let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::new()));
+        let slots = Rc::new(RefCell::new(Vec::<StreamAggSlot>::new()));
         let hs = self.ring_handles()?;
-        let rb = self.ring(&hs, &buf)?;
+        let rb = self.ring(&hs, &buf, &slots)?;
+        let table = {
+            let m = self.inner.prog.tap_maps().ok_or("not loaded as the tap")?;
+            let n = m.agg_slots as usize * m.rings.len();
+            AggTable::map(std::os::fd::AsFd::as_fd(&m.agg), n).map_err(|e| e.to_string())?
+        };
         let (deadline, limit) = self.stop_at();
         // The maps were new when the program was attached.
         let mut next = self.inner.start_epoch;
@@ -586,22 +603,9 @@ impl PacketSource for TapSource {
                 finishing = true;
             }
             Self::read_rings(&rb, (!finishing).then_some(Duration::from_millis(10)))?;
-            for t in buf.borrow_mut().drain(..) {
-                let p = FlowPart::from_tuple(&t);
-                let e = t.ts_ns / epoch_ns;
-                let m = overflow.entry(e.max(next)).or_default();
-                if e < next {
-                    self.inner.late.fetch_add(1, Ordering::Relaxed);
-                }
-                match m.get_mut(&p.key) {
-                    Some(a) => a.merge(&p),
-                    None => {
-                        m.insert(p.key, p);
-                    }
-                }
-            }
+            let now = prog_clock_ns(self.inner.clock_offset);
+            self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
             // Every finished epoch (all of them once the program is detached).
-            let now = now_ns();
             let upto = if finishing {
                 now / epoch_ns + 1
             } else {
@@ -609,7 +613,17 @@ impl PacketSource for TapSource {
             };
             while next < upto {
                 parts.clear();
-                self.harvest(next, &mut parts).map_err(|e| e.to_string())?;
+                let late = &self.inner.late;
+                table.harvest(next, |s, e| {
+                    if e < next {
+                        late.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let p = FlowPart::from_slot(s, e * epoch_ns);
+                    merge_into(&mut parts, p);
+                });
+                // Counts the program sent while the table was read.
+                Self::read_rings(&rb, None)?;
+                self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
                 if let Some(o) = overflow.remove(&next) {
                     for (k, p) in o {
                         match parts.get_mut(&k) {

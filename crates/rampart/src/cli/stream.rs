@@ -74,7 +74,7 @@ pub struct PlanArgs {
     /// Offload target.
     #[arg(long, value_enum, default_value = "host-xdp")]
     pub target: TargetArg,
-    /// How records reach userspace: the tap (ring buffer / per-CPU maps,
+    /// How records reach userspace: the tap (ring buffers / a table read in place,
     /// frames passed on) or AF_XDP (the frame becomes the record).
     #[arg(long, value_enum, default_value = "tap")]
     pub via: Via,
@@ -136,7 +136,7 @@ pub enum OffloadArg {
     Tuples,
     /// `tuples` (kept for scripts).
     On,
-    /// XDP also keeps per-connection counters, harvested every second (xdp: only).
+    /// XDP also keeps per-connection counts, read in place every second (xdp: only).
     Aggregate,
 }
 
