@@ -10,6 +10,7 @@
 
 pub mod bgp;
 pub mod crowdsec;
+pub mod flow_input;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -64,6 +65,8 @@ pub struct UpstreamReport {
     pub bgp: Option<bgp::BgpResult>,
     /// The CrowdSec part's detail.
     pub crowdsec: Option<crowdsec::CrowdsecResult>,
+    /// The flow-input part's detail (each exporter).
+    pub flow_input: Option<flow_input::FlowInputResult>,
 }
 
 /// The bar, item by item.
@@ -146,7 +149,10 @@ pub fn run_and_print(spec: &UpstreamSpec, cancel: &AtomicBool) -> Result<Upstrea
     r.withdrawn_after_attack = Some(b.withdrawn_after_attack);
     r.attack_dropped_upstream_pct = Some(b.attack_dropped_upstream_pct);
     r.bgp = Some(b);
-    r.missing.push("flow input: not built yet".into());
+    let f = flow_input::measure(&dir.join("flow-input"), cancel)?;
+    r.flow_input_time_to_detect_s = Some(f.time_to_detect_s);
+    r.flow_input_export_interval_s = Some(f.export_interval_s);
+    r.flow_input = Some(f);
     let c = crowdsec::measure(&dir.join("crowdsec"), cancel)?;
     r.crowdsec_decisions = Some(c.decisions);
     r.crowdsec_enforce_s = Some(c.enforce_median_s);
