@@ -322,8 +322,25 @@ enum ddos_feat_skip { /* rust: usize */
 	DDOS_FEAT_SKIP_MALFORMED = 1,
 	/* No free key slot within DDOS_FEAT_MAX_PROBES: the interval is full. */
 	DDOS_FEAT_SKIP_TABLE_FULL = 2,
-	DDOS_FEAT_SKIP_MAX = 3,
+	/* Answered or dropped by the protection stage (cookie SYN-ACK, guard)
+	 * from a source not in the interval's table, and not admitted: counted
+	 * on its victim only (DDOS_FEAT_PROTECTED_ADMIT). */
+	DDOS_FEAT_SKIP_PROTECTED = 3,
+	DDOS_FEAT_SKIP_MAX = 4,
 };
+
+/*
+ * Under protection, a packet the protection stage answers or drops takes a
+ * new pair slot with probability 1/DDOS_FEAT_PROTECTED_ADMIT only (pairs
+ * already in the interval's table are always updated). A spoofed flood's
+ * sources send one packet each and never anything that passes: admitted
+ * all, a 1 Mpps flood filled the table within an interval and its probing
+ * cost a quarter of the receiving CPU. A real source sending hundreds of
+ * packets an interval is admitted within its first few hundred, and
+ * anything of it that passes (a completed handshake, data) admits it at
+ * once.
+ */
+#define DDOS_FEAT_PROTECTED_ADMIT 64
 
 /* Addresses of an IPv6 pair (network byte order). */
 struct ddos_feat_addr6 {

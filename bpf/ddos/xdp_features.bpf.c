@@ -17,8 +17,12 @@
  *                     xdp_filter drops these unless told to pass them).
  * A new pair that finds no free key slot is DDOS_FEAT_SKIP_TABLE_FULL.
  *
- * Protection (only while ddos_fctl.n_protect > 0, after the accounting,
- * for TCP to a victim in ddos_protect; see ddos/cookie.h for the cookie):
+ * Protection (only while ddos_fctl.n_protect > 0, after the victim record
+ * and before the pair record, for TCP to a victim in ddos_protect; see
+ * ddos/cookie.h for the cookie). What it answers or drops updates a pair
+ * already in the interval's table but takes a new slot only with
+ * probability 1/DDOS_FEAT_PROTECTED_ADMIT (else DDOS_FEAT_SKIP_PROTECTED),
+ * so a spoofed flood's million sources stay out of the table:
  *   SYN, SYN_COOKIES on   → bpf_skc_lookup_tcp in the device's netns:
  *                           a listener → cookie SYN-ACK (XDP_TX, no state);
  *                           nothing → XDP_DROP (no_listener); a request
@@ -158,16 +162,18 @@ static __always_inline __u32 mix32(__u32 h)
 /*
  * Index (within the slot starting at `base`) of `key` in a key array,
  * taking a free slot by compare-and-swap if the pair is new. Returns the
- * index, with TAKE_FRESH set when this call took the slot, or -1 when
- * DDOS_FEAT_MAX_PROBES slots were all held by other pairs.
+ * index, with TAKE_FRESH set when this call took the slot, -1 when
+ * DDOS_FEAT_MAX_PROBES slots were all held by other pairs, or TAKE_NONE
+ * when the key is not there and `take` is 0 (update only).
  *
  * One global (non-inlined) function per key array: the verifier checks a
  * global function once, instead of once per parser outcome at every call
  * site, which keeps loading under 100 ms.
  */
 #define TAKE_FRESH (1 << 30)
+#define TAKE_NONE -2
 #define DEFINE_FIND_OR_TAKE(name, keys)                                                  \
-	__attribute__((noinline)) int name(__u64 key, __u32 h, __u32 base, __u32 mask)    \
+	__attribute__((noinline)) int name(__u64 key, __u32 h, __u32 base, __u32 mask, int take) \
 	{                                                                                 \
 		__u32 i;                                                                  \
                                                                                           \
@@ -183,6 +189,8 @@ static __always_inline __u32 mix32(__u32 h)
 			if (cur == key)                                                   \
 				return s & (TAKE_FRESH - 1);                              \
 			if (cur == DDOS_FEAT_KEY_FREE) {                                  \
+				if (!take)                                                \
+					return TAKE_NONE;                                 \
 				cur = __sync_val_compare_and_swap(k, DDOS_FEAT_KEY_FREE, key); \
 				if (cur == DDOS_FEAT_KEY_FREE)                            \
 					return (s & (TAKE_FRESH - 1)) | TAKE_FRESH;       \
@@ -610,7 +618,7 @@ static __always_inline int victim_key(const struct pkt_info *pi, __u64 *key, __u
 		if (!ctx || !pi || victim_key(pi, &key, &h))                                           \
 			return VICTIM_NONE;                                                            \
 		slot &= 1;                                                                             \
-		s = ddos_vict_take##f(key, h, slot * cap, cap - 1);                                    \
+		s = ddos_vict_take##f(key, h, slot * cap, cap - 1, 1);                                 \
 		if (s < 0)                                                                             \
 			return VICTIM_FULL;                                                            \
 		s &= TAKE_FRESH - 1;                                                                   \
@@ -639,11 +647,14 @@ DEFINE_RECORD_VICTIM(6)
 
 /*
  * Record the packet in its pair's interval record: 0, or PAIR_FULL /
- * PAIR_MALFORMED. One global function per family, as for the victims.
+ * PAIR_MALFORMED, or PAIR_NOT_TAKEN when the pair is new and `take` is 0.
+ * One global function per family, as for the victims.
  */
 #define PAIR_FULL -2
 #define PAIR_MALFORMED -3
-__attribute__((noinline)) int ddos_record_pair4(const struct pkt_info *pi, __u32 slot, __u64 len, __u32 udp_class)
+#define PAIR_NOT_TAKEN -4
+__attribute__((noinline)) int ddos_record_pair4(const struct pkt_info *pi, __u32 slot, __u64 len, __u32 udp_class,
+						int take)
 {
 	__u32 cpu = bpf_get_smp_processor_id(), cap = ddos_feat_cfg.cap4, vidx;
 	struct ddos_feat_val *v;
@@ -656,7 +667,9 @@ __attribute__((noinline)) int ddos_record_pair4(const struct pkt_info *pi, __u32
 	key = ((__u64)pi->saddr[0] << 32) | pi->daddr[0];
 	if (key == DDOS_FEAT_KEY_FREE)
 		return PAIR_MALFORMED;
-	s = ddos_feat_take4(key, mix32(pi->saddr[0] * 0x9e3779b1u ^ pi->daddr[0]), slot * cap, cap - 1);
+	s = ddos_feat_take4(key, mix32(pi->saddr[0] * 0x9e3779b1u ^ pi->daddr[0]), slot * cap, cap - 1, take);
+	if (s == TAKE_NONE)
+		return PAIR_NOT_TAKEN;
 	if (s < 0)
 		return PAIR_FULL;
 	vidx = (slot * ddos_feat_cfg.ncpu + cpu) * cap + ((__u32)s & (TAKE_FRESH - 1));
@@ -667,7 +680,8 @@ __attribute__((noinline)) int ddos_record_pair4(const struct pkt_info *pi, __u32
 	return 0;
 }
 
-__attribute__((noinline)) int ddos_record_pair6(const struct pkt_info *pi, __u32 slot, __u64 len, __u32 udp_class)
+__attribute__((noinline)) int ddos_record_pair6(const struct pkt_info *pi, __u32 slot, __u64 len, __u32 udp_class,
+						int take)
 {
 	__u32 cpu = bpf_get_smp_processor_id(), cap = ddos_feat_cfg.cap6, vidx;
 	struct ddos_feat_val *v;
@@ -678,7 +692,9 @@ __attribute__((noinline)) int ddos_record_pair6(const struct pkt_info *pi, __u32
 		return PAIR_MALFORMED;
 	slot &= 1;
 	key = pair6_key(pi);
-	s = ddos_feat_take6(key, (__u32)key, slot * cap, cap - 1);
+	s = ddos_feat_take6(key, (__u32)key, slot * cap, cap - 1, take);
+	if (s == TAKE_NONE)
+		return PAIR_NOT_TAKEN;
 	if (s < 0)
 		return PAIR_FULL;
 	if (s & TAKE_FRESH) {
@@ -708,7 +724,7 @@ int xdp_features(struct xdp_md *ctx)
 	struct ddos_feat_stats *st;
 	struct ddos_feat_ctl *ctl;
 	struct pkt_info pi;
-	int status, vi, r;
+	int status, vi, r, verdict = XDP_PASS, take = 1;
 
 	st = bpf_map_lookup_elem(&ddos_featst, &zero);
 	ctl = bpf_map_lookup_elem(&ddos_fctl, &zero);
@@ -728,21 +744,10 @@ int xdp_features(struct xdp_md *ctx)
 
 	slot = ctl->slot & 1;
 	udp_class = udp_class_of(&pi);
-	if (pi.family == 4) {
-		r = ddos_record_pair4(&pi, slot, len, udp_class);
+	if (pi.family == 4)
 		vi = ddos_record_victim4(ctx, &pi, slot, len, udp_class);
-	} else {
-		r = ddos_record_pair6(&pi, slot, len, udp_class);
+	else
 		vi = ddos_record_victim6(ctx, &pi, slot, len, udp_class);
-	}
-	if (r == PAIR_MALFORMED) {
-		st->skipped[DDOS_FEAT_SKIP_MALFORMED]++;
-	} else if (r == PAIR_FULL) {
-		st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
-		st->pairs_full[slot]++;
-	} else {
-		st->recorded[slot]++;
-	}
 	if (vi == VICTIM_FULL)
 		st->victims_full[slot]++;
 	if (ctl->n_protect && pi.l4_proto == IPPROTO_TCP && pi.frag == FRAG_NONE) {
@@ -756,10 +761,30 @@ int xdp_features(struct xdp_md *ctx)
 			else
 				ddos_victim_event6(vi, ev);
 		}
-		if ((r & 0xff) != XDP_PASS)
-			return r & 0xff;
-		return chain_next(ctx, CHAIN_SLOT_DDOS);
+		verdict = r & 0xff;
+		/* Answered or dropped here: a new source gets a pair slot only
+		 * now and then (DDOS_FEAT_PROTECTED_ADMIT in ddos/abi.h). The
+		 * packet may have been rewritten into a SYN-ACK; pi and len
+		 * still describe what arrived. */
+		if (verdict != XDP_PASS)
+			take = (bpf_get_prandom_u32() & (DDOS_FEAT_PROTECTED_ADMIT - 1)) == 0;
 	}
+	if (pi.family == 4)
+		r = ddos_record_pair4(&pi, slot, len, udp_class, take);
+	else
+		r = ddos_record_pair6(&pi, slot, len, udp_class, take);
+	if (r == PAIR_MALFORMED) {
+		st->skipped[DDOS_FEAT_SKIP_MALFORMED]++;
+	} else if (r == PAIR_FULL) {
+		st->skipped[DDOS_FEAT_SKIP_TABLE_FULL]++;
+		st->pairs_full[slot]++;
+	} else if (r == PAIR_NOT_TAKEN) {
+		st->skipped[DDOS_FEAT_SKIP_PROTECTED]++;
+	} else {
+		st->recorded[slot]++;
+	}
+	if (verdict != XDP_PASS)
+		return verdict;
 	return chain_next(ctx, CHAIN_SLOT_DDOS);
 }
 

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use rampart_bpf::abi::ddos::{
     FeatAddr6, FeatCtl, FeatStats, FeatVal, VictimHll, VictimVal, DDOS_FEAT_KEY_FREE,
     DDOS_FEAT_SKETCH_BITS, DDOS_FEAT_SKIP_MALFORMED, DDOS_FEAT_SKIP_NOT_IP,
-    DDOS_FEAT_SKIP_TABLE_FULL, DDOS_HLL_REGISTERS, DDOS_PROT_COOKIE_ACK_INVALID,
-    DDOS_PROT_COOKIE_ACK_VALID, DDOS_PROT_GUARD_DROPPED, DDOS_PROT_NO_LISTENER,
-    DDOS_PROT_SYNACK_SENT, DDOS_UDP_AMP_PORTS, DDOS_UDP_CLASSES,
+    DDOS_FEAT_SKIP_PROTECTED, DDOS_FEAT_SKIP_TABLE_FULL, DDOS_HLL_REGISTERS,
+    DDOS_PROT_COOKIE_ACK_INVALID, DDOS_PROT_COOKIE_ACK_VALID, DDOS_PROT_GUARD_DROPPED,
+    DDOS_PROT_NO_LISTENER, DDOS_PROT_SYNACK_SENT, DDOS_UDP_AMP_PORTS, DDOS_UDP_CLASSES,
 };
 use serde::Serialize;
 
@@ -98,6 +98,9 @@ pub struct FeatureStats {
     pub skipped_malformed: u64,
     /// New pair, interval table full.
     pub skipped_table_full: u64,
+    /// Answered or dropped by protection, from a source not admitted to
+    /// the interval's table (counted on its victim only).
+    pub skipped_protected: u64,
 }
 
 /// The feature reader of an installed filter.
@@ -615,6 +618,7 @@ impl Features {
             s.skipped_not_ip += c.skipped[DDOS_FEAT_SKIP_NOT_IP];
             s.skipped_malformed += c.skipped[DDOS_FEAT_SKIP_MALFORMED];
             s.skipped_table_full += c.skipped[DDOS_FEAT_SKIP_TABLE_FULL];
+            s.skipped_protected += c.skipped[DDOS_FEAT_SKIP_PROTECTED];
         }
         Ok(s)
     }

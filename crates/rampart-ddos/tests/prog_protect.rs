@@ -295,6 +295,82 @@ fn cookie_synack_bytes_and_cookie_acks() {
     });
 }
 
+/// Under cookies, a spoofed flood's sources (one SYN each, never anything
+/// that passes) stay out of the interval's pair table but for about one in
+/// DDOS_FEAT_PROTECTED_ADMIT; a heavy real source still gets in, and a
+/// source whose cookie ACK passes is recorded at once. The victim record
+/// counts every SYN.
+#[test]
+fn a_spoofed_flood_under_cookies_stays_out_of_the_pair_table() {
+    use rampart_bpf::abi::ddos::DDOS_FEAT_PROTECTED_ADMIT;
+    const SPOOFED: u32 = 4096;
+    const HEAVY: u32 = 2000;
+    const HEAVY_SRC: &str = "203.0.113.7";
+    let f = setup("pq");
+    let mut p = protect(&f);
+    p.set(SERVER.parse().unwrap(), ProtectFlags::ALL).unwrap();
+    let prog = f.prog();
+    let mut features = Features::open(f.filter.name()).unwrap();
+    features.snapshot().unwrap(); // start from an empty interval
+    in_ns(&f, || {
+        let _l = TcpListener::bind(("0.0.0.0", OPEN)).unwrap();
+        for i in 0..SPOOFED {
+            let src = std::net::Ipv4Addr::from(0x0a40_0000 + i);
+            let (v, _) = run1(&prog, &syn(src, SERVER, 1024, OPEN, i, &[]));
+            assert_eq!(v, XDP_TX);
+        }
+        for i in 0..HEAVY {
+            let (v, _) = run1(
+                &prog,
+                &syn(HEAVY_SRC, SERVER, 2000 + (i % 60000) as u16, OPEN, i, &[]),
+            );
+            assert_eq!(v, XDP_TX);
+        }
+        // A client: its SYN is answered, its cookie ACK passes.
+        let s = syn(CLIENT, SERVER, 40001, OPEN, 1000, &linux_opts(7));
+        let (v, out) = run1(&prog, &s);
+        assert_eq!(v, XDP_TX);
+        let (cookie, ..) = synack(&s, &out);
+        let a = ack(CLIENT, SERVER, 40001, OPEN, 1001, cookie.wrapping_add(1));
+        assert_eq!(run1(&prog, &a).0, XDP_PASS);
+    });
+    let stats = features.stats().unwrap();
+    let snap = features.snapshot().unwrap();
+    let spoofed = snap
+        .records
+        .iter()
+        .filter(|r| matches!(r.src, IpAddr::V4(a) if a.octets()[..2] == [10, 64]))
+        .count() as u32;
+    // Expected SPOOFED / ADMIT = 64 (σ ≈ 8); admitted all, it is 4096.
+    assert!(
+        spoofed <= 4 * SPOOFED / DDOS_FEAT_PROTECTED_ADMIT,
+        "{spoofed} spoofed sources took pair slots"
+    );
+    let heavy = snap
+        .records
+        .iter()
+        .find(|r| r.src == HEAVY_SRC.parse::<IpAddr>().unwrap())
+        .expect("the heavy source is admitted");
+    assert!(heavy.syn > 0, "{heavy:?}");
+    let client = snap
+        .records
+        .iter()
+        .find(|r| r.src == CLIENT.parse::<IpAddr>().unwrap())
+        .expect("the client's passing ACK records it");
+    assert!(client.tcp >= 1, "{client:?}");
+    let key = VictimRecord::key_of(SERVER.parse().unwrap());
+    let v = snap.victims.iter().find(|v| v.victim == key).unwrap();
+    assert_eq!(v.syn, u64::from(SPOOFED + HEAVY + 1), "{v:?}");
+    assert_eq!(v.synack_sent, u64::from(SPOOFED + HEAVY + 1), "{v:?}");
+    // Every SYN is either in a pair or counted as skipped for protection.
+    let in_pairs: u64 = snap.records.iter().map(|r| u64::from(r.syn)).sum();
+    assert_eq!(
+        in_pairs + stats.skipped_protected,
+        u64::from(SPOOFED + HEAVY + 1),
+        "{stats:?}"
+    );
+}
+
 #[test]
 fn ipv6_cookies_cover_the_victims_slash_64() {
     let f = setup("pp");

@@ -136,7 +136,10 @@ mod tests {
                 "encap_mpls"
             ]
         );
-        assert_eq!(DDOS_FEAT_SKIP_LABELS, ["not_ip", "malformed", "table_full"]);
+        assert_eq!(
+            DDOS_FEAT_SKIP_LABELS,
+            ["not_ip", "malformed", "table_full", "protected"]
+        );
         assert_eq!(
             DDOS_DROP_REASON_LABELS[DDOS_DROP_BLACKLIST_PREFIX],
             "blacklist_prefix"

@@ -467,8 +467,12 @@ pub fn run(cmd: DdosCmd, cancel: &AtomicBool) -> Result<()> {
             );
             if let Some(fs) = fs {
                 println!(
-                    "features: {} recorded, skipped {} not IP, {} malformed, {} table full",
-                    fs.recorded, fs.skipped_not_ip, fs.skipped_malformed, fs.skipped_table_full
+                    "features: {} recorded, skipped {} not IP, {} malformed, {} table full, {} protected",
+                    fs.recorded,
+                    fs.skipped_not_ip,
+                    fs.skipped_malformed,
+                    fs.skipped_table_full,
+                    fs.skipped_protected
                 );
             }
             Ok(())
