@@ -134,6 +134,26 @@ struct nic_state {
 	__u64 unparsed;
 };
 
+/* ---- the Internet beyond wan ---- */
+
+/*
+ * xdp_internet, on wan0 when a benchmark asks for it, stands for the
+ * Internet behind the lab's wan: a frame to an address no host in wan has
+ * (the host's SYN-ACK to a spoofed source, an echo reply to one) leaves
+ * into it, dropped and counted, instead of climbing wan's kernel stack, a
+ * cost a real uplink never charges to the machine under test. Frames to
+ * wan's own addresses (internet_own: an LPM trie keyed like nic_rules),
+ * and ARP, multicast, broadcast and link-local frames pass.
+ */
+#define INTERNET_OWN_MAX 1024
+
+/* Per CPU: frames delivered to wan's own addresses (or not IP) and frames
+ * that left for the Internet. */
+struct internet_counters {
+	__u64 delivered;
+	__u64 departed;
+};
+
 /* ---- tenant traffic ---- */
 
 /*

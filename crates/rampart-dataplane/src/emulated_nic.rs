@@ -49,7 +49,9 @@ pub struct EmulatedNicTable {
     capacity: u32,
 }
 
-fn key(net: IpNet) -> [u8; size_of::<NicRuleKey>()] {
+/// The LPM-trie key of a prefix in the lab's tables keyed like `nic_rules`
+/// (the EMULATED NIC's rules, the lab's Internet's own addresses).
+pub fn key(net: IpNet) -> [u8; size_of::<NicRuleKey>()] {
     // The trie compares bits up to prefixlen only, but a delete or lookup
     // of a rule must name it exactly: always the truncated network.
     let net = net.trunc();

@@ -10,6 +10,8 @@
 //! - [`hostcpu`]: the host's receive processing on a CPU of its own, and
 //!   its CPU time;
 //! - [`nic`]: the EMULATED SmartNIC's table;
+//! - [`internet`]: the Internet beyond wan (replies to spoofed sources
+//!   leave instead of climbing wan's stack);
 //! - [`web`]: nginx and wrk;
 //! - [`crowdsec`]: a CrowdSec Local API of its own (offline, private config).
 
@@ -19,6 +21,7 @@ pub mod dist;
 pub mod error;
 pub mod gen;
 pub mod hostcpu;
+pub mod internet;
 pub mod nic;
 pub mod packet;
 pub mod router;

@@ -236,3 +236,70 @@ fn the_emulated_nic_table_drops_matches_with_per_rule_counters() {
     nic.clear().unwrap();
     assert!(nic.is_empty().unwrap());
 }
+
+/// The Internet beyond wan: wan keeps what is addressed to it (its address,
+/// an alias it had at attach, one owned later, neighbour discovery); frames
+/// to any other address leave, counted, and never reach wan's stack.
+#[test]
+fn the_internet_takes_what_wan_does_not_own() {
+    use rampart_lab::internet::Internet;
+    use rampart_lab::topology::WAN_IF;
+
+    let lab = TestLab::up("inet", 0);
+    let wan = lab.wan_ns();
+    let ip = |ns: &str, args: &[&str]| {
+        let st = Command::new("ip")
+            .arg("-n")
+            .arg(ns)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(st.success(), "ip -n {ns} {args:?}");
+    };
+    ip(&wan, &["addr", "add", "10.30.0.7/32", "dev", WAN_IF]);
+    let mut inet = Internet::attach(&wan, WAN_IF).unwrap();
+    let owned: Vec<String> = inet.owned().iter().map(|p| p.to_string()).collect();
+    assert!(
+        owned.contains(&"10.10.0.1/32".into())
+            && owned.contains(&"10.30.0.7/32".into())
+            && owned.contains(&"fd10::1/128".into()),
+        "{owned:?}"
+    );
+    assert!(ping(&lab.host_ns(), "10.10.0.1"), "host → wan");
+    assert!(ping(&lab.host_ns(), "fd10::1"), "host → wan over IPv6");
+    assert!(ping(&wan, "10.10.0.2"), "wan → host: the replies come back");
+    let before = inet.counts().unwrap();
+    assert_eq!(before.departed, 0, "{before:?}");
+    // Routed out through wan (the host's default route) to addresses wan
+    // does not have: gone, and wan's stack never saw them (its IP input
+    // counters stay where they were).
+    let in_receives = || -> u64 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &wan, "nstat", "-az", "IpInReceives"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("IpInReceives")?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    let wan_in = in_receives();
+    for dst in ["192.0.2.55", "10.30.0.8"] {
+        assert!(!ping(&lab.host_ns(), dst), "{dst} is nobody's");
+    }
+    let after = inet.counts().unwrap();
+    assert!(after.departed >= 2, "{after:?}");
+    assert_eq!(in_receives(), wan_in, "wan's stack saw none of them");
+    // An address wan takes later, once owned, is delivered.
+    ip(&wan, &["addr", "add", "10.30.0.8/32", "dev", WAN_IF]);
+    inet.own("10.30.0.8/32".parse().unwrap()).unwrap();
+    assert!(ping(&lab.host_ns(), "10.30.0.8"), "owned now");
+    drop(inet);
+    assert!(ping(&lab.host_ns(), "10.10.0.1"), "detached: as before");
+}

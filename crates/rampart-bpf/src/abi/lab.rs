@@ -5,6 +5,7 @@ use std::mem::size_of;
 
 include!(concat!(env!("OUT_DIR"), "/abi_lab.rs"));
 
+pub use crate::xdp_internet::types::internet_counters as InternetCounters;
 pub use crate::xdp_nic_emul::types::{
     nic_rule_key as NicRuleKey, nic_rule_stats as NicRuleStats, nic_rule_val as NicRuleVal,
     nic_state as NicState,
@@ -17,6 +18,7 @@ pub use crate::xdp_trafficgen::types::{
 };
 
 pod!(
+    InternetCounters,
     NicRuleKey,
     NicRuleStats,
     NicRuleVal,
@@ -38,6 +40,7 @@ const _: () = assert!(size_of::<GenCpuState>() == 16);
 const _: () = assert!(size_of::<SinkCounters>() == 16);
 const _: () = assert!(size_of::<SinkSrcKey>() == 20);
 const _: () = assert!(size_of::<NicRuleKey>() == 24);
+const _: () = assert!(size_of::<InternetCounters>() == 16);
 const _: () = assert!(size_of::<NicRuleStats>() == 16);
 const _: () = assert!(size_of::<NicRuleVal>() == 4);
 const _: () = assert!(size_of::<NicState>() == 16);

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use rampart_ddos::filter::{Filter, Scope};
 use rampart_ddos::Prefix;
 use rampart_lab::gen::{GenSpec, Generator, Limit};
+use rampart_lab::internet::Internet;
 use rampart_lab::topology::{UpOptions, HOST_IF, WAN_IF};
 use rampart_lab::web::Nginx;
 use rampart_lab::Lab;
@@ -519,6 +520,9 @@ pub struct Env {
     nginx6: Option<Nginx>,
     /// The daemon, while it runs.
     pub daemon: Option<Daemon>,
+    /// The Internet beyond wan: the host's replies to spoofed sources
+    /// leave instead of loading wan's stack on the generator's CPU.
+    pub internet: Option<Internet>,
     bin: PathBuf,
     api: SocketAddr,
     /// Harness time zero.
@@ -570,6 +574,7 @@ impl Env {
             nginx: None,
             nginx6: None,
             daemon: None,
+            internet: None,
             bin: bin.to_path_buf(),
             api: SocketAddr::from(([127, 0, 0, 1], free_port()?)),
             t0: Instant::now(),
@@ -584,6 +589,7 @@ impl Env {
                 Some(alias_batch(aliases).as_bytes()),
             )?;
         }
+        env.internet = Some(Internet::attach(&lab.wan_ns(), WAN_IF)?);
         run_cmd(
             "ip",
             &["netns", "exec", &lab.host_ns(), "nft", "-f", "-"],
@@ -716,6 +722,7 @@ impl Drop for Env {
         self.stop_daemon();
         self.nginx = None;
         self.nginx6 = None;
+        self.internet = None;
         let _ = Filter::detach(&self.scope);
         if let Err(e) = self.lab.down() {
             tracing::warn!("removing lab {}: {e}", self.lab.prefix());

@@ -47,6 +47,16 @@ fn span(a: &Sample, b: &Sample) -> Span {
     }
 }
 
+/// Attack packets offered to host0 between harness times `t0` and `t1`
+/// (from the samples closest inside them).
+pub fn offered_between(samples: &[Sample], t0: f64, t1: f64) -> u64 {
+    let inside: Vec<&Sample> = samples.iter().filter(|x| x.t >= t0 && x.t <= t1).collect();
+    match (inside.first(), inside.last()) {
+        (Some(a), Some(b)) => span(a, b).offered,
+        _ => 0,
+    }
+}
+
 /// A window with fewer offered attack packets than this says nothing
 /// about the share dropped (e.g. between the pulses of a pulse attack).
 const MIN_OFFERED: u64 = 50;

@@ -111,6 +111,20 @@ pub struct ScenarioResult {
     /// ... and under the same attack with rampart off (scenarios with a peer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peer_wrk_rps: Option<f64>,
+    /// Scenarios with a peer: wrk's requests/s under the attack, percent of
+    /// its rate in the no-attack reference window (nothing attached).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrk_ok_pct: Option<f64>,
+    /// ... and with rampart off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_wrk_ok_pct: Option<f64>,
+    /// Attack scenarios: attack packets per second host0 received (before
+    /// XDP) while the attack was judged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_pps: Option<f64>,
+    /// ... and in the peer's window (rampart off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_offered_pps: Option<f64>,
 }
 
 /// The final object.
@@ -167,6 +181,10 @@ pub struct RunDetail {
     pub peer_generator_sent: u64,
     /// wrk under the scenario, if it ran.
     pub wrk: Option<WrkResult>,
+    /// wrk in the reference window (scenarios with a peer).
+    pub wrk_reference: Option<WrkResult>,
+    /// wrk in the peer's window.
+    pub wrk_peer: Option<WrkResult>,
     /// The scenario's extra legitimate users (flash crowd, NAT), whole window.
     pub users: Vec<Window>,
     /// The samples.
@@ -458,6 +476,10 @@ fn run_once(
     let ok = |w: &Window, span: (f64, f64)| w.ok_rate(secs(span));
     let ref_rate = ok(&tl.legit_ref, tl.ref_window);
     let blocked_max = samples.iter().filter_map(|s| s.blocked).max().unwrap_or(0);
+    let wrk_pct = |w: Option<&WrkResult>| {
+        let r = tl.wrk_ref.as_ref()?.rps();
+        Some(ratio_pct(w?.rps(), r))
+    };
     let result = ScenarioResult {
         scenario: sc.name.into(),
         family: sc.family.into(),
@@ -474,6 +496,14 @@ fn run_once(
         peer_legit_ok_pct: tl.peer.map(|(w, span)| ratio_pct(ok(&w, span), ref_rate)),
         wrk_rps: tl.wrk.as_ref().map(WrkResult::rps),
         peer_wrk_rps: tl.peer_wrk.as_ref().map(WrkResult::rps),
+        wrk_ok_pct: wrk_pct(tl.wrk.as_ref()),
+        peer_wrk_ok_pct: wrk_pct(tl.peer_wrk.as_ref()),
+        offered_pps: sc
+            .attack
+            .then(|| m.offered as f64 / (tl.a1 - tl.clock0).max(1e-9)),
+        peer_offered_pps: tl.peer.map(|(_, (p0, p1))| {
+            measure::offered_between(&samples, p0, p1) as f64 / secs((p0, p1))
+        }),
     };
     let judged = (tl.a1 - tl.clock0).max(1e-9);
     let detail = RunDetail {
@@ -493,6 +523,8 @@ fn run_once(
         generator_sent_pps: tl.gen_sent as f64 / (tl.a1 - tl.a0).max(1e-9),
         peer_generator_sent: tl.peer_gen_sent,
         wrk: tl.wrk,
+        wrk_reference: tl.wrk_ref,
+        wrk_peer: tl.peer_wrk,
         users: tl.users,
         samples,
     };
@@ -512,6 +544,7 @@ struct Timeline {
     peer_gen_sent: u64,
     wrk: Option<WrkResult>,
     peer_wrk: Option<WrkResult>,
+    wrk_ref: Option<WrkResult>,
     users: Vec<Window>,
 }
 
@@ -523,12 +556,35 @@ fn timeline(
 ) -> Result<Timeline> {
     let mut peer_gen_sent = 0;
     let mut peer_wrk = None;
+    let mut wrk_ref = None;
     let mut peer = None;
     let mut ref_window = (1.0, 1.0 + REF_S);
     // The peer: the same loads with rampart off (no XDP program: the
     // kernel alone, with its own SYN cookies), before the daemon ever runs.
+    // wrk, when the scenario runs it, also runs in the reference window:
+    // its no-attack rate, and the steady client's reference with the same
+    // company as in the attack windows.
     if sc.peer {
+        wait_until(env, ref_window.0, cancel, None, "ref")?;
+        let w = sc
+            .loads
+            .iter()
+            .find_map(|l| match l {
+                Load::Wrk { conns } => Some(*conns),
+                _ => None,
+            })
+            .map(|conns| {
+                Wrk::spawn(
+                    &env.lab.wan_ns(),
+                    &format!("http://{VICTIM_V4}/"),
+                    REF_S,
+                    conns,
+                    None,
+                )
+            })
+            .transpose()?;
         wait_until(env, ref_window.1, cancel, None, "ref")?;
+        wrk_ref = w.map(|w| w.finish()).transpose()?;
         let p0 = env.now();
         let mut r = start_loads(env, sc, "peer")?;
         wait_until(env, p0 + sc.seconds, cancel, Some(&mut r), "peer")?;
@@ -594,6 +650,7 @@ fn timeline(
         peer_gen_sent,
         wrk: running_out.1,
         peer_wrk,
+        wrk_ref,
         users: running_out.2,
     })
 }
@@ -654,6 +711,18 @@ pub fn median_result(runs: &[ScenarioResult]) -> Option<ScenarioResult> {
         peer_wrk_rps: first
             .peer_wrk_rps
             .map(|_| med(&|r| r.peer_wrk_rps.unwrap_or(f64::NAN))),
+        wrk_ok_pct: first
+            .wrk_ok_pct
+            .map(|_| med(&|r| r.wrk_ok_pct.unwrap_or(f64::NAN))),
+        peer_wrk_ok_pct: first
+            .peer_wrk_ok_pct
+            .map(|_| med(&|r| r.peer_wrk_ok_pct.unwrap_or(f64::NAN))),
+        offered_pps: first
+            .offered_pps
+            .map(|_| med(&|r| r.offered_pps.unwrap_or(f64::NAN))),
+        peer_offered_pps: first
+            .peer_offered_pps
+            .map(|_| med(&|r| r.peer_offered_pps.unwrap_or(f64::NAN))),
     })
 }
 
@@ -931,6 +1000,10 @@ mod tests {
             peer_legit_ok_pct: None,
             wrk_rps: None,
             peer_wrk_rps: None,
+            wrk_ok_pct: None,
+            peer_wrk_ok_pct: None,
+            offered_pps: None,
+            peer_offered_pps: None,
         }
     }
 
