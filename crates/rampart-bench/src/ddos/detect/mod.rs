@@ -673,6 +673,10 @@ pub fn median_result(runs: &[ScenarioResult]) -> Option<ScenarioResult> {
         let m = v[n / 2];
         m.is_finite().then_some(m)
     };
+    // A field the scenario reports (its first run has it): the median.
+    let med_some = |f: &dyn Fn(&ScenarioResult) -> Option<f64>| {
+        f(first).map(|_| med(&|r| f(r).unwrap_or(f64::NAN)))
+    };
     let mut vectors: BTreeMap<String, usize> = BTreeMap::new();
     for r in runs {
         if let Some(v) = &r.vector {
@@ -702,27 +706,13 @@ pub fn median_result(runs: &[ScenarioResult]) -> Option<ScenarioResult> {
         legit_ok_pct: med(&|r| r.legit_ok_pct),
         blacklist_max: med_u(&|r| r.blacklist_max),
         alerts: med_u(&|r| r.alerts),
-        peer_legit_ok_pct: first
-            .peer_legit_ok_pct
-            .map(|_| med(&|r| r.peer_legit_ok_pct.unwrap_or(f64::NAN))),
-        wrk_rps: first
-            .wrk_rps
-            .map(|_| med(&|r| r.wrk_rps.unwrap_or(f64::NAN))),
-        peer_wrk_rps: first
-            .peer_wrk_rps
-            .map(|_| med(&|r| r.peer_wrk_rps.unwrap_or(f64::NAN))),
-        wrk_ok_pct: first
-            .wrk_ok_pct
-            .map(|_| med(&|r| r.wrk_ok_pct.unwrap_or(f64::NAN))),
-        peer_wrk_ok_pct: first
-            .peer_wrk_ok_pct
-            .map(|_| med(&|r| r.peer_wrk_ok_pct.unwrap_or(f64::NAN))),
-        offered_pps: first
-            .offered_pps
-            .map(|_| med(&|r| r.offered_pps.unwrap_or(f64::NAN))),
-        peer_offered_pps: first
-            .peer_offered_pps
-            .map(|_| med(&|r| r.peer_offered_pps.unwrap_or(f64::NAN))),
+        peer_legit_ok_pct: med_some(&|r| r.peer_legit_ok_pct),
+        wrk_rps: med_some(&|r| r.wrk_rps),
+        peer_wrk_rps: med_some(&|r| r.peer_wrk_rps),
+        wrk_ok_pct: med_some(&|r| r.wrk_ok_pct),
+        peer_wrk_ok_pct: med_some(&|r| r.peer_wrk_ok_pct),
+        offered_pps: med_some(&|r| r.offered_pps),
+        peer_offered_pps: med_some(&|r| r.peer_offered_pps),
     })
 }
 
