@@ -353,6 +353,9 @@ pub struct Daemon {
     prev: HashMap<(u8, Prefix), Count>,
     prev_stats: HashMap<(&'static str, String), Count>,
     last_snap: Instant,
+    /// When the feature stage last switched slots: an interval's records
+    /// hold what arrived between two switches, whatever the reads took.
+    last_flip: Instant,
     /// The last feature interval: pair and victim records.
     snap: Snapshot,
     alerts: Alerts,
@@ -787,6 +790,7 @@ impl Daemon {
             prev: HashMap::new(),
             prev_stats: HashMap::new(),
             last_snap: Instant::now(),
+            last_flip: Instant::now(),
             snap: Snapshot::default(),
             alerts,
             metrics,
@@ -917,6 +921,7 @@ impl Daemon {
                 .map(|i| (i.name, i.counters == CounterKind::None)),
         );
         // Start a fresh interval so the first one has a known length.
+        me.last_flip = Instant::now();
         me.features.snapshot_full(&mut me.snap)?;
         me.last_snap = Instant::now();
         // Prime counters so the first rates are deltas, not totals.
@@ -1335,6 +1340,12 @@ impl Daemon {
         self.features.snapshot_full(&mut self.snap)?;
         let index = self.snap.interval;
         let t_end = Instant::now();
+        // The records span switch to switch (the switch opens the
+        // snapshot); the tiers' counters, read after it, span read to read.
+        // A long read (a full table) followed by a short one made the next
+        // interval's records look up to 3x faster than they came.
+        let feat_secs = t0.duration_since(self.last_flip).as_secs_f64().max(1e-3);
+        self.last_flip = t0;
         let secs = t_end.duration_since(self.last_snap).as_secs_f64().max(1e-3);
         self.last_snap = t_end;
         self.intervals += 1;
@@ -1362,7 +1373,7 @@ impl Daemon {
         };
         let iv = detection::Interval {
             index,
-            secs,
+            secs: feat_secs,
             pairs: &self.snap.records,
             victims: &self.snap.victims,
             skips: detection::Skips {

@@ -276,12 +276,27 @@ impl Generator {
         let loaded = load_program(spec)?;
         let ns = lab.wan_ns();
         let ifindex = netns::ifindex(Some(&ns), topology::WAN_IF)?;
-        let anchor = rampart_dataplane::xdp::XdpLink::attach(
-            loaded.skel.progs.xdp_trafficgen.as_fd().as_raw_fd(),
-            Some(&ns),
-            anchor_if,
-            rampart_dataplane::xdp::XdpMode::Native,
-        )?;
+        // The previous generator's anchor link goes when its last fd
+        // closes, and a process being spawned holds a copy of every fd
+        // until its exec: a generator started right after another one can
+        // find the anchor still taken for a moment (EBUSY).
+        let mut tries = 0;
+        let anchor = loop {
+            match rampart_dataplane::xdp::XdpLink::attach(
+                loaded.skel.progs.xdp_trafficgen.as_fd().as_raw_fd(),
+                Some(&ns),
+                anchor_if,
+                rampart_dataplane::xdp::XdpMode::Native,
+            ) {
+                Err(rampart_dataplane::Error::Io { err, .. })
+                    if err.raw_os_error() == Some(libc::EBUSY) && tries < 50 =>
+                {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r?,
+            }
+        };
         Ok(Self {
             skel: loaded.skel,
             frame: loaded.frame,
