@@ -1363,6 +1363,7 @@ impl Daemon {
         let iv = detection::Interval {
             index,
             secs,
+            window_s: None,
             pairs: &self.snap.records,
             victims: &self.snap.victims,
             skips: detection::Skips {

@@ -164,6 +164,7 @@ impl Daemon {
         let iv = detection::Interval {
             index: f.intervals,
             secs,
+            window_s: None,
             pairs: &pairs,
             victims: &victims,
             skips: detection::Skips::default(),
