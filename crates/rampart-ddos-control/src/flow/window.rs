@@ -501,7 +501,7 @@ mod tests {
         };
         let mut run = Run::new(&cfg, e);
         assert_eq!(run.win.steps(), 3);
-        let round = |i: usize| i % 3 == 0;
+        let round = |i: usize| i.is_multiple_of(3);
         for i in 0..30 {
             let s = if round(i) {
                 background(e, 150.0)
@@ -580,7 +580,7 @@ mod tests {
                 };
                 if streaming && i >= first {
                     s.extend(syn_flood(run.win.step_s(), 5000.0));
-                } else if !streaming && i >= first && (i - first) % 3 == 0 {
+                } else if !streaming && i >= first && (i - first).is_multiple_of(3) {
                     s.extend(syn_flood(e, 5000.0));
                 }
                 let v = run.step(&s);
@@ -704,7 +704,7 @@ mod tests {
             let mut run = Run::new(&cfg, e);
             let (steps, step) = (run.win.steps(), run.win.step_s());
             let n = |secs: f64| (secs / step).round() as usize;
-            let round = |i: usize| i % steps == 0;
+            let round = |i: usize| i.is_multiple_of(steps);
             for i in 0..n(60.0) {
                 let s = if round(i) {
                     background(e, 100.0)
