@@ -162,6 +162,7 @@ fn main() {
             let v = d.observe(&Interval {
                 index,
                 secs: SECS,
+                window_s: None,
                 pairs: &pairs,
                 victims: std::slice::from_ref(&victim),
                 skips: Skips::default(),

@@ -1374,6 +1374,7 @@ impl Daemon {
         let iv = detection::Interval {
             index,
             secs: feat_secs,
+            window_s: None,
             pairs: &self.snap.records,
             victims: &self.snap.victims,
             skips: detection::Skips {

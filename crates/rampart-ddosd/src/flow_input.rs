@@ -7,8 +7,9 @@
 //!
 //! One UDP socket per listen address, one thread each: a datagram is
 //! decoded there (rampart_ddos_control::flow) and its samples summed into
-//! the shared [`FlowAggregator`]; the daemon's loop takes the sums once
-//! per export interval ([`FlowInput::take`]). A socket that cannot be
+//! the shared [`FlowAggregator`]; the daemon's loop takes the sums every
+//! step ([`FlowInput::take_bucket`]) into the window it judges
+//! (`daemon/flow.rs`). A socket that cannot be
 //! bound (port in use, bad address) or a datagram that does not decode is
 //! one log line — per socket, and per exporter and reason the first time —
 //! and a metric; nothing here can stop host filtering.
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use prometheus::{IntCounterVec, Opts};
 use rampart_ddos_control::flow::netflow::NetflowDecoder;
-use rampart_ddos_control::flow::{sflow, FlowAggregator, FlowSample};
+use rampart_ddos_control::flow::{sflow, FlowAggregator, FlowBucket, FlowSample};
 use rampart_ddos_control::{FeatureRecord, Prefix, VictimRecord};
 use serde::{Deserialize, Serialize};
 
@@ -49,14 +50,16 @@ pub struct FlowInputConfig {
     pub sampling_rate: u64,
     /// The export interval detection assumes (seconds): the exporters'
     /// active flow timeout (softflowd `-t maxlife=`, a router's
-    /// `cache timeout active`). Records are summed over this long and
-    /// judged once per interval. Default 10; 1 ≤ x ≤ 300.
+    /// `cache timeout active`), so a record holds up to this long of a
+    /// flow's traffic. Every third of it (at least 0.5 s) detection judges
+    /// the records that arrived in the last interval, as rates over it.
+    /// Default 10; 1 ≤ x ≤ 300.
     pub export_interval_s: f64,
     /// Seconds a NetFlow/IPFIX template lives after its exporter last sent
     /// it (0: forever). Default 1800.
     pub template_ttl_s: u64,
-    /// (source, destination) pairs kept per interval (more are counted per
-    /// victim only). Default 262144.
+    /// (source, destination) pairs kept per step and in the window judged
+    /// (more are counted per victim only). Default 262144.
     pub max_pairs: usize,
 }
 
@@ -229,17 +232,18 @@ pub struct FlowInputView {
     pub export_interval_s: f64,
     /// The protected prefixes.
     pub protected: Vec<String>,
-    /// Flow intervals judged since start.
+    /// Windows judged since start (one per step: a third of the export
+    /// interval, at least 0.5 s).
     pub intervals: u64,
-    /// Victims flow detection watches (seen in the last interval).
+    /// Victims flow detection watches (seen in the last export interval).
     pub victims: usize,
     /// Sources flow detection has decided to block (installed by it, or
     /// blocked already) and not unblocked.
     pub blocked: usize,
     /// Attack events flow detection has raised since start.
     pub events: u64,
-    /// Samples ignored in the last interval: destination outside the
-    /// protected prefixes.
+    /// Samples ignored in the last export interval: destination outside
+    /// the protected prefixes.
     pub outside: u64,
     /// Per exporter.
     pub exporters: Vec<ExporterView>,
@@ -249,10 +253,10 @@ pub struct FlowInputView {
 struct Shared {
     agg: Option<FlowAggregator>,
     exporters: HashMap<(Protocol, IpAddr), ExporterView>,
-    outside: u64,
 }
 
-/// The receivers and what they have summed since the last [`FlowInput::take`].
+/// The receivers and what they have summed since the last
+/// [`FlowInput::take_bucket`].
 #[derive(Debug)]
 pub struct FlowInput {
     shared: Arc<Mutex<Shared>>,
@@ -358,9 +362,7 @@ fn receive(
                 }
                 if let Some(agg) = sh.agg.as_mut() {
                     for s in &out {
-                        if !agg.add(s) {
-                            sh.outside += 1;
-                        }
+                        agg.add(s);
                     }
                 }
             }
@@ -457,15 +459,20 @@ impl FlowInput {
     /// The records summed since the last call, and the samples ignored
     /// (outside the protected prefixes).
     pub fn take(&self) -> (Vec<FeatureRecord>, Vec<VictimRecord>, u64) {
+        let b = self.take_bucket();
+        let outside = b.outside();
+        let (p, v) = b.into_records();
+        (p, v, outside)
+    }
+
+    /// What was summed since the last call, for a
+    /// [`rampart_ddos_control::flow::FlowWindow`].
+    pub fn take_bucket(&self) -> FlowBucket {
         let mut sh = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        let outside = std::mem::take(&mut sh.outside);
-        match sh.agg.as_mut() {
-            Some(a) => {
-                let (p, v) = a.take();
-                (p, v, outside)
-            }
-            None => (Vec::new(), Vec::new(), outside),
-        }
+        sh.agg
+            .as_mut()
+            .map(FlowAggregator::take_bucket)
+            .unwrap_or_default()
     }
 
     /// Listening sockets, bind failures and per-exporter counts.

@@ -259,12 +259,18 @@ fn run(tag: &str, exporter: &str, reflector_port: u16, vector: &str) {
         );
     }
 
-    // Status and metrics name the exporter and its records.
-    let fi = h.view().flow_input.unwrap();
-    assert!(
-        fi.intervals >= 2 && fi.events >= 2 && fi.blocked >= 1,
-        "{fi:?}"
+    // Status and metrics name the exporter and its records. The view is
+    // published at the end of the loop's tick whose alerts were just
+    // read: wait for it to count both attacks.
+    wait_for(
+        "the status to count both attacks",
+        rampart_testkit::http::DEADLINE,
+        || {
+            let fi = h.view().flow_input.unwrap();
+            fi.intervals >= 2 && fi.events >= 2 && fi.blocked >= 1
+        },
     );
+    let fi = h.view().flow_input.unwrap();
     let ex = fi.exporters.first().expect("the exporter");
     assert!(ex.records > 0 && ex.errors == 0, "{ex:?}");
     assert_eq!(ex.sampling_rate, if sflow { 10 } else { 1 }, "{ex:?}");

@@ -10,7 +10,7 @@
 //! let mut det = Detection::new(&cfg, iface)?;        // cfg: DetectionConfig ([detect])
 //! match det.restore(&saved_learned) { Restore::Fresh { reason } => log(reason), _ => {} }
 //! every interval (0.5 s):
-//!     let v = det.observe(&Interval { index, secs, pairs, victims, skips,
+//!     let v = det.observe(&Interval { index, secs, window_s: None, pairs, victims, skips,
 //!                                     blocked: &rates_of_blocked, policed: &dropped_of_policed });
 //!     v.blocks    → blacklist (tiers), v.unblocks → remove
 //!     v.police    → Filter::police(prefix, rate_pps), v.unpolice → Filter::unpolice
@@ -22,6 +22,12 @@
 //! Pure logic: time is the sum of the intervals' lengths, so every rule is
 //! testable with synthetic or recorded intervals.
 //!
+//! An interval may also be a sliding window judged every `secs`
+//! ([`Interval::window_s`]; flow input judges a third of an export
+//! interval at a time over the records of the last export interval):
+//! rates divide by the window, the clock advances by `secs`, so hold and
+//! quiet times, baseline growth per minute and warm-up stay in seconds.
+//!
 //! # The rules
 //!
 //! Per victim (an IPv4 address, an IPv6 /64, and an IPv4 /24 judged as a
@@ -30,7 +36,8 @@
 //! or policed for that victim) is compared with `max(floor, multiplier ×
 //! baseline)`:
 //! - `syn_flood`: SYNs minus completed handshakes, over the last two
-//!   intervals (a handshake may straddle their boundary);
+//!   intervals (a handshake may straddle their boundary), or over the
+//!   window alone when windows overlap;
 //! - `ack_flood`: out-of-state TCP (the sampled no-socket share of the
 //!   non-SYN TCP), minus the RSTs that answer the victim's SYN-ACKs of
 //!   incomplete handshakes;
@@ -39,7 +46,9 @@
 //!
 //! Baselines learn only in intervals normal for the victim (no anomaly, no
 //! attack, no blocked/policed/protected traffic), as an asymmetric EWMA (a
-//! high level of the vector's rate) whose rise is bounded per minute.
+//! high level of the vector's rate) whose rise is bounded per minute
+//! (overlapping windows weigh each sample so that a window's worth of
+//! them moves a baseline as one sample would).
 //!
 //! Attribution, per anomalous vector, among the sources of the victim
 //! sending at least `source_min_pps` of that vector: `syn_flood` blocks
@@ -318,8 +327,10 @@ struct Policed {
 #[derive(Debug, Clone, Copy)]
 struct ScanAcc {
     sketch: [u64; 2],
-    syn: u64,
-    comp: u64,
+    /// SYNs and completions summed over the intervals (fractions when
+    /// intervals are windows that overlap: see `scans_observe`).
+    syn: f64,
+    comp: f64,
     first_s: f64,
 }
 
@@ -579,7 +590,10 @@ impl Detection {
 
     /// Judge one interval. See the module documentation for the rules.
     pub fn observe(&mut self, iv: &Interval<'_>) -> Verdict {
+        // The clock advances by the interval; rates divide by the span its
+        // records cover (longer for a sliding window: flow input's).
         let secs = iv.secs_or_one();
+        let span = iv.span_s();
         self.clock += secs;
         let now = self.clock;
         if now - self.gen_start >= self.cfg.known_good_s / 2.0 {
@@ -665,7 +679,7 @@ impl Detection {
             let key = r.victim;
             let c = comp.get(&key).copied().unwrap_or(0) as f64;
             let st = self.victims.entry(key).or_default();
-            let m = victim_meas(&r, c, secs, st, now - secs);
+            let m = victim_meas(&r, c, span, st, now - span);
             st.last_seen = now;
             meas.insert(key, m);
         }
@@ -814,7 +828,7 @@ impl Detection {
                     .unwrap_or_default()
             };
             let level = self.level(key);
-            let c = self.attribute(key, an, m, &list, secs, level);
+            let c = self.attribute(key, an, m, &list, span, level);
             if an[SYN] {
                 // Spoofed (one SYN per source), or spread over sources too
                 // slow to attribute: what the blocks leave is still a
@@ -830,7 +844,7 @@ impl Detection {
                         self.blocked.contains_key(&Prefix::host(s.src))
                             || self.blocked.contains_key(&agg_of(s.src))
                     })
-                    .map(|s| s.incomplete() as f64 / secs)
+                    .map(|s| s.incomplete() as f64 / span)
                     .sum();
                 let attributed: f64 = already
                     + c.iter()
@@ -840,7 +854,7 @@ impl Detection {
                         .map(|x| x.pps)
                         .sum::<f64>();
                 let thr = self.threshold(&self.victims[key], SYN);
-                let now_rate = (m.syn - m.comp).max(0.0) / secs;
+                let now_rate = (m.syn - m.comp).max(0.0) / span;
                 if spoofed || now_rate - attributed > thr {
                     let w = want.entry(*key).or_default();
                     w.syn_cookies = true;
@@ -854,7 +868,7 @@ impl Detection {
         }
 
         // Port scans (whatever the victim's state).
-        self.scans_observe(&srcs, now, secs, &mut cands);
+        self.scans_observe(&srcs, now, secs, span, &mut cands);
 
         // Decide: blocks (with prefix aggregation) and police.
         let mut blocks: Vec<Block> = Vec::new();
@@ -917,7 +931,14 @@ impl Detection {
             iv, &anomalies, &meas, &blocks, &police, &new_aggs, &want, &mut out,
         );
 
-        // Learning, for victims normal in this interval.
+        // Learning, for victims normal in this interval. Windows judged
+        // every `secs` overlap: each sample gets the weight that keeps a
+        // baseline's pace per second that of one sample per window.
+        let alpha = if span > secs {
+            1.0 - (1.0 - self.cfg.baseline_alpha).powf(secs / span)
+        } else {
+            self.cfg.baseline_alpha
+        };
         for (key, an) in &anomalies {
             let Some(m) = meas.get(key) else { continue };
             let agg_attack = carpet_key(key)
@@ -949,7 +970,7 @@ impl Detection {
                 st.baseline[v] = bounded_ewma(
                     st.baseline[v],
                     m.passed[v],
-                    cfg.baseline_alpha,
+                    alpha,
                     grow * st.baseline[v].max(floor / cfg.multiplier),
                 );
             }
@@ -960,7 +981,7 @@ impl Detection {
                 if idx.len() >= LEVEL_MIN_SOURCES {
                     let mut rates: Vec<f64> = idx
                         .iter()
-                        .map(|&i| srcs[i].1.packets as f64 / secs)
+                        .map(|&i| srcs[i].1.packets as f64 / span)
                         .collect();
                     let q = quantile(&mut rates, cfg.source_level_quantile);
                     st.level = if st.level == 0.0 {
@@ -969,7 +990,7 @@ impl Detection {
                         bounded_ewma(
                             st.level,
                             q,
-                            cfg.baseline_alpha,
+                            alpha,
                             grow * st.level.max(cfg.source_level_min_pps),
                         )
                     };
@@ -1079,7 +1100,7 @@ impl Detection {
         an: &[bool; NV],
         m: &Meas,
         list: &[Src],
-        secs: f64,
+        span: f64,
         level: f64,
     ) -> Vec<Cand> {
         let cfg = &self.cfg;
@@ -1096,8 +1117,8 @@ impl Detection {
             {
                 continue;
             }
-            let total = s.packets as f64 / secs;
-            let bps = s.bytes as f64 * 8.0 / secs;
+            let total = s.packets as f64 / span;
+            let bps = s.bytes as f64 * 8.0 / span;
             let good = self.good.contains(&s.src);
             let cand = |vector: Vector, pps: f64, police: bool, reason: String| Cand {
                 src: s.src,
@@ -1107,8 +1128,8 @@ impl Detection {
                 tail: false,
                 mix: mix_of(s, vector),
                 scope_pps: match PoliceScope::of(vector) {
-                    PoliceScope::Syn => s.syn as f64 / secs,
-                    PoliceScope::Udp => s.udp as f64 / secs,
+                    PoliceScope::Syn => s.syn as f64 / span,
+                    PoliceScope::Udp => s.udp as f64 / span,
                     PoliceScope::All => total,
                 },
                 police,
@@ -1117,7 +1138,7 @@ impl Detection {
             let vname = |v: usize| VECTOR_NAMES[v];
             let thr = |v: usize| si(self.threshold(&self.victims[key], v));
             let vic = |v: usize| si(m.passed[v] + m.dropped[v]);
-            let inc = s.incomplete() as f64 / secs;
+            let inc = s.incomplete() as f64 / span;
             if an[SYN] && inc >= min {
                 let ports = linear_count(&s.sketch);
                 let completes = s.comp * 5 >= s.syn;
@@ -1155,7 +1176,7 @@ impl Detection {
                 }
                 continue;
             }
-            let amp_rate = s.udp_amp as f64 / secs;
+            let amp_rate = s.udp_amp as f64 / span;
             if let Some(v) = amp.filter(|_| amp_rate >= min) {
                 out.push(cand(
                     Vector::ALL[v],
@@ -1168,7 +1189,7 @@ impl Detection {
                 ));
                 continue;
             }
-            let udp = s.udp.saturating_sub(s.udp_amp) as f64 / secs;
+            let udp = s.udp.saturating_sub(s.udp_amp) as f64 / span;
             if an[UDP] && udp >= min {
                 out.push(cand(
                     Vector::UdpFlood,
@@ -1188,7 +1209,7 @@ impl Detection {
                 ));
                 continue;
             }
-            let icmp = s.icmp as f64 / secs;
+            let icmp = s.icmp as f64 / span;
             if an[ICMP] && icmp >= min {
                 out.push(cand(
                     Vector::IcmpFlood,
@@ -1203,7 +1224,7 @@ impl Detection {
                 ));
                 continue;
             }
-            let frags = s.frags as f64 / secs;
+            let frags = s.frags as f64 / span;
             if an[FRAG] && frags >= min {
                 out.push(cand(
                     Vector::FragmentFlood,
@@ -1237,7 +1258,7 @@ impl Detection {
             .into_iter()
             .find_map(|(v, n)| v.filter(|_| n >= TAIL_MIN_PACKETS).map(|v| (v, n)));
             if let Some((vector, n)) = tail {
-                let mut c = cand(vector, n as f64 / secs, false, String::new());
+                let mut c = cand(vector, n as f64 / span, false, String::new());
                 c.tail = true;
                 out.push(c);
             }
@@ -1254,10 +1275,15 @@ impl Detection {
         srcs: &[(Prefix, Src)],
         now: f64,
         secs: f64,
+        span: f64,
         cands: &mut HashMap<Prefix, Vec<Cand>>,
     ) {
         let cfg = &self.cfg;
         let window = cfg.scan_window_s;
+        // Records of a window judged every `secs` are seen span / secs
+        // times: each time counts for its share, so a source's sums over
+        // the scan window are its packets, once.
+        let w = if span > secs { secs / span } else { 1.0 };
         self.scans.retain(|_, a| now - a.first_s < window);
         for (key, s) in srcs {
             if s.syn == 0 {
@@ -1270,40 +1296,37 @@ impl Detection {
             }
             let a = self.scans.entry(k).or_insert(ScanAcc {
                 sketch: [0; 2],
-                syn: 0,
-                comp: 0,
+                syn: 0.0,
+                comp: 0.0,
                 first_s: now,
             });
             a.sketch[0] |= s.sketch[0];
             a.sketch[1] |= s.sketch[1];
-            a.syn += s.syn;
-            a.comp += s.comp;
+            a.syn += s.syn as f64 * w;
+            a.comp += s.comp as f64 * w;
             let ports = linear_count(&a.sketch);
-            let inc = a.syn.saturating_sub(a.comp);
-            if ports >= cfg.scan_min_ports
-                && inc * 2 >= a.syn
-                && inc as f64 >= cfg.scan_min_ports / 2.0
+            let inc = (a.syn - a.comp).max(0.0);
+            if ports >= cfg.scan_min_ports && inc * 2.0 >= a.syn && inc >= cfg.scan_min_ports / 2.0
             {
                 let list = cands.entry(*key).or_default();
                 if list.iter().any(|c| c.src == s.src) {
                     continue;
                 }
-                // From the start of the interval it was first seen in.
-                let span = now - a.first_s + secs;
+                // From the start of the records it was first seen in.
+                let seen_s = now - a.first_s + span;
                 list.push(Cand {
                     src: s.src,
                     vector: Vector::PortScan,
-                    pps: s.syn as f64 / span.max(1.0),
+                    pps: s.syn as f64 / seen_s.max(1.0),
                     bps: 0.0,
                     scope_pps: 0.0,
                     tail: false,
                     mix: mix_of(s, Vector::PortScan),
                     police: false,
                     reason: format!(
-                        "port_scan of {key}: ~{} ports in {} s, {} of {} handshakes incomplete (>= {} ports)",
+                        "port_scan of {key}: ~{} ports in {} s, {inc:.0} of {:.0} handshakes incomplete (>= {} ports)",
                         fixed(ports, 0),
-                        fixed(span, 1),
-                        inc,
+                        fixed(seen_s, 1),
                         a.syn,
                         fixed(cfg.scan_min_ports, 0)
                     ),
@@ -1988,44 +2011,42 @@ fn add_victim(a: &mut VictimRecord, r: &VictimRecord) {
     a.no_listener += r.no_listener;
 }
 
-/// A victim's per-vector rates in the interval. `st` keeps the previous
-/// interval's SYN and completion counts (the two-interval window);
-/// `prev_end` is the clock at the start of this interval.
-fn victim_meas(
-    r: &VictimRecord,
-    comp: f64,
-    secs: f64,
-    st: &mut VictimState,
-    prev_end: f64,
-) -> Meas {
+/// A victim's per-vector rates in the interval: its records' counts over
+/// `span`, the seconds they cover, which start at `start` on the clock.
+/// `st` keeps the previous interval's SYN and completion counts (the
+/// two-interval window).
+fn victim_meas(r: &VictimRecord, comp: f64, span: f64, st: &mut VictimState, start: f64) -> Meas {
     let mut m = Meas::default();
     let syn = r.syn as f64;
-    // The previous interval counts only if it was the one just before.
-    let (ps, pc, psecs) = if (st.prev_seen - prev_end).abs() < 1e-6 {
+    // The previous interval counts only if its records end where these
+    // begin: consecutive intervals. Overlapping windows (flow input's)
+    // already hold what a handshake straddling a step needs, and adding
+    // the previous one would count its SYNs twice.
+    let (ps, pc, psecs) = if (st.prev_seen - start).abs() < 1e-6 {
         (st.prev_syn, st.prev_comp, st.prev_secs)
     } else {
         (0.0, 0.0, 0.0)
     };
     let incomplete_now = (syn - comp).max(0.0);
-    m.passed[SYN] = ((syn + ps) - (comp + pc)).max(0.0) / (secs + psecs);
+    m.passed[SYN] = ((syn + ps) - (comp + pc)).max(0.0) / (span + psecs);
     st.prev_syn = syn;
     st.prev_comp = comp;
-    st.prev_secs = secs;
-    st.prev_seen = prev_end + secs;
+    st.prev_secs = span;
+    st.prev_seen = start + span;
     let non_syn = r.tcp.saturating_sub(r.syn) as f64;
     if r.tcp_sampled > 0 {
         let share = (r.tcp_nosock as f64 / r.tcp_sampled as f64).min(1.0);
         let answered_rst = (r.rst as f64).min(incomplete_now);
-        m.passed[ACK] = (share * non_syn - answered_rst).max(0.0) / secs;
+        m.passed[ACK] = (share * non_syn - answered_rst).max(0.0) / span;
     }
     for c in 0..7 {
-        m.passed[2 + c] = r.udp_vec_pkts[c] as f64 / secs;
+        m.passed[2 + c] = r.udp_vec_pkts[c] as f64 / span;
     }
-    m.passed[UDP] = r.udp_vec_pkts[UDP_OTHER] as f64 / secs;
-    m.passed[ICMP] = r.icmp as f64 / secs;
-    m.passed[FRAG] = r.frags as f64 / secs;
-    m.pps = r.packets as f64 / secs;
-    m.bps = r.bytes as f64 * 8.0 / secs;
+    m.passed[UDP] = r.udp_vec_pkts[UDP_OTHER] as f64 / span;
+    m.passed[ICMP] = r.icmp as f64 / span;
+    m.passed[FRAG] = r.frags as f64 / span;
+    m.pps = r.packets as f64 / span;
+    m.bps = r.bytes as f64 * 8.0 / span;
     m.syn = syn;
     m.comp = comp;
     m.syn_distinct = r.syn_src_distinct;

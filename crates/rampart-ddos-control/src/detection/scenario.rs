@@ -338,6 +338,7 @@ impl Sim {
         let iv = Interval {
             index: self.index,
             secs,
+            window_s: None,
             pairs: &pairs,
             victims: &victims,
             skips,

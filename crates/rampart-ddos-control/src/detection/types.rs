@@ -142,8 +142,14 @@ pub struct Interval<'a> {
     /// Interval number (increasing; gaps allowed).
     pub index: u64,
     /// Length in seconds (a non-positive or non-finite length counts as
-    /// 1 s).
+    /// 1 s): how far detection's clock advances, so hold times, quiet
+    /// times, baseline growth per minute and warm-up are in seconds.
     pub secs: f64,
+    /// Seconds of traffic the records were summed over, when that is
+    /// longer than `secs`: a sliding window judged every `secs` (flow
+    /// input's). Rates divide by it; the clock still advances by `secs`.
+    /// `None`: the records are the interval's own (`secs`).
+    pub window_s: Option<f64>,
     /// Per-(source, destination) records.
     pub pairs: &'a [FeatureRecord],
     /// Per-victim records. A victim that has pair records but no victim
@@ -168,6 +174,17 @@ impl Interval<'_> {
             1.0
         }
     }
+
+    /// The span the records cover, which rates divide by: `window_s` when
+    /// it is a finite length of at least `secs`, else
+    /// [`Interval::secs_or_one`].
+    pub fn span_s(&self) -> f64 {
+        let secs = self.secs_or_one();
+        match self.window_s {
+            Some(w) if w.is_finite() && w > secs => w,
+            _ => secs,
+        }
+    }
 }
 
 /// An [`Interval`] that owns its records: one JSON line of a recording
@@ -178,6 +195,10 @@ pub struct Recorded {
     pub index: u64,
     /// [`Interval::secs`].
     pub secs: f64,
+    /// [`Interval::window_s`] (absent in a recording of the data path's
+    /// intervals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_s: Option<f64>,
     /// [`Interval::pairs`].
     #[serde(default)]
     pub pairs: Vec<FeatureRecord>,
@@ -201,6 +222,7 @@ impl Recorded {
         Recorded {
             index: iv.index,
             secs: iv.secs,
+            window_s: iv.window_s,
             pairs: iv.pairs.to_vec(),
             victims: iv.victims.to_vec(),
             skips: iv.skips,
@@ -214,6 +236,7 @@ impl Recorded {
         Interval {
             index: self.index,
             secs: self.secs,
+            window_s: self.window_s,
             pairs: &self.pairs,
             victims: &self.victims,
             skips: self.skips,

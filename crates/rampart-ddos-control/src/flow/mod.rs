@@ -4,10 +4,11 @@
 //! The decoders ([`netflow::NetflowDecoder`], [`sflow::decode`]) turn one
 //! datagram into [`FlowSample`]s — one per flow record or per sampled
 //! packet, its packets and bytes already scaled by the sampling rate — and
-//! [`FlowAggregator`] sums the samples of one export interval into the
-//! same [`FeatureRecord`]s (per source, destination pair) and
-//! [`VictimRecord`]s (per victim) that the data path gives, for the
-//! victims inside the protected prefixes. Ports become the UDP source-port
+//! [`FlowAggregator`] sums the samples of one step into the same
+//! [`FeatureRecord`]s (per source, destination pair) and [`VictimRecord`]s
+//! (per victim) that the data path gives, for the victims inside the
+//! protected prefixes; [`FlowWindow`] keeps the steps of the last export
+//! interval and sums them into the window detection judges. Ports become the UDP source-port
 //! classes (so a reflection vector is named), TCP flags the SYN/RST/FIN
 //! counts.
 //!
@@ -20,6 +21,9 @@
 
 pub mod netflow;
 pub mod sflow;
+mod window;
+
+pub use window::{FlowBucket, FlowWindow, MIN_STEP_S, STEPS_PER_WINDOW};
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -113,14 +117,15 @@ pub struct Decoded {
 }
 
 /// Per-victim extras that the records do not carry directly.
+#[derive(Clone)]
 struct VictimAcc {
     rec: VictimRecord,
     srcs: [u8; HLL_REGISTERS],
     syn_srcs: [u8; HLL_REGISTERS],
 }
 
-/// Sums [`FlowSample`]s of one interval into pair and victim records for
-/// the victims inside the protected prefixes.
+/// Sums [`FlowSample`]s of one step into pair and victim records for the
+/// victims inside the protected prefixes.
 pub struct FlowAggregator {
     protected: Vec<Prefix>,
     max_pairs: usize,
@@ -296,25 +301,42 @@ impl FlowAggregator {
         (self.outside, self.pairs_full)
     }
 
-    /// The interval's records (pairs sorted by destination then source,
+    /// The records so far (pairs sorted by destination then source,
     /// victims by prefix), and a fresh start.
     pub fn take(&mut self) -> (Vec<FeatureRecord>, Vec<VictimRecord>) {
-        let mut pairs: Vec<FeatureRecord> = self.pairs.drain().map(|(_, r)| r).collect();
-        pairs.sort_by_key(|a| (a.dst, a.src));
-        let mut victims: Vec<VictimRecord> = self
-            .victims
-            .drain()
-            .map(|(_, mut v)| {
-                v.rec.src_distinct = hll_estimate(&v.srcs);
-                v.rec.syn_src_distinct = hll_estimate(&v.syn_srcs);
-                v.rec
-            })
-            .collect();
-        victims.sort_by_key(|v| v.victim.to_string());
+        self.take_bucket().into_records()
+    }
+
+    /// What was summed so far, with the victims' distinct-source
+    /// registers (for a [`FlowWindow`] to merge), and a fresh start.
+    pub fn take_bucket(&mut self) -> FlowBucket {
+        let b = FlowBucket {
+            pairs: self.pairs.drain().map(|(_, r)| r).collect(),
+            victims: self.victims.drain().map(|(_, v)| v).collect(),
+            outside: self.outside,
+        };
         self.outside = 0;
         self.pairs_full = 0;
-        (pairs, victims)
+        b
     }
+}
+
+/// A victim's record with its distinct-source estimates filled in.
+fn estimated(v: &VictimAcc) -> VictimRecord {
+    let mut r = v.rec;
+    r.src_distinct = hll_estimate(&v.srcs);
+    r.syn_src_distinct = hll_estimate(&v.syn_srcs);
+    r
+}
+
+/// Pairs by destination then source, victims by prefix.
+fn sorted(
+    mut pairs: Vec<FeatureRecord>,
+    mut victims: Vec<VictimRecord>,
+) -> (Vec<FeatureRecord>, Vec<VictimRecord>) {
+    pairs.sort_by_key(|a| (a.dst, a.src));
+    victims.sort_by_key(|v| v.victim.to_string());
+    (pairs, victims)
 }
 
 #[cfg(test)]
@@ -489,6 +511,7 @@ mod tests {
             let v = det.observe(&Interval {
                 index: i,
                 secs,
+                window_s: None,
                 pairs: &pairs,
                 victims: &victims,
                 skips: Default::default(),

@@ -1,40 +1,59 @@
-//! Flow input in the daemon's loop: once per export interval, the records
-//! the receivers summed ([`crate::flow_input`]) go through a detection of
-//! their own, and its blocks go where the host's do.
+//! Flow input in the daemon's loop: every step (a third of the export
+//! interval, at least 0.5 s) the records the receivers summed
+//! ([`crate::flow_input`]) join a sliding window of the last export
+//! interval, the window goes through a detection of its own, and its
+//! blocks go where the host's do.
 //!
-//! Why a second detection rather than the host's: its intervals are the
-//! export interval (flows arrive when an exporter's active timeout
-//! expires, not every half second), its counts are the routers' view of
-//! the protected prefixes — for victims on this host, the same packets
-//! the data path already counts, which one instance would count twice —
-//! and its baselines are per victim of the whole network. It runs with
-//! the same `[detect]` settings (shipped defaults, whitelist).
+//! Why a window judged every step: a record leaves its exporter when the
+//! flow reaches the active timeout (the export interval), so records
+//! arrive in rounds, each holding up to an interval of traffic. Judged
+//! once per interval on a clock of its own, a round could wait almost
+//! another interval; judged alone, a step's arrivals would read as a
+//! round's packets over a third of the time, then as nothing. Over the
+//! window, rates are the last interval's (sums over the seconds the
+//! window covers), and a round is judged at most a step after it lands.
+//! Detection's clock advances by the step: hold and quiet times, baseline
+//! growth per minute and warm-up stay in seconds
+//! ([`detection::Interval::window_s`]).
+//!
+//! Why a second detection rather than the host's: its records arrive in
+//! exporters' rounds, not every half second, its counts are the routers'
+//! view of the protected prefixes — for victims on this host, the same
+//! packets the data path already counts, which one instance would count
+//! twice — and its baselines are per victim of the whole network. It runs
+//! with the same `[detect]` settings (shipped defaults, whitelist).
 //!
 //! Its blocks go to the blacklist like the host detection's (every tier;
 //! for victims on this host they drop what reaches it), so the upstream
 //! tier — which takes blocked sources by volume — announces them; their
-//! volume is what the flows measured, since the host may see none of
-//! their traffic. Its unblocks release only what it blocked. Alerts carry
-//! `"rampart": {"source": "flow", …}`.
+//! volume is what the flows measured over the window, since the host may
+//! see none of their traffic. Its unblocks release only what it blocked.
+//! Alerts carry `"rampart": {"source": "flow", …}`.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rampart_ddos::Prefix;
 use rampart_ddos_control::detection::{self, Detection, SourceRate};
+use rampart_ddos_control::flow::FlowWindow;
 use rampart_ddos_control::BlockDecision;
 
 use super::Daemon;
 use crate::alerts;
 use crate::flow_input::{FlowInput, FlowInputConfig, FlowInputView, FlowMetrics};
 
-/// The receivers, their detection and what it blocked.
+/// The receivers, their window, its detection and what it blocked.
 #[derive(Debug)]
 pub(crate) struct FlowSide {
     input: FlowInput,
     detection: Detection,
     cfg: FlowInputConfig,
+    window: FlowWindow,
+    /// When the last step ended.
     last: Instant,
+    /// When the next step is due: a grid of steps from the start, so that
+    /// late ticks do not stretch the window.
+    due: Instant,
     intervals: u64,
     events: u64,
     victims: usize,
@@ -45,7 +64,7 @@ pub(crate) struct FlowSide {
     /// detection or the operator): its flow rate still goes to the
     /// upstream tier, and it never unblocks them.
     decided: HashSet<Prefix>,
-    /// Per blocked source, (packets/s, bits/s) in the last flow interval.
+    /// Per blocked source, (packets/s, bits/s) over the window.
     rates: HashMap<Prefix, (f64, f64)>,
 }
 
@@ -65,16 +84,21 @@ impl FlowSide {
         let detection =
             Detection::new(detect, &format!("{name}-flow")).map_err(|e| e.to_string())?;
         let input = FlowInput::start(cfg, FlowMetrics::new(registry))?;
+        let window = FlowWindow::new(cfg.export_interval_s, cfg.max_pairs);
         tracing::info!(
-            "flow input: watching {} with an export interval of {} s",
+            "flow input: watching {} with an export interval of {} s, judged every {:.2} s",
             cfg.protected.join(", "),
-            cfg.export_interval_s
+            cfg.export_interval_s,
+            window.step_s()
         );
+        let now = Instant::now();
         Ok(Some(FlowSide {
             input,
             detection,
             cfg: cfg.clone(),
-            last: Instant::now(),
+            due: now + Duration::from_secs_f64(window.step_s()),
+            window,
+            last: now,
             intervals: 0,
             events: 0,
             victims: 0,
@@ -118,22 +142,36 @@ impl FlowSide {
 }
 
 impl Daemon {
-    /// One flow interval when the export interval has passed. Returns
-    /// whether the blacklist changed.
+    /// One flow step when it is due: the step's records join the window
+    /// and the window is judged. Returns whether the blacklist changed.
     pub(super) fn flow_step(&mut self) -> crate::Result<bool> {
+        // The loop calls this once per tick; a step due within half a
+        // tick runs now, else a step on the tick grid (1 s steps on 0.5 s
+        // ticks) would slip to the next tick whenever this tick's work
+        // was a little shorter.
+        let half_tick = Duration::from_secs_f64(self.cfg.daemon.interval_s / 2.0);
         let Some(f) = self.flow.as_mut() else {
             return Ok(false);
         };
-        let secs = f.last.elapsed().as_secs_f64();
-        if secs < f.cfg.export_interval_s {
+        let now = Instant::now();
+        if now + half_tick < f.due {
             return Ok(false);
         }
-        f.last = Instant::now();
-        let (pairs, victims, outside) = f.input.take();
-        f.outside = outside;
+        let step = Duration::from_secs_f64(f.window.step_s());
+        f.due += step;
+        if f.due <= now {
+            // Behind by more than a step (a stalled loop): restart the grid.
+            f.due = now + step;
+        }
+        let secs = now.duration_since(f.last).as_secs_f64();
+        f.last = now;
+        f.window.push(secs, f.input.take_bucket());
+        let (pairs, victims) = f.window.records();
+        let span = f.window.span_s();
+        f.outside = f.window.outside();
         f.victims = victims.len();
         // Per-source rates of what this detection blocked, from the flows
-        // (the host may see none of that traffic).
+        // over the window (the host may see none of that traffic).
         let mut by_src: HashMap<std::net::IpAddr, (u64, u64)> = HashMap::new();
         for r in &pairs {
             let e = by_src.entry(r.src).or_default();
@@ -151,7 +189,7 @@ impl Daemon {
                     .fold((0, 0), |acc, (_, v)| (acc.0 + v.0, acc.1 + v.1))
             };
             f.rates
-                .insert(*p, (pk as f64 / secs, by as f64 * 8.0 / secs));
+                .insert(*p, (pk as f64 / span, by as f64 * 8.0 / span));
         }
         let blocked_rates: Vec<SourceRate> = f
             .rates
@@ -164,6 +202,7 @@ impl Daemon {
         let iv = detection::Interval {
             index: f.intervals,
             secs,
+            window_s: Some(span),
             pairs: &pairs,
             victims: &victims,
             skips: detection::Skips::default(),
