@@ -9,6 +9,7 @@
 //! so only the exports show it. The export interval (softflowd's active
 //! timeout and what the daemon is told) is [`EXPORT_S`].
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,12 +64,15 @@ impl Proc {
         let err = f
             .try_clone()
             .map_err(|e| Error::io(format!("opening {}", log.display()), e))?;
+        // A group of its own: pmacctd forks its plugins, which must stop
+        // with it.
         let child = Command::new("ip")
             .args(["netns", "exec", ns, prog])
             .args(args)
             .stdin(Stdio::null())
             .stdout(f)
             .stderr(err)
+            .process_group(0)
             .spawn()
             .map_err(|e| {
                 Error::io(
@@ -82,7 +86,8 @@ impl Proc {
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        let pgid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
         let _ = self.0.wait();
     }
 }

@@ -8,6 +8,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -288,12 +289,15 @@ impl Tool {
             .append(true)
             .open(log)
             .unwrap();
+        // A group of its own: tools that fork (pmacctd's plugins) are
+        // stopped with every process they started.
         let child = Command::new("ip")
             .args(["netns", "exec", ns, prog])
             .args(args)
             .stdin(Stdio::null())
             .stdout(f.try_clone().unwrap())
             .stderr(f)
+            .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {prog} in {ns}: {e}"));
         Self {
@@ -312,17 +316,19 @@ impl Tool {
     /// Interrupt it and wait for it.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // `ip netns exec` execs the tool: the pid is the tool's.
-            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            // `ip netns exec` execs the tool: the pid is the tool's, and
+            // its group's.
+            let pgid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT);
             let t0 = Instant::now();
             while t0.elapsed() < Duration::from_secs(2) {
                 if matches!(c.try_wait(), Ok(Some(_))) {
-                    return;
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let _ = c.kill();
+            // Whatever of the group is left (a child the tool started).
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
             let _ = c.wait();
         }
     }
