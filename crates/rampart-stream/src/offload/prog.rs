@@ -60,7 +60,7 @@ pub const TAP_AGG6_CONNECTIONS: u32 = 16_384;
 /// are all live in an epoch sends the next one's packets as tuples, so the
 /// table has room to spare.
 pub const TAP_AGG_SLOTS_PER_CONNECTION: u32 = 2;
-/// Memory both aggregation tables may take, all CPUs' segments.
+/// Memory both aggregation tables may take by default, all CPUs' segments.
 pub const TAP_AGG_BUDGET_BYTES: u64 = 64 << 20;
 /// Fewest slots per CPU and table.
 pub const TAP_AGG_MIN_SLOTS: u32 = 1024;
@@ -78,9 +78,14 @@ impl TapSizes {
     /// The sizing rule: each CPU's tables hold `connections` IPv4 and
     /// `connections6` IPv6 connections at [`TAP_AGG_SLOTS_PER_CONNECTION`]
     /// slots each (powers of two), both halved together while all `cpus`
-    /// segments of both exceed [`TAP_AGG_BUDGET_BYTES`], down to
+    /// segments of both exceed `budget_bytes`, down to
     /// [`TAP_AGG_MIN_SLOTS`]. Rings: [`default_ring_bytes`].
-    pub fn for_connections(connections: u32, connections6: u32, cpus: usize) -> Self {
+    pub fn for_connections(
+        connections: u32,
+        connections6: u32,
+        budget_bytes: u64,
+        cpus: usize,
+    ) -> Self {
         use rampart_bpf::abi::stream::{StreamAggSlot, StreamAggSlot6};
         let (mut v4, mut v6) = (slots_for(connections), slots_for(connections6));
         let bytes = |v4: u32, v6: u32| {
@@ -88,9 +93,7 @@ impl TapSizes {
                 + u64::from(v6) * std::mem::size_of::<StreamAggSlot6>() as u64)
                 * cpus.max(1) as u64
         };
-        while bytes(v4, v6) > TAP_AGG_BUDGET_BYTES
-            && (v4 > TAP_AGG_MIN_SLOTS || v6 > TAP_AGG_MIN_SLOTS)
-        {
+        while bytes(v4, v6) > budget_bytes && (v4 > TAP_AGG_MIN_SLOTS || v6 > TAP_AGG_MIN_SLOTS) {
             v4 = (v4 / 2).max(TAP_AGG_MIN_SLOTS);
             v6 = (v6 / 2).max(TAP_AGG_MIN_SLOTS);
         }
@@ -99,6 +102,14 @@ impl TapSizes {
             agg_slots: v4,
             agg6_slots: v6,
         }
+    }
+
+    /// Bytes both aggregation tables take on `cpus` CPUs.
+    pub fn agg_bytes(&self, cpus: usize) -> u64 {
+        use rampart_bpf::abi::stream::{StreamAggSlot, StreamAggSlot6};
+        (u64::from(self.agg_slots) * std::mem::size_of::<StreamAggSlot>() as u64
+            + u64::from(self.agg6_slots) * std::mem::size_of::<StreamAggSlot6>() as u64)
+            * cpus as u64
     }
 }
 
@@ -117,11 +128,13 @@ pub fn default_ring_bytes(cpus: usize) -> u32 {
 
 impl Default for TapSizes {
     /// [`TapSizes::for_connections`] of [`TAP_AGG_CONNECTIONS`] and
-    /// [`TAP_AGG6_CONNECTIONS`] on this host's possible CPUs.
+    /// [`TAP_AGG6_CONNECTIONS`] within [`TAP_AGG_BUDGET_BYTES`] on this
+    /// host's possible CPUs.
     fn default() -> Self {
         Self::for_connections(
             TAP_AGG_CONNECTIONS,
             TAP_AGG6_CONNECTIONS,
+            TAP_AGG_BUDGET_BYTES,
             rampart_dataplane::maps::possible_cpus(),
         )
     }
@@ -656,15 +669,20 @@ mod tests {
         );
         assert_eq!((s4, s6), (64, 128), "a cache line, a pair");
         // Two slots per connection, as configured, where the budget allows.
-        let t = TapSizes::for_connections(65_536, 16_384, 2);
+        let b = TAP_AGG_BUDGET_BYTES;
+        let t = TapSizes::for_connections(65_536, 16_384, b, 2);
         assert_eq!((t.agg_slots, t.agg6_slots), (131_072, 32_768));
-        assert_eq!(TapSizes::for_connections(1000, 10, 1).agg_slots, 2048);
+        assert_eq!(t.agg_bytes(2), 24 << 20);
+        assert_eq!(TapSizes::for_connections(1000, 10, b, 1).agg_slots, 2048);
         assert_eq!(
-            TapSizes::for_connections(1000, 10, 1).agg6_slots,
+            TapSizes::for_connections(1000, 10, b, 1).agg6_slots,
             TAP_AGG_MIN_SLOTS
         );
+        // A smaller budget halves both.
+        let t = TapSizes::for_connections(65_536, 16_384, 12 << 20, 2);
+        assert_eq!((t.agg_slots, t.agg6_slots), (65_536, 16_384));
         for cpus in [1, 2, 3, 8, 64, 512] {
-            let t = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, cpus);
+            let t = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, b, cpus);
             for n in [t.agg_slots, t.agg6_slots] {
                 assert!(n.is_power_of_two(), "{cpus} CPUs: {n}");
                 assert!(n >= TAP_AGG_MIN_SLOTS, "{cpus} CPUs: {n}");
@@ -677,8 +695,8 @@ mod tests {
                 );
             }
         }
-        let two = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, 2);
-        let many = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, 64);
+        let two = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, b, 2);
+        let many = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, b, 64);
         assert!(two.agg_slots > many.agg_slots);
     }
 

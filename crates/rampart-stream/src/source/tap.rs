@@ -127,7 +127,8 @@ fn prog_clock_ns(offset: u64) -> u64 {
     (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_add(offset)
 }
 
-/// Parse `xdp:[NETNS/]IFACE[,seconds=S][,packets=P]`.
+/// Parse `xdp:[NETNS/]IFACE[,seconds=S][,packets=P][,connections=N][,connections6=N][,table_mib=M]`
+/// (the last three: the aggregation tables' sizing rule, [`TapSizes::for_connections`]).
 ///
 /// # Errors
 /// [`Error::Invalid`] saying what is wrong and what is accepted.
@@ -153,6 +154,10 @@ pub fn parse_spec(spec: &str) -> Result<TapConfig> {
         iface,
         ..TapConfig::default()
     };
+    // The tables' sizing rule's inputs (`[stream]` of rampart run has the same).
+    let d = crate::apps::config::StreamConfig::default();
+    let mut sizing = (d.connections, d.connections6, d.table_mib);
+    let mut sized = false;
     for p in parts {
         let (k, v) = p.split_once('=').unwrap_or((p, ""));
         let x = v
@@ -160,15 +165,37 @@ pub fn parse_spec(spec: &str) -> Result<TapConfig> {
             .ok()
             .filter(|x| x.is_finite() && *x >= 0.0)
             .ok_or_else(|| Error::Invalid(format!("--source {spec}: {k}={v:?} is not a number")))?;
+        let count = |max: u32| {
+            (x.fract() == 0.0 && (1.0..=f64::from(max)).contains(&x))
+                .then_some(x as u32)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "--source {spec}: {k}={v}: use a whole number from 1 to {max}"
+                    ))
+                })
+        };
         match k {
             "seconds" => c.seconds = Some(x),
             "packets" => c.packets = Some(x as u64),
+            "connections" => sizing.0 = count(crate::apps::config::MAX_CONNECTIONS)?,
+            "connections6" => sizing.1 = count(crate::apps::config::MAX_CONNECTIONS)?,
+            "table_mib" => sizing.2 = count(65_536)?,
             _ => {
                 return Err(Error::Invalid(format!(
-                    "--source {spec}: unknown option {k:?} (xdp takes seconds=S, packets=P)"
+                    "--source {spec}: unknown option {k:?} (xdp takes seconds=S, packets=P, \
+                     connections=N, connections6=N, table_mib=M)"
                 )))
             }
         }
+        sized |= k.starts_with("conn") || k == "table_mib";
+    }
+    if sized {
+        c.sizes = TapSizes::for_connections(
+            sizing.0,
+            sizing.1,
+            u64::from(sizing.2) << 20,
+            rampart_dataplane::maps::possible_cpus(),
+        );
     }
     Ok(c)
 }
@@ -817,6 +844,21 @@ mod tests {
             .all(|w| (w[0].first_ns(), w[0].key) < (w[1].first_ns(), w[1].key)));
         assert_eq!(got[0].first_ns(), 5);
         assert_eq!(got.last().unwrap().first_ns(), 100_000);
+    }
+
+    #[test]
+    fn the_source_spec_sizes_the_tables() {
+        let c = parse_spec("xdp:ns/eth0,seconds=2,connections=1000,connections6=10").unwrap();
+        assert_eq!((c.netns.as_deref(), c.iface.as_str()), (Some("ns"), "eth0"));
+        assert_eq!(c.sizes.agg_slots, 2048);
+        assert_eq!(c.sizes.agg6_slots, crate::offload::prog::TAP_AGG_MIN_SLOTS);
+        assert_eq!(parse_spec("xdp:eth0").unwrap().sizes, TapSizes::default());
+        for bad in ["connections=0", "connections=1.5", "table_mib=0", "slots=4"] {
+            let e = parse_spec(&format!("xdp:eth0,{bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
+        }
     }
 
     #[test]
