@@ -214,9 +214,9 @@ enum stream_rx_counter {
  * server's interface it runs the offloaded Source (parse), Filter and —
  * with ST_TAP_AGGREGATE — the first keyed aggregation, hands the result to
  * userspace through a BPF ring buffer per CPU or a table of per-connection
- * counts read in place (a segment per CPU), and passes
- * every frame on (a tail call into the next stage, XDP_PASS when there is
- * none). It never takes a frame from the host.
+ * counts read in place (a segment per CPU), and passes every frame on (a
+ * tail call into the next stage, XDP_PASS when there is none). It never
+ * takes a frame from the host.
  */
 
 /* stream_tap_cfg[0].mode. */
@@ -250,8 +250,8 @@ struct stream_tap_cfg {
 /*
  * The aggregation table is two mmapable arrays, a segment per CPU each:
  * stream_tap_agg holds IPv4 connections in 64-byte slots (one cache line:
- * the update of a connection's counts is one cache miss and, the table
- * being half the size of one of two-line slots, fewer TLB misses),
+ * updating a connection's counts is one cache miss, and the table is half
+ * the size two-line slots would make it, so fewer TLB misses),
  * stream_tap_agg6 IPv6 ones in 128-byte slots (their addresses alone are
  * 32 bytes). A connection's bucket is ST_AGG_WAYS slots in a row, aligned,
  * chosen by a hash of its key.
@@ -365,7 +365,8 @@ struct stream_agg_slot6 {
 	__u8 _pad[40];
 };
 
-/* Bits of stream_agg_head.state above the epoch. */
+/* The epoch's bits in stream_agg_head.state (its low 29 bits: userspace
+ * restores the rest from the current epoch); the ST_AGG_* bits above. */
 #define ST_AGG_EPOCH_MASK 0x1fffffff /* rust: u32 */
 /* The slot holds a connection and counts of the epoch in the low bits. */
 #define ST_AGG_USED (1u << 29) /* rust: u32 */
