@@ -669,13 +669,14 @@ fn counts_read_while_both_cpus_update_them_arrive_exactly_once() {
                 done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             });
         }
-        // Userspace as the tap's reader: every epoch finished a while ago
+        // Userspace as the tap's reader (its slots merged across CPUs, as the
+        // source takes them): every epoch finished a while ago
         // (two epochs back: a CPU still inside the program with an older
         // time is microseconds behind), then what the rings hold.
         let mut reads = 0;
         while done.load(std::sync::atomic::Ordering::SeqCst) < cpus {
             let e = epoch_now(epoch_ns).saturating_sub(2);
-            table.harvest(e, epoch_ns, |part, _| got.push(part));
+            table.harvest_merged(e, epoch_ns, |part, _| got.push(part));
             let (tuples, slots) = drain_all(&p);
             let now = epoch_now(epoch_ns) + 1;
             got.extend(slots.iter().map(|sl| sl.part(sl.epoch(now) * epoch_ns)));
