@@ -11,13 +11,15 @@
 //!
 //! Aggregation: the program counts each connection's packets of the
 //! current epoch (event time / `epoch`, default 1 s) in its slot of its
-//! CPU's segment of the table (`bpf/stream/tap.h`). Once `e` is over (plus
-//! a grace for a CPU still inside the program), this source takes epoch
-//! `e`'s counts in place ([`AggTable::harvest`]), merges the CPUs' slots,
-//! the slots the program sent to the ring buffer (reused before they were
-//! read) and the tuples of `e` (connections that found their bucket
-//! full), and emits one [`FlowPart`] per connection in order of first
-//! packet, with the watermark at the epoch's end.
+//! CPU's segment of the tables (`bpf/stream/tap.h`; IPv4 and IPv6 each
+//! have one). Once `e` is over (plus a grace for a CPU still inside the
+//! program), this source takes epoch `e`'s counts in place, a connection's
+//! slots on every CPU merged as they are taken
+//! ([`AggTables::harvest_merged`]), folds in the slots the program sent to
+//! the ring buffer (reused before they were read) and the tuples of `e`
+//! (connections that found their bucket full), and emits one [`FlowPart`]
+//! per connection in order of first packet, with the watermark at the
+//! epoch's end ([`EpochParts`]).
 //!
 //! Each CPU writes its own ring buffer (one shared ring costs 5.4× per
 //! record when two CPUs write at once); one reader drains them all and
