@@ -213,9 +213,10 @@ enum stream_rx_counter {
  * The stream tap (bpf/stream/tap.h, entry point xdp_stream_tap): on a
  * server's interface it runs the offloaded Source (parse), Filter and —
  * with ST_TAP_AGGREGATE — the first keyed aggregation, hands the result to
- * userspace through a BPF ring buffer per CPU or per-CPU hash maps, and passes
- * every frame on (a tail call into the next stage, XDP_PASS when there is
- * none). It never takes a frame from the host.
+ * userspace through a BPF ring buffer per CPU or a table of per-connection
+ * counts read in place (a segment per CPU), and passes every frame on (a
+ * tail call into the next stage, XDP_PASS when there is none). It never
+ * takes a frame from the host.
  */
 
 /* stream_tap_cfg[0].mode. */
@@ -224,10 +225,11 @@ enum stream_tap_mode {
 	ST_TAP_TUPLES = 0,
 	/*
 	 * Every accepted frame is added to its connection's slot (struct
-	 * stream_agg_slot) in this CPU's segment of the table stream_tap_agg;
-	 * userspace reads the counts of an epoch in place once it is over. A
-	 * frame whose bucket holds two other connections of this epoch goes
-	 * to the ring buffer as a tuple.
+	 * stream_agg_slot, IPv6: stream_agg_slot6) in this CPU's segment of
+	 * the table stream_tap_agg (stream_tap_agg6); userspace reads the
+	 * counts of an epoch in place once it is over. A frame whose bucket
+	 * holds ST_AGG_WAYS other connections of this epoch goes to the ring
+	 * buffer as a tuple.
 	 */
 	ST_TAP_AGGREGATE = 1,
 };
@@ -236,90 +238,148 @@ enum stream_tap_mode {
 struct stream_tap_cfg {
 	/* enum stream_tap_mode. */
 	__u32 mode;
-	/* Slots per CPU segment of stream_tap_agg, minus one (a power of two, at least 2). */
+	/* Slots per CPU segment of stream_tap_agg, minus one (a power of two, at least ST_AGG_WAYS). */
 	__u32 slot_mask;
 	/* Length of an aggregation epoch, ns (epoch = event time / epoch_ns); at most ST_AGG_EPOCH_MAX_NS. */
 	__u64 epoch_ns;
+	/* Slots per CPU segment of stream_tap_agg6, minus one (likewise). */
+	__u32 slot_mask6;
+	__u32 _pad;
 };
 
 /*
- * A connection: the two endpoints ordered (endpoint 0 is the smaller
- * (address, port) pair), so both directions of a connection share it.
- * ICMP keys carry no ports (type and code are in the counts); non-first
- * fragments have none either. 40 bytes: five 8-byte words.
+ * The aggregation table is two mmapable arrays, a segment per CPU each:
+ * stream_tap_agg holds IPv4 connections in 64-byte slots (one cache line:
+ * updating a connection's counts is one cache miss, and the table is half
+ * the size two-line slots would make it, so fewer TLB misses),
+ * stream_tap_agg6 IPv6 ones in 128-byte slots (their addresses alone are
+ * 32 bytes). A connection's bucket is ST_AGG_WAYS slots in a row, aligned,
+ * chosen by a hash of its key.
+ *
+ * Both slots begin with the same 48 bytes (struct stream_agg_head: the
+ * state word, then the counts) and end with the family's key, so one piece
+ * of code handles both and the word both sides compare-and-swap is at the
+ * start of every slot.
+ */
+
+/* Slots per bucket: a 128-byte-aligned pair of IPv4 slots is the pair of
+ * cache lines the CPU fetches together. */
+#define ST_AGG_WAYS 2 /* rust: u32 */
+
+/*
+ * An IPv4 connection: the two endpoints ordered (endpoint 0 is the
+ * smaller (address, port) pair), so both directions of a connection share
+ * it. ICMP keys carry no ports (type and code are in the counts); non-first
+ * fragments have none either. 16 bytes: two 8-byte words.
  */
 struct stream_agg_key {
-	/* Network byte order; IPv4 in [i][0]. */
-	__u32 addr[2][4];
+	/* Network byte order. */
+	__u32 addr[2];
 	/* Host byte order. */
 	__u16 port[2];
 	__u8 proto;
-	/* ST_F_IPV6 or 0. */
-	__u8 flags;
+	__u8 _pad;
 	/* Outermost VLAN id, 0 when untagged. */
 	__u16 vlan_id;
 };
 
-/* What one direction of a connection sent in one epoch (dir[0]: endpoint
- * 0 → endpoint 1). 40 bytes. */
-struct stream_agg_cnt {
-	/* IP bytes (IP total length), as stream_tuple.ip_len. */
-	__u64 bytes;
-	__u32 packets;
-	/* TCP segments with ACK and neither SYN nor RST (a handshake's third step, data). */
-	__u32 ack;
-	/* Event time of the first and last packet, ns after the epoch's start. */
-	__u32 first_off;
-	__u32 last_off;
-	/* TCP segments with SYN and not ACK. */
-	__u16 syn;
-	/* TCP segments with SYN and ACK. */
-	__u16 synack;
-	/* TCP segments with RST. */
-	__u16 rst;
-	/* TCP segments with FIN. */
-	__u16 fin;
-	/* OR of the TCP flags. */
-	__u8 tcp_flags;
-	/* ICMP/ICMPv6 type and code of the first packet (0 otherwise). */
-	__u8 icmp_type;
-	__u8 icmp_code;
+/* An IPv6 connection, ordered the same way. 40 bytes: five 8-byte words. */
+struct stream_agg_key6 {
+	/* Network byte order. */
+	__u32 addr[2][4];
+	/* Host byte order. */
+	__u16 port[2];
+	__u8 proto;
 	__u8 _pad;
-	__u32 _pad2;
+	__u16 vlan_id;
 };
 
 /*
- * One slot of the aggregation table stream_tap_agg (an mmapable array,
- * one segment of slot_mask + 1 slots per CPU, two slots per bucket): 128
- * bytes, a pair of cache lines. The connection stays in its slot from one
- * epoch to the next; only its counts start again. Only the CPU of the
- * segment writes a slot's key and counts; userspace reads them in place
- * and takes an epoch's counts by setting ST_AGG_HARVESTED in `state` with
- * a compare-and-swap; the program, before it reuses the counts of an
- * earlier epoch, sets ST_AGG_FLUSHING with a compare-and-swap and, when
- * that wins, sends the slot to the ring buffer (the same 128 bytes). So
- * each epoch's counts reach userspace exactly once: read in place or as a
- * record. Slots also go to the ring when their counts would overflow.
+ * What both directions of a connection sent in one epoch, besides the
+ * packets (in the head's state word): [0] endpoint 0 → endpoint 1, [1] the
+ * other way. 40 bytes. The widths hold because a slot goes to the ring
+ * buffer before a count would pass its limit: at most ST_AGG_MAX_PACKETS
+ * packets of at most 65,535 bytes (bytes fits 32 bits), ST_AGG_MAX_TCP of
+ * each TCP count.
  */
-struct stream_agg_slot {
-	struct stream_agg_key key;
-	/* Epoch of the counts (low 32 bits of event time / epoch_ns) | ST_AGG_* bits; 0: never used. */
-	__u64 state;
-	struct stream_agg_cnt dir[2];
+struct stream_agg_cnt {
+	/* Event time of the first and last packet, ns after the epoch's start. */
+	__u32 first_off[2];
+	__u32 last_off[2];
+	/* IP bytes (IP total length), as stream_tuple.ip_len. */
+	__u32 bytes[2];
+	/* TCP segments with SYN and not ACK. */
+	__u8 syn[2];
+	/* TCP segments with SYN and ACK. */
+	__u8 synack[2];
+	/* TCP segments with neither SYN nor ACK-without-RST: a direction's
+	 * segments with ACK and neither SYN nor RST (a handshake's third step,
+	 * data) are its TCP packets less syn, synack and these, so the most
+	 * common count needs no byte of its own. */
+	__u8 other[2];
+	/* TCP segments with RST. */
+	__u8 rst[2];
+	/* TCP segments with FIN. */
+	__u8 fin[2];
+	/* OR of the TCP flags. */
+	__u8 tcp_flags[2];
+	/* ICMP/ICMPv6 type and code of the first packet (0 otherwise). */
+	__u8 icmp_type[2];
+	__u8 icmp_code[2];
 };
 
-/* Bits of stream_agg_slot.state above the epoch. */
-#define ST_AGG_EPOCH_MASK 0xffffffffULL /* rust: u64 */
+/*
+ * The first 48 bytes of every slot. `state` and `packets` are one 8-byte
+ * word (offset 0): the compare-and-swaps below compare both, so userspace
+ * also sees a packet added while it read the counts.
+ *
+ * A connection stays in its slot from one epoch to the next; only its
+ * counts start again. Only the CPU of the segment writes a slot's key and
+ * counts; userspace reads them in place and takes an epoch's counts by
+ * setting ST_AGG_HARVESTED in `state` with a compare-and-swap of the word;
+ * the program, before it reuses the counts of an earlier epoch, sets
+ * ST_AGG_FLUSHING the same way and, when that wins, sends the slot to the
+ * ring buffer (the whole slot, as it is in the table). So each epoch's
+ * counts reach userspace exactly once: read in place or as a record.
+ * Slots also go to the ring when a count would overflow.
+ */
+struct stream_agg_head {
+	/* Epoch of the counts (event time / epoch_ns, the bits of ST_AGG_EPOCH_MASK)
+	 * | ST_AGG_* bits; 0: never used. */
+	__u32 state;
+	/* Packets per direction. */
+	__u16 packets[2];
+	struct stream_agg_cnt cnt;
+};
+
+/* A slot of stream_tap_agg: an IPv4 connection, 64 bytes (one cache line). */
+struct stream_agg_slot {
+	struct stream_agg_head h;
+	struct stream_agg_key key;
+};
+
+/* A slot of stream_tap_agg6: an IPv6 connection, 128 bytes (a pair of lines). */
+struct stream_agg_slot6 {
+	struct stream_agg_head h;
+	struct stream_agg_key6 key;
+	__u8 _pad[40];
+};
+
+/* The epoch's bits in stream_agg_head.state (its low 29 bits: userspace
+ * restores the rest from the current epoch); the ST_AGG_* bits above. */
+#define ST_AGG_EPOCH_MASK 0x1fffffff /* rust: u32 */
 /* The slot holds a connection and counts of the epoch in the low bits. */
-#define ST_AGG_USED (1ULL << 32) /* rust: u64 */
+#define ST_AGG_USED (1u << 29) /* rust: u32 */
 /* Userspace took these counts (read in place). */
-#define ST_AGG_HARVESTED (1ULL << 33) /* rust: u64 */
+#define ST_AGG_HARVESTED (1u << 30) /* rust: u32 */
 /* The program is sending these counts to the ring buffer; the slot is
  * being reused (userspace waits for the bit to clear). */
-#define ST_AGG_FLUSHING (1ULL << 34) /* rust: u64 */
-/* Counts per direction are 16 bits wide for SYN/SYN-ACK/RST/FIN: a slot
- * goes to the ring buffer before its packets would pass this. */
+#define ST_AGG_FLUSHING (1u << 31) /* rust: u32 */
+/* Packets per direction (16 bits): a slot goes to the ring buffer before
+ * its packets would pass this. */
 #define ST_AGG_MAX_PACKETS 0xffff /* rust: u32 */
+/* Each TCP count per direction (8 bits), likewise. */
+#define ST_AGG_MAX_TCP 0xff /* rust: u32 */
 /* first_off / last_off are 32-bit ns: an epoch is at most ~4.29 s. */
 #define ST_AGG_EPOCH_MAX_NS 4000000000ULL /* rust: u64 */
 
@@ -345,7 +405,7 @@ enum stream_tap_counter { /* rust: usize */
 	ST_TAP_RING_FULL = 7,
 	/* Frames added to an aggregate. */
 	ST_TAP_AGGREGATED = 8,
-	/* Both slots of the connection's bucket held other connections of this
+	/* Every slot of the connection's bucket held another connection of this
 	 * epoch: the frame went to the ring buffer as a tuple. */
 	ST_TAP_AGG_FULL = 9,
 	/* Frames seen at egress (also in ST_TAP_FRAMES). */

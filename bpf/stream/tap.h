@@ -57,22 +57,31 @@ struct {
 } stream_tap_rings SEC(".maps");
 
 /*
- * The aggregation table: a segment of slot_mask + 1 slots per CPU, two
- * slots per bucket, a connection's bucket chosen by a hash of its key.
- * A slot is 128 bytes and outlives the epoch: the per-CPU hash maps per
- * epoch it replaces cost a bucket, an element and a per-CPU value per
- * update (several cache misses at 65,536 live connections: 365 ns per
+ * The aggregation table: a segment of slot_mask + 1 slots per CPU,
+ * ST_AGG_WAYS slots per bucket, a connection's bucket chosen by a hash of
+ * its key; IPv4 connections here (64-byte slots), IPv6 ones in
+ * stream_tap_agg6 (128 bytes). A slot outlives the epoch: the per-CPU hash
+ * maps per epoch it replaces cost a bucket, an element and a per-CPU value
+ * per update (several cache misses at 65,536 live connections: 365 ns per
  * packet) and re-created every entry each epoch (539 ns). Mmapable, so
- * userspace reads it in place. The loader sizes it (CPUs x slots), and to
- * one slot per CPU when the tap sends tuples.
+ * userspace reads it in place. The loader sizes both (CPUs x slots), and
+ * to one bucket per CPU when the tap sends tuples.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(map_flags, BPF_F_MMAPABLE);
-	__uint(max_entries, 2);
+	__uint(max_entries, ST_AGG_WAYS);
 	__type(key, __u32);
 	__type(value, struct stream_agg_slot);
 } stream_tap_agg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, ST_AGG_WAYS);
+	__type(key, __u32);
+	__type(value, struct stream_agg_slot6);
+} stream_tap_agg6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -104,18 +113,48 @@ static __always_inline int stream_ep_gt(const __u32 *a, __u16 pa, const __u32 *b
 	return pa > pb;
 }
 
-/*
- * The connection key of t (epoch left 0) and the direction of t in it:
- * 0 when t goes from endpoint 0 to endpoint 1. The userspace mirror is
- * FlowPart::from_tuple in crates/rampart-stream/src/part.rs.
- */
-static __always_inline int stream_agg_key_of(const struct stream_tuple *t, struct stream_agg_key *k)
+/* t's ports as its connection key has them (ICMP: none). */
+static __always_inline void stream_agg_ports(const struct stream_tuple *t, __u16 *sp, __u16 *dp)
 {
 	int icmp = t->proto == IPPROTO_ICMP || t->proto == IPPROTO_ICMPV6;
-	__u16 sp = icmp ? 0 : t->sport, dp = icmp ? 0 : t->dport;
-	int rev = stream_ep_gt(t->saddr, sp, t->daddr, dp);
 
-	__builtin_memset(k, 0, sizeof(*k));
+	*sp = icmp ? 0 : t->sport;
+	*dp = icmp ? 0 : t->dport;
+}
+
+/*
+ * The IPv4 connection key of t and the direction of t in it: 0 when t
+ * goes from endpoint 0 to endpoint 1. The userspace mirror is
+ * FlowPart::from_tuple in crates/rampart-stream/src/part.rs.
+ */
+static __always_inline int stream_agg_key4_of(const struct stream_tuple *t,
+					      struct stream_agg_key *k)
+{
+	__u16 sp, dp;
+	__u32 s = bpf_ntohl(t->saddr[0]), d = bpf_ntohl(t->daddr[0]);
+	int rev;
+
+	stream_agg_ports(t, &sp, &dp);
+	rev = s != d ? s > d : sp > dp;
+	k->addr[0] = rev ? t->daddr[0] : t->saddr[0];
+	k->addr[1] = rev ? t->saddr[0] : t->daddr[0];
+	k->port[0] = rev ? dp : sp;
+	k->port[1] = rev ? sp : dp;
+	k->proto = t->proto;
+	k->_pad = 0;
+	k->vlan_id = t->vlan_id;
+	return rev;
+}
+
+/* The same for an IPv6 connection. */
+static __always_inline int stream_agg_key6_of(const struct stream_tuple *t,
+					      struct stream_agg_key6 *k)
+{
+	__u16 sp, dp;
+	int rev;
+
+	stream_agg_ports(t, &sp, &dp);
+	rev = stream_ep_gt(t->saddr, sp, t->daddr, dp);
 	if (rev) {
 		__builtin_memcpy(k->addr[0], t->daddr, 16);
 		__builtin_memcpy(k->addr[1], t->saddr, 16);
@@ -128,7 +167,7 @@ static __always_inline int stream_agg_key_of(const struct stream_tuple *t, struc
 		k->port[1] = dp;
 	}
 	k->proto = t->proto;
-	k->flags = t->flags & ST_F_IPV6;
+	k->_pad = 0;
 	k->vlan_id = t->vlan_id;
 	return rev;
 }
@@ -176,159 +215,257 @@ static __always_inline void stream_tap_tuple_out(void *ring, const struct stream
 		tap_count(ST_TAP_TUPLES_OUT);
 }
 
-/*
- * Add `n` packets of `bytes` IP bytes in all, t's header, to one direction's
- * counts of the epoch that started at `base` ns (this CPU's segment: no
- * atomics). n > 1 only for a GSO send, whose segments all carry t's flags
- * but FIN and PSH, which only the last has.
- */
-static __always_inline void stream_agg_add(struct stream_agg_cnt *d, const struct stream_tuple *t, __u32 n,
-					   __u64 bytes, __u64 base)
+/* The bucket index of a key of `words` 8-byte words: a multiplicative hash. */
+static __always_inline __u32 stream_agg_hash(const __u64 *w, int words)
 {
-	__u8 f = t->tcp_flags;
-	__u32 off = (__u32)(t->ts_ns - base);
-
-	if (d->packets == 0) {
-		d->first_off = off;
-		if (t->proto == IPPROTO_ICMP || t->proto == IPPROTO_ICMPV6) {
-			d->icmp_type = t->dport >> 8;
-			d->icmp_code = t->dport & 0xff;
-		}
-	}
-	d->packets += n;
-	d->bytes += bytes;
-	d->last_off = off;
-	d->tcp_flags |= f;
-	if (t->proto == IPPROTO_TCP) {
-		if ((f & 0x12) == 0x02)
-			d->syn += n;
-		else if ((f & 0x12) == 0x12)
-			d->synack += n;
-		else if ((f & 0x16) == 0x10)
-			d->ack += n;
-		if (f & 0x04)
-			d->rst += 1;
-		if (f & 0x01)
-			d->fin += 1;
-	}
-}
-
-/* The bucket index of key k: a multiplicative hash of its five words. */
-static __always_inline __u32 stream_agg_hash(const struct stream_agg_key *k)
-{
-	const __u64 *w = (const __u64 *)k;
 	__u64 h = 0;
 	int i;
 
 #pragma unroll
 	for (i = 0; i < 5; i++) {
+		if (i >= words)
+			break;
 		h = (h ^ w[i]) * 0x9e3779b97f4a7c15ULL;
 		h ^= h >> 29;
 	}
 	return (__u32)(h >> 32);
 }
 
-static __always_inline int stream_agg_key_eq(const struct stream_agg_key *a, const struct stream_agg_key *b)
+/* Slot h's whole `size` bytes to the ring buffer, its state word given as `word`. */
+static __always_inline void stream_agg_flush(const struct stream_agg_head *h, __u32 size,
+					     __u64 word)
 {
-	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
-
-	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
-}
-
-/* Slot s's key and counts to the ring buffer, its state given as `state`. */
-static __always_inline void stream_agg_flush(void *ring, const struct stream_agg_slot *s, __u64 state)
-{
-	struct stream_agg_slot *r;
+	void *ring = stream_tap_ring();
+	void *r;
 
 	if (!ring) {
 		tap_count(ST_TAP_RING_FULL);
 		return;
 	}
-	r = bpf_ringbuf_reserve(ring, sizeof(*r), 0);
+	r = bpf_ringbuf_reserve(ring, size, 0);
 	if (!r) {
 		tap_count(ST_TAP_RING_FULL);
 		return;
 	}
-	__builtin_memcpy(r, s, sizeof(*r));
-	r->state = state;
+	__builtin_memcpy(r, h, size);
+	*(__u64 *)r = word;
 	bpf_ringbuf_submit(r, stream_tap_wakeup(ring));
 	tap_count(ST_TAP_AGG_FLUSHED);
 }
 
 /*
- * Make slot s hold `key` (NULL: the key it has) with empty counts of the
- * epoch `now` (ST_AGG_USED | epoch). Counts of an earlier epoch that
- * userspace has not taken go to the ring buffer first — unless userspace
- * takes them at the same moment: whichever compare-and-swap on the state
- * wins owns them.
+ * Before slot h (of `size` bytes) is given other counts (a later epoch,
+ * another connection): counts of an earlier epoch that userspace has not
+ * taken go to the ring buffer — unless userspace takes them at the same
+ * moment: whichever compare-and-swap of the state word wins owns them.
  */
-static __always_inline void stream_agg_reset(void *ring, struct stream_agg_slot *s,
-					     const struct stream_agg_key *key, __u64 now)
+static __always_inline void stream_agg_retire(struct stream_agg_head *h, __u32 size)
 {
-	__u64 st = *(volatile __u64 *)&s->state;
+	__u64 w = *(volatile __u64 *)h;
+	__u32 st = (__u32)w;
 
 	if ((st & ST_AGG_USED) && !(st & ST_AGG_HARVESTED) &&
-	    __sync_val_compare_and_swap(&s->state, st, st | ST_AGG_FLUSHING) == st)
-		stream_agg_flush(ring, s, st);
-	if (key)
-		__builtin_memcpy(&s->key, key, sizeof(*key));
-	__builtin_memset(s->dir, 0, sizeof(s->dir));
+	    __sync_val_compare_and_swap((__u64 *)h, w, w | ST_AGG_FLUSHING) == w)
+		stream_agg_flush(h, size, w);
+}
+
+/* Empty counts of the epoch `now` (ST_AGG_USED | epoch) in slot h, its key written. */
+static __always_inline void stream_agg_start(struct stream_agg_head *h, __u32 now)
+{
+	h->packets[0] = 0;
+	h->packets[1] = 0;
+	__builtin_memset(&h->cnt, 0, sizeof(h->cnt));
 	/* Key and counts before the state that publishes them. */
 	asm volatile("" ::: "memory");
-	*(volatile __u64 *)&s->state = now;
+	*(volatile __u32 *)&h->state = now;
+}
+
+/*
+ * Would n more packets with TCP flags f overflow one of direction d's
+ * counts? Only the counts this packet adds are checked: each is at most
+ * its limit before it is added to.
+ */
+static __always_inline int stream_agg_would_overflow(const struct stream_agg_head *h, int d,
+						     __u8 proto, __u8 f, __u32 n)
+{
+	const struct stream_agg_cnt *c = &h->cnt;
+	__u32 cls;
+
+	if (h->packets[d] + n > ST_AGG_MAX_PACKETS)
+		return 1;
+	if (proto != IPPROTO_TCP)
+		return 0;
+	if (f & 0x02)
+		cls = (f & 0x10) ? c->synack[d] : c->syn[d];
+	else if ((f & 0x14) != 0x10)
+		cls = c->other[d];
+	else
+		cls = 0;
+	return cls + n > ST_AGG_MAX_TCP || ((f & 0x04) && c->rst[d] >= ST_AGG_MAX_TCP) ||
+	       ((f & 0x01) && c->fin[d] >= ST_AGG_MAX_TCP);
+}
+
+/*
+ * Add `n` packets of `bytes` IP bytes in all, t's header, to direction d's
+ * counts of the epoch that started at `base` ns (this CPU's segment: no
+ * atomics). n > 1 only for a GSO send, whose segments all carry t's flags
+ * but FIN and PSH, which only the last has.
+ */
+static __always_inline void stream_agg_add(struct stream_agg_head *h, int d,
+					   const struct stream_tuple *t, __u32 n, __u64 bytes,
+					   __u64 base)
+{
+	struct stream_agg_cnt *c = &h->cnt;
+	__u8 f = t->tcp_flags;
+	__u32 off = (__u32)(t->ts_ns - base);
+
+	if (h->packets[d] == 0) {
+		c->first_off[d] = off;
+		if (t->proto == IPPROTO_ICMP || t->proto == IPPROTO_ICMPV6) {
+			c->icmp_type[d] = t->dport >> 8;
+			c->icmp_code[d] = t->dport & 0xff;
+		}
+	}
+	h->packets[d] += n;
+	c->bytes[d] += bytes;
+	c->last_off[d] = off;
+	c->tcp_flags[d] |= f;
+	if (t->proto == IPPROTO_TCP) {
+		if ((f & 0x12) == 0x02)
+			c->syn[d] += n;
+		else if ((f & 0x12) == 0x12)
+			c->synack[d] += n;
+		else if ((f & 0x16) != 0x10)
+			c->other[d] += n;
+		if (f & 0x04)
+			c->rst[d] += 1;
+		if (f & 0x01)
+			c->fin[d] += 1;
+	}
+}
+
+/*
+ * Count t (n packets, `bytes` IP bytes, direction d) in slot h of `size`
+ * bytes, which holds t's connection. Its counts start again first when
+ * they are of an earlier epoch (or userspace took them), and when one
+ * would overflow (this epoch's counts so far go to userspace, as any
+ * counts it has not taken).
+ */
+static __always_inline void stream_agg_count(struct stream_agg_head *h, __u32 size,
+					     const struct stream_tuple *t, int d, __u32 n, __u64 bytes,
+					     __u64 base, __u32 now)
+{
+	d &= 1;
+	if (h->state != now || stream_agg_would_overflow(h, d, t->proto, t->tcp_flags, n)) {
+		stream_agg_retire(h, size);
+		stream_agg_start(h, now);
+	}
+	stream_agg_add(h, d, t, n, bytes, base);
+}
+
+/*
+ * The slot of IPv4 connection k in this CPU's segment, its key written:
+ * the bucket's slot that holds k, else one that holds no connection of
+ * this epoch (its earlier counts retired); NULL when every slot of the
+ * bucket counts another connection of this epoch.
+ */
+static __always_inline struct stream_agg_head *
+stream_agg_slot4(const struct stream_tap_cfg *tc, const struct stream_agg_key *k, __u32 now)
+{
+	const __u64 *kw = (const __u64 *)k;
+	struct stream_agg_slot *s, *take = 0;
+	__u32 idx, i;
+
+	idx = bpf_get_smp_processor_id() * (tc->slot_mask + 1) +
+	      (stream_agg_hash(kw, 2) & tc->slot_mask & ~(ST_AGG_WAYS - 1));
+#pragma unroll
+	for (i = 0; i < ST_AGG_WAYS; i++) {
+		__u32 j = idx + i;
+		const __u64 *sw;
+
+		s = bpf_map_lookup_elem(&stream_tap_agg, &j);
+		if (!s)
+			return 0;
+		sw = (const __u64 *)&s->key;
+		if (sw[0] == kw[0] && sw[1] == kw[1] && (s->h.state & ST_AGG_USED))
+			return &s->h;
+		if (!take && s->h.state != now)
+			take = s;
+	}
+	if (!take)
+		return 0;
+	stream_agg_retire(&take->h, sizeof(*take));
+	__builtin_memcpy(&take->key, k, sizeof(*k));
+	stream_agg_start(&take->h, now);
+	return &take->h;
+}
+
+/* The same for IPv6 connection k (stream_tap_agg6). */
+static __always_inline struct stream_agg_head *
+stream_agg_slot6(const struct stream_tap_cfg *tc, const struct stream_agg_key6 *k, __u32 now)
+{
+	const __u64 *kw = (const __u64 *)k;
+	struct stream_agg_slot6 *s, *take = 0;
+	__u32 idx, i;
+
+	idx = bpf_get_smp_processor_id() * (tc->slot_mask6 + 1) +
+	      (stream_agg_hash(kw, 5) & tc->slot_mask6 & ~(ST_AGG_WAYS - 1));
+#pragma unroll
+	for (i = 0; i < ST_AGG_WAYS; i++) {
+		__u32 j = idx + i;
+		const __u64 *sw;
+
+		s = bpf_map_lookup_elem(&stream_tap_agg6, &j);
+		if (!s)
+			return 0;
+		sw = (const __u64 *)&s->key;
+		if (sw[0] == kw[0] && sw[1] == kw[1] && sw[2] == kw[2] && sw[3] == kw[3] &&
+		    sw[4] == kw[4] && (s->h.state & ST_AGG_USED))
+			return &s->h;
+		if (!take && s->h.state != now)
+			take = s;
+	}
+	if (!take)
+		return 0;
+	stream_agg_retire(&take->h, sizeof(*take));
+	__builtin_memcpy(&take->key, k, sizeof(*k));
+	stream_agg_start(&take->h, now);
+	return &take->h;
 }
 
 /*
  * Add t to its connection's slot in this CPU's segment. Returns 0 when
- * the packet was aggregated, -1 when both slots of its bucket hold other
- * connections of this epoch (the caller sends the tuple instead).
+ * the packet was aggregated, -1 when every slot of its bucket holds
+ * another connection of this epoch (the caller sends the tuple instead).
  */
-static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc, void *ring,
+static __always_inline int stream_tap_aggregate(const struct stream_tap_cfg *tc,
 						const struct stream_tuple *t, __u32 n, __u64 bytes)
 {
-	struct stream_agg_slot *s, *s1;
-	struct stream_agg_key k;
-	__u64 epoch, base, now;
-	__u32 idx;
+	struct stream_agg_head *h;
+	__u64 epoch, base;
+	__u32 now;
 	int dir;
 
-	dir = stream_agg_key_of(t, &k);
 	epoch = tc->epoch_ns ? t->ts_ns / tc->epoch_ns : 0;
 	base = epoch * tc->epoch_ns;
-	now = ST_AGG_USED | (epoch & ST_AGG_EPOCH_MASK);
-	idx = bpf_get_smp_processor_id() * (tc->slot_mask + 1) + (stream_agg_hash(&k) & tc->slot_mask & ~1u);
-	s = bpf_map_lookup_elem(&stream_tap_agg, &idx);
-	if (!s)
-		return -1;
-	if (!stream_agg_key_eq(&s->key, &k) || !(s->state & ST_AGG_USED)) {
-		idx += 1;
-		s1 = bpf_map_lookup_elem(&stream_tap_agg, &idx);
-		if (!s1)
+	now = ST_AGG_USED | ((__u32)epoch & ST_AGG_EPOCH_MASK);
+	if (t->flags & ST_F_IPV6) {
+		struct stream_agg_key6 k;
+
+		dir = stream_agg_key6_of(t, &k);
+		h = stream_agg_slot6(tc, &k, now);
+		if (!h)
 			return -1;
-		if (stream_agg_key_eq(&s1->key, &k) && (s1->state & ST_AGG_USED)) {
-			s = s1;
-		} else {
-			/* Neither holds it: take one not counting this epoch. */
-			if (s->state == now) {
-				if (s1->state == now)
-					return -1;
-				s = s1;
-			}
-			stream_agg_reset(ring, s, &k, now);
-		}
+		stream_agg_count(h, sizeof(struct stream_agg_slot6), t, dir, n, bytes, base, now);
+	} else {
+		struct stream_agg_key k;
+
+		dir = stream_agg_key4_of(t, &k);
+		h = stream_agg_slot4(tc, &k, now);
+		if (!h)
+			return -1;
+		stream_agg_count(h, sizeof(struct stream_agg_slot), t, dir, n, bytes, base, now);
 	}
-	/* The slot's counts are of an earlier epoch, or userspace took them. */
-	if (s->state != now)
-		stream_agg_reset(ring, s, NULL, now);
-	if (s->dir[dir & 1].packets + n > ST_AGG_MAX_PACKETS) {
-		/* This epoch's counts so far to userspace, then on from zero. */
-		stream_agg_flush(ring, s, now);
-		__builtin_memset(s->dir, 0, sizeof(s->dir));
-	}
-	if (dir)
-		stream_agg_add(&s->dir[1], t, n, bytes, base);
-	else
-		stream_agg_add(&s->dir[0], t, n, bytes, base);
 	return 0;
 }
 
@@ -396,8 +533,6 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 			rem = t.ip_len - hdr;
 		}
 	}
-	if (cfg->key_mode != ST_KEY_NONE)
-		stream_flow_id(&t, cfg->key_mode);
 	t.ts_ns = bpf_ktime_get_ns() + cfg->clock_offset_ns;
 	if (segs > 1) {
 		/* One counter per extra segment: what leaves the host is packets. */
@@ -408,14 +543,17 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 			*c += segs - 1;
 	}
 	bytes = (__u64)t.ip_len + (__u64)(segs - 1) * hdr;
-	ring = stream_tap_ring();
 	if (tc->mode == ST_TAP_AGGREGATE) {
-		if (stream_tap_aggregate(tc, ring, &t, segs, bytes) == 0) {
+		if (stream_tap_aggregate(tc, &t, segs, bytes) == 0) {
 			tap_count(ST_TAP_AGGREGATED);
 			return;
 		}
 		tap_count(ST_TAP_AGG_FULL);
 	}
+	/* Only a tuple carries the FlowID (an aggregate's key is its connection). */
+	if (cfg->key_mode != ST_KEY_NONE)
+		stream_flow_id(&t, cfg->key_mode);
+	ring = stream_tap_ring();
 	if (segs <= 1) {
 		stream_tap_tuple_out(ring, &t);
 		return;

@@ -776,6 +776,7 @@ fn start_stream(
             partition: None,
         },
         chain: Some(chain.clone()),
+        sizes: s.tap_sizes(rampart_dataplane::maps::possible_cpus()),
         ..TapConfig::default()
     })?;
     let run = |p: Pipeline| {

@@ -14,8 +14,8 @@
 //! and is no longer than a session gap (no gap can hide inside a part).
 
 use crate::apps::Addr;
-use crate::tuple::{proto, tcp, StreamTuple, TupleExt, ST_F_IPV6};
-use rampart_bpf::abi::stream::{StreamAggCnt, StreamAggSlot};
+use crate::tuple::{proto, tcp, StreamTuple, TupleExt};
+use rampart_bpf::abi::stream::{StreamAggHead, StreamAggSlot, StreamAggSlot6};
 
 /// A connection: its two endpoints ordered (endpoint 0 is the smaller
 /// (address, port) pair), protocol and VLAN. ICMP keys have no ports.
@@ -94,24 +94,37 @@ impl DirCounts {
         self.tcp_flags |= o.tcp_flags;
     }
 
-    /// One direction of a slot of the epoch that started at `base` ns.
-    fn from_cnt(d: &StreamAggCnt, base: u64) -> Self {
-        if d.packets == 0 {
+    /// Direction `d` of a slot's head, the epoch having started at `base`
+    /// ns; `tcp`: the connection is TCP (the slot keeps no ACK count: it is
+    /// the TCP packets less SYN, SYN-ACK and the others).
+    fn from_head(h: &StreamAggHead, d: usize, tcp: bool, base: u64) -> Self {
+        let c = &h.cnt;
+        let packets = u32::from(h.packets[d]);
+        if packets == 0 {
             return Self::default();
         }
+        let (syn, synack, other) = (
+            u32::from(c.syn[d]),
+            u32::from(c.synack[d]),
+            u32::from(c.other[d]),
+        );
         Self {
-            packets: u64::from(d.packets),
-            bytes: d.bytes,
-            first_ns: base + u64::from(d.first_off),
-            last_ns: base + u64::from(d.last_off),
-            syn: u32::from(d.syn),
-            synack: u32::from(d.synack),
-            ack: d.ack,
-            rst: u32::from(d.rst),
-            fin: u32::from(d.fin),
-            tcp_flags: d.tcp_flags,
-            icmp_type: d.icmp_type,
-            icmp_code: d.icmp_code,
+            packets: u64::from(packets),
+            bytes: u64::from(c.bytes[d]),
+            first_ns: base + u64::from(c.first_off[d]),
+            last_ns: base + u64::from(c.last_off[d]),
+            syn,
+            synack,
+            ack: if tcp {
+                packets.saturating_sub(syn + synack + other)
+            } else {
+                0
+            },
+            rst: u32::from(c.rst[d]),
+            fin: u32::from(c.fin[d]),
+            tcp_flags: c.tcp_flags[d],
+            icmp_type: c.icmp_type[d],
+            icmp_code: c.icmp_code[d],
         }
     }
 }
@@ -170,21 +183,41 @@ impl FlowPart {
         p
     }
 
-    /// A part from a slot of the tap's aggregation table: its connection
-    /// and the counts of the epoch that started at `epoch_start_ns`.
+    /// A part from a slot of the tap's IPv4 aggregation table: its
+    /// connection and the counts of the epoch that started at
+    /// `epoch_start_ns`.
     pub fn from_slot(s: &StreamAggSlot, epoch_start_ns: u64) -> Self {
         let k = &s.key;
+        let key = ConnKey {
+            addr: [[k.addr[0], 0, 0, 0], [k.addr[1], 0, 0, 0]],
+            port: k.port,
+            proto: k.proto,
+            v6: false,
+            vlan: k.vlan_id,
+        };
+        Self::from_head(key, &s.h, epoch_start_ns)
+    }
+
+    /// The same from a slot of the IPv6 table.
+    pub fn from_slot6(s: &StreamAggSlot6, epoch_start_ns: u64) -> Self {
+        let k = &s.key;
+        let key = ConnKey {
+            addr: k.addr,
+            port: k.port,
+            proto: k.proto,
+            v6: true,
+            vlan: k.vlan_id,
+        };
+        Self::from_head(key, &s.h, epoch_start_ns)
+    }
+
+    fn from_head(key: ConnKey, h: &StreamAggHead, base: u64) -> Self {
+        let tcp = key.proto == proto::TCP;
         Self {
-            key: ConnKey {
-                addr: k.addr,
-                port: k.port,
-                proto: k.proto,
-                v6: k.flags & ST_F_IPV6 != 0,
-                vlan: k.vlan_id,
-            },
+            key,
             dir: [
-                DirCounts::from_cnt(&s.dir[0], epoch_start_ns),
-                DirCounts::from_cnt(&s.dir[1], epoch_start_ns),
+                DirCounts::from_head(h, 0, tcp, base),
+                DirCounts::from_head(h, 1, tcp, base),
             ],
         }
     }

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 
-use rampart_bpf::abi::stream::{StreamAggSlot, ST_AGG_EPOCH_MASK};
 use rampart_dataplane::testrun;
 use rampart_stream::offload::{Entry, OffloadConfig, OffloadProgram, Predicate, TapSizes};
 use rampart_stream::parse::parse_frame;
 use rampart_stream::part::{ConnKey, FlowPart};
-use rampart_stream::source::aggtable::{full_epoch, AggTable};
+use rampart_stream::source::aggtable::{AggRecord, AggTables};
+use rampart_stream::source::tap::EpochParts;
 use rampart_stream::tuple::{proto, StreamTuple};
 
 const XDP_DROP: u32 = 1;
@@ -31,6 +31,7 @@ fn load(ring_bytes: u32, aggregate: bool, filter: Option<Predicate>) -> OffloadP
         TapSizes {
             ring_bytes,
             agg_slots: 4096,
+            agg6_slots: 4096,
         },
     )
     .expect("load xdp_stream_tap (verifier)");
@@ -54,6 +55,7 @@ fn load_agg(slots: u32, epoch_ns: u64) -> OffloadProgram {
         TapSizes {
             ring_bytes: 4 << 20,
             agg_slots: slots,
+            agg6_slots: slots,
         },
     )
     .expect("load xdp_stream_tap (verifier)");
@@ -107,7 +109,7 @@ fn epoch_now(epoch_ns: u64) -> u64 {
 
 /// Everything in the rings now: tuples and aggregation slots the
 /// program sent (consumed).
-fn drain_all(p: &OffloadProgram) -> (Vec<StreamTuple>, Vec<StreamAggSlot>) {
+fn drain_all(p: &OffloadProgram) -> (Vec<StreamTuple>, Vec<AggRecord>) {
     let (mut tuples, mut slots) = (Vec::new(), Vec::new());
     for fd in &p.tap_maps().unwrap().rings {
         let id = rampart_dataplane::maps::map_info(fd.as_raw_fd())
@@ -119,14 +121,12 @@ fn drain_all(p: &OffloadProgram) -> (Vec<StreamTuple>, Vec<StreamAggSlot>) {
         let (t2, s2) = (Rc::clone(&t), Rc::clone(&sl));
         let mut b = libbpf_rs::RingBufferBuilder::new();
         b.add(&h, move |d: &[u8]| {
-            match d.len() {
-                56 => t2
+            match (d.len(), AggRecord::from_bytes(d)) {
+                (56, _) => t2
                     .borrow_mut()
                     .push(bytemuck::pod_read_unaligned::<StreamTuple>(d)),
-                128 => s2
-                    .borrow_mut()
-                    .push(bytemuck::pod_read_unaligned::<StreamAggSlot>(d)),
-                n => panic!("a record of {n} bytes"),
+                (_, Some(r)) => s2.borrow_mut().push(r),
+                (n, None) => panic!("a record of {n} bytes"),
             }
             0
         })
@@ -144,19 +144,13 @@ fn drain_all(p: &OffloadProgram) -> (Vec<StreamTuple>, Vec<StreamAggSlot>) {
 /// in place (every epoch up to the current one) and the slots and tuples
 /// the program sent to the rings, each as a part (one per slot or tuple).
 fn harvest_all(p: &OffloadProgram, epoch_ns: u64) -> Vec<FlowPart> {
-    let m = p.tap_maps().unwrap();
-    let table = AggTable::map(
-        std::os::fd::AsFd::as_fd(&m.agg),
-        m.agg_slots as usize * m.rings.len(),
-    )
-    .unwrap();
+    let table = AggTables::map(p.tap_maps().unwrap()).unwrap();
     let now = epoch_now(epoch_ns) + 1;
     let mut out = Vec::new();
-    table.harvest(now, |s, e| out.push(FlowPart::from_slot(s, e * epoch_ns)));
+    table.harvest(now, epoch_ns, |part, _| out.push(part));
     let (tuples, slots) = drain_all(p);
     for s in slots {
-        let e = full_epoch(s.state & ST_AGG_EPOCH_MASK, now);
-        out.push(FlowPart::from_slot(&s, e * epoch_ns));
+        out.push(s.part(s.epoch(now) * epoch_ns));
     }
     out.extend(tuples.iter().map(FlowPart::from_tuple));
     out.retain(|p| p.packets() > 0);
@@ -410,6 +404,74 @@ fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
 }
 
 #[test]
+fn the_source_gets_one_part_per_connection_merged_across_cpus_in_time_order() {
+    let p = load(1 << 20, true, None);
+    let corpus: Vec<Vec<u8>> = corpus().into_iter().map(|x| x.1).collect();
+    let cpus = rampart_dataplane::maps::possible_cpus().min(2);
+    let rounds = 20;
+    let e = epoch_now(1_000_000_000);
+    std::thread::scope(|s| {
+        for cpu in 0..cpus {
+            let (p, corpus) = (&p, &corpus);
+            s.spawn(move || {
+                rampart_lab::testing::pin_this_thread(cpu);
+                for _ in 0..rounds {
+                    for f in corpus {
+                        assert_eq!(
+                            testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval,
+                            XDP_PASS
+                        );
+                    }
+                }
+            });
+        }
+    });
+    // As the source does at an epoch's end (every packet is of this epoch
+    // or the one before, when one ended during the runs): the table's slots
+    // merged across CPUs, then what the program sent to the rings (slots it
+    // reused when the epoch changed), folded in by connection.
+    let table = AggTables::map(p.tap_maps().unwrap()).unwrap();
+    let late = std::sync::atomic::AtomicU64::new(0);
+    let mut epoch = EpochParts::default();
+    let now = epoch_now(1_000_000_000);
+    epoch.take(&table, now, 1_000_000_000, &late);
+    let (tuples, slots) = drain_all(&p);
+    assert!(tuples.is_empty(), "no bucket was full");
+    let mut other: HashMap<ConnKey, FlowPart> = HashMap::new();
+    for x in slots
+        .iter()
+        .map(|s| s.part(s.epoch(now + 1) * 1_000_000_000))
+    {
+        other.entry(x.key).and_modify(|a| a.merge(&x)).or_insert(x);
+    }
+    epoch.add(other.into_iter().collect());
+    let got: Vec<FlowPart> = epoch.ordered().copied().collect();
+    let want = summed((0..rounds * cpus).flat_map(|_| {
+        corpus
+            .iter()
+            .filter_map(|f| parse_frame(f, 0).ok())
+            .map(|t| FlowPart::from_tuple(&t))
+            .collect::<Vec<_>>()
+    }));
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "one part per connection: its slots on both CPUs merged"
+    );
+    for g in &got {
+        assert_eq!(untimed(*g), untimed(want[&g.key]), "{:?}", g.key);
+    }
+    assert!(
+        got.windows(2)
+            .all(|w| (w[0].first_ns(), w[0].key) < (w[1].first_ns(), w[1].key)),
+        "by first packet, then connection"
+    );
+    if now == e {
+        assert_eq!(late.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+}
+
+#[test]
 fn a_full_bucket_sends_tuples_instead_and_nothing_is_lost() {
     rampart_lab::testing::require_kernel();
     let p = OffloadProgram::load_sized(
@@ -419,6 +481,7 @@ fn a_full_bucket_sends_tuples_instead_and_nothing_is_lost() {
         TapSizes {
             ring_bytes: 1 << 20,
             agg_slots: 2,
+            agg6_slots: 2,
         },
     )
     .unwrap();
@@ -454,6 +517,61 @@ fn a_full_bucket_sends_tuples_instead_and_nothing_is_lost() {
     }
 }
 
+#[test]
+fn counts_about_to_overflow_go_to_the_ring_and_add_up() {
+    use rampart_testkit::frame::tcp::{ACK, FIN, RST, SYN};
+    // A slot keeps each TCP count in 8 bits: 600 SYNs, 300 SYN-ACKs, 300
+    // RSTs and 300 FINs of one connection (both ways, IPv4 and IPv6) send
+    // its counts to the ring each time one would pass 255.
+    let p = load(1 << 20, true, None);
+    pin_to(0);
+    let mut frames = Vec::new();
+    for (a, b) in [("10.0.0.1", "10.0.0.2"), ("2001:db8::1", "2001:db8::2")] {
+        let f = |flags: u8, back: bool| {
+            let (s, d, sp, dp) = if back {
+                (b, a, 80, 40000)
+            } else {
+                (a, b, 40000, 80)
+            };
+            rampart_testkit::frame::Frame::tcp(s, d, sp, dp)
+                .flags(flags)
+                .build()
+        };
+        frames.extend(std::iter::repeat_n(f(SYN, false), 600));
+        frames.extend(std::iter::repeat_n(f(SYN | ACK, true), 300));
+        frames.extend(std::iter::repeat_n(f(RST, false), 300));
+        frames.extend(std::iter::repeat_n(f(FIN | ACK, true), 300));
+        frames.extend(std::iter::repeat_n(f(ACK, false), 10));
+    }
+    for f in &frames {
+        assert_eq!(
+            testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval,
+            XDP_PASS
+        );
+    }
+    let c = p.tap_counters().unwrap();
+    assert_eq!(
+        (c.aggregated, c.ring_full),
+        (frames.len() as u64, 0),
+        "{c:?}"
+    );
+    // Per connection at least 2 (SYN) + 1 (SYN-ACK) + 1 (RST) + 1 (FIN).
+    assert!(c.agg_flushed >= 10, "{c:?}");
+    let got = summed(harvest_all(&p, 1_000_000_000));
+    let want = summed(
+        frames
+            .iter()
+            .map(|f| FlowPart::from_tuple(&parse_frame(f, 0).unwrap())),
+    );
+    assert_eq!(got.len(), 2);
+    for (k, w) in &want {
+        assert_eq!(untimed(got[k]), untimed(*w), "{k:?}");
+        let d = &got[k].dir;
+        assert_eq!(d[0].syn + d[1].syn, 600);
+        assert_eq!(d[0].ack + d[1].ack, 310, "FIN-ACKs and ACKs");
+    }
+}
+
 /// Wait (spinning) until the program's clock is in a later epoch.
 fn next_epoch(epoch_ns: u64) {
     let e = epoch_now(epoch_ns);
@@ -476,6 +594,7 @@ fn slots_reused_before_userspace_read_them_send_their_counts_to_the_ring() {
         TapSizes {
             ring_bytes: 1 << 20,
             agg_slots: 2,
+            agg6_slots: 2,
         },
     )
     .unwrap();
@@ -531,12 +650,7 @@ fn counts_read_while_both_cpus_update_them_arrive_exactly_once() {
     let corpus: Vec<Vec<u8>> = corpus().into_iter().map(|x| x.1).collect();
     let cpus = rampart_dataplane::maps::possible_cpus().min(2);
     let rounds = 300;
-    let m = p.tap_maps().unwrap();
-    let table = AggTable::map(
-        std::os::fd::AsFd::as_fd(&m.agg),
-        m.agg_slots as usize * m.rings.len(),
-    )
-    .unwrap();
+    let table = AggTables::map(p.tap_maps().unwrap()).unwrap();
     let done = std::sync::atomic::AtomicUsize::new(0);
     let mut got = Vec::new();
     std::thread::scope(|s| {
@@ -555,18 +669,17 @@ fn counts_read_while_both_cpus_update_them_arrive_exactly_once() {
                 done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             });
         }
-        // Userspace as the tap's reader: every epoch finished a while ago
+        // Userspace as the tap's reader (its slots merged across CPUs, as the
+        // source takes them): every epoch finished a while ago
         // (two epochs back: a CPU still inside the program with an older
         // time is microseconds behind), then what the rings hold.
         let mut reads = 0;
         while done.load(std::sync::atomic::Ordering::SeqCst) < cpus {
             let e = epoch_now(epoch_ns).saturating_sub(2);
-            table.harvest(e, |sl, e| got.push(FlowPart::from_slot(sl, e * epoch_ns)));
+            table.harvest_merged(e, epoch_ns, |part, _| got.push(part));
             let (tuples, slots) = drain_all(&p);
             let now = epoch_now(epoch_ns) + 1;
-            got.extend(slots.iter().map(|sl| {
-                FlowPart::from_slot(sl, full_epoch(sl.state & ST_AGG_EPOCH_MASK, now) * epoch_ns)
-            }));
+            got.extend(slots.iter().map(|sl| sl.part(sl.epoch(now) * epoch_ns)));
             got.extend(tuples.iter().map(FlowPart::from_tuple));
             reads += 1;
         }
@@ -748,14 +861,27 @@ fn aggregation_counts_a_gso_send_as_its_segments() {
 /// packets (the slots are taken), again (they hold them, but 65,536 of
 /// them do not fit the caches), the first packets of the next epoch after
 /// userspace read the last one in place (the slots start their counts
-/// again) — and on one frame repeated (everything cache-hot).
-/// `TAP_COST_SLOTS=N` sets the aggregation table's slots per CPU. A
-/// benchmark, not a test: run with
+/// again) — and on one frame repeated (everything cache-hot); and what
+/// userspace pays to take a finished epoch in place (`harvest`, per
+/// connection, each slot made a part). The program is configured as
+/// flowmeter runs it on the tap (no FlowID); `TAP_COST_FLOWID=1` adds the
+/// five-tuple FlowID per packet (as this test did before 2026-11-28).
+/// `TAP_COST_SLOTS=N` sets the aggregation table's slots per CPU (default:
+/// the shipped default), `TAP_COST_CONNS=N` the connections. A benchmark,
+/// not a test: run with
 /// `cargo test --profile ci -p rampart-stream --test prog_stream_tap -- --ignored --nocapture tap_cost`.
 #[test]
 #[ignore = "a benchmark"]
 fn tap_cost() {
-    let n = 65_536u32;
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+    let n = env("TAP_COST_CONNS").unwrap_or(65_536);
+    let sizes = TapSizes {
+        ring_bytes: 64 << 20,
+        agg_slots: env("TAP_COST_SLOTS").unwrap_or(TapSizes::default().agg_slots),
+        ..TapSizes::default()
+    };
+    let key_mode =
+        (env("TAP_COST_FLOWID") == Some(1)).then_some(rampart_stream::flowid::KeyMode::FiveTuple);
     let frames: Vec<Vec<u8>> = (0..n)
         .map(|i| {
             rampart_testkit::frame::Frame::udp(
@@ -771,28 +897,15 @@ fn tap_cost() {
     let mut json = Vec::new();
     for (name, aggregate) in [("tuples", false), ("aggregate", true)] {
         rampart_lab::testing::require_kernel();
-        let p = OffloadProgram::load_sized(
-            Entry::Tap,
-            None,
-            None,
-            TapSizes {
-                ring_bytes: 64 << 20,
-                agg_slots: std::env::var("TAP_COST_SLOTS")
-                    .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(262_144),
-            },
-        )
+        let p = OffloadProgram::load_sized(Entry::Tap, None, None, sizes).unwrap();
+        p.configure(&OffloadConfig {
+            key_mode,
+            ..OffloadConfig::default()
+        })
         .unwrap();
-        p.configure(&OffloadConfig::default()).unwrap();
         p.configure_tap(aggregate, 1_000_000_000).unwrap();
         pin_to(0);
-        let m = p.tap_maps().unwrap();
-        let table = AggTable::map(
-            std::os::fd::AsFd::as_fd(&m.agg),
-            m.agg_slots as usize * m.rings.len(),
-        )
-        .unwrap();
+        let table = AggTables::map(p.tap_maps().unwrap()).unwrap();
         let pass = || {
             let ns: u128 = frames
                 .iter()
@@ -808,10 +921,17 @@ fn tap_cost() {
         let first = pass();
         let again = (0..3).map(|_| pass()).min().unwrap();
         // Right after an epoch ends: userspace takes it, the next begins.
+        let mut user_ns = u64::MAX;
+        let mut emitted = 0;
+        let mut epoch = EpochParts::default();
         let next = (0..3)
             .map(|_| {
                 next_epoch(1_000_000_000);
-                table.harvest(epoch_now(1_000_000_000) - 1, |_, _| {});
+                let (ns, parts) = user_epoch(&p, &table, &mut epoch, epoch_now(1_000_000_000) - 1);
+                if parts > 0 && ns / (parts as u64) < user_ns {
+                    emitted = parts;
+                    user_ns = ns / parts as u64;
+                }
                 pass()
             })
             .min()
@@ -820,17 +940,61 @@ fn tap_cost() {
         let hot = testrun::mean_duration(p.prog_fd(), &frames[7], 200_000)
             .unwrap()
             .as_nanos() as u64;
+        let user_ns = if aggregate { user_ns } else { 0 };
+        let c = p.tap_counters().unwrap();
         println!(
-            "{name:>9}: first packets {first} ns, again {again} ns, next epoch {next} ns, one frame repeated {hot} ns"
+            "{name:>9}: first packets {first} ns, again {again} ns, next epoch {next} ns, one frame repeated {hot} ns; userspace per epoch {user_ns} ns per connection ({emitted} parts; {} of {} packets as tuples)",
+            if aggregate { c.agg_full } else { c.tuples },
+            c.frames
         );
         json.push(format!(
-            "\"{name}\":{{\"first_ns\":{first},\"again_ns\":{again},\"next_epoch_ns\":{next},\"hot_ns\":{hot}}}"
+            "\"{name}\":{{\"first_ns\":{first},\"again_ns\":{again},\"next_epoch_ns\":{next},\"hot_ns\":{hot},\"user_ns_per_connection\":{user_ns},\"tuples\":{},\"frames\":{}}}",
+            if aggregate { c.agg_full } else { c.tuples },
+            c.frames
         ));
     }
     println!(
-        "{{{},\"connections\":{n},\"method\":\"BPF_PROG_RUN, 64-byte UDP, one run per packet, pinned to CPU 0; again, next epoch = best of 3 passes\"}}",
-        json.join(",")
+        "{{{},\"connections\":{n},\"slots_per_cpu\":{},\"flow_id\":{},\"method\":\"BPF_PROG_RUN, 64-byte UDP, one run per packet, pinned to CPU 0; again, next epoch = best of 3 passes; userspace = best of 3: the finished epoch as the tap source assembles it (EpochParts: slots taken in place and merged across CPUs, the ring's tuples folded in, ordered), per part\"}}",
+        json.join(","),
+        sizes.agg_slots,
+        key_mode.is_some()
     );
+}
+
+/// What the tap source does with finished epoch `e` (`TapSource::run_parts`),
+/// timed: the ring's tuples and slot records made parts and folded by
+/// connection, the table's slots of `e` taken in place, both put together
+/// and ordered ([`EpochParts`]). Reading the rings is not timed (the
+/// source keeps them mapped; this test maps them for each read). Returns
+/// (ns, parts).
+fn user_epoch(
+    p: &OffloadProgram,
+    table: &AggTables,
+    epoch: &mut EpochParts,
+    e: u64,
+) -> (u64, usize) {
+    let epoch_ns = 1_000_000_000;
+    let late = std::sync::atomic::AtomicU64::new(0);
+    let (tuples, slots) = drain_all(p);
+    let t = std::time::Instant::now();
+    let mut other: rustc_hash::FxHashMap<ConnKey, FlowPart> = rustc_hash::FxHashMap::default();
+    let parts = tuples
+        .iter()
+        .map(FlowPart::from_tuple)
+        .chain(slots.iter().map(|s| s.part(s.epoch(e + 1) * epoch_ns)));
+    for x in parts {
+        other.entry(x.key).and_modify(|a| a.merge(&x)).or_insert(x);
+    }
+    epoch.take(table, e, epoch_ns, &late);
+    epoch.add(other);
+    let (mut n, mut pk) = (0usize, 0u64);
+    for x in epoch.ordered() {
+        n += 1;
+        pk += x.packets();
+    }
+    let ns = t.elapsed().as_nanos() as u64;
+    assert!(pk >= n as u64);
+    (ns, n)
 }
 
 /// Pin the calling thread to `cpu`.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{flowmeter, portscan, synflood, EngineOpts};
 use crate::error::{Error, Result};
+use crate::offload::TapSizes;
 
 /// An app that runs on the tap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -43,6 +44,18 @@ pub struct StreamConfig {
     pub feed: TapFeed,
     /// Replicas of the keyed operators. Default 1; 1 ≤ x ≤ 64.
     pub workers: usize,
+    /// Live IPv4 connections per CPU and epoch the tap's aggregation table
+    /// is sized for: two 64-byte slots each, rounded up to a power of two
+    /// (a bucket whose two slots count other connections sends the
+    /// packets of a third as tuples: nothing is lost, they cost more).
+    /// Default 65,536 (8 MiB per CPU).
+    pub connections: u32,
+    /// The same for IPv6 connections (128-byte slots). Default 16,384
+    /// (4 MiB per CPU).
+    pub connections6: u32,
+    /// Most memory both tables take, all CPUs together (MiB): both are
+    /// halved until they fit. Default 64.
+    pub table_mib: u32,
     /// `[stream.flowmeter]`.
     pub flowmeter: FlowmeterSection,
     /// `[stream.portscan]`.
@@ -57,6 +70,9 @@ impl Default for StreamConfig {
             apps: vec![AppName::Portscan],
             feed: TapFeed::Aggregate,
             workers: 1,
+            connections: crate::offload::prog::TAP_AGG_CONNECTIONS,
+            connections6: crate::offload::prog::TAP_AGG6_CONNECTIONS,
+            table_mib: (crate::offload::prog::TAP_AGG_BUDGET_BYTES >> 20) as u32,
             flowmeter: FlowmeterSection::default(),
             portscan: PortscanSection::default(),
             synflood: SynfloodSection::default(),
@@ -148,7 +164,20 @@ fn secs(key: &str, v: f64) -> Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// Most connections per CPU either table may be sized for.
+pub const MAX_CONNECTIONS: u32 = 1 << 24;
+
 impl StreamConfig {
+    /// The tap's map sizes on `cpus` CPUs: [`TapSizes::for_connections`].
+    pub fn tap_sizes(&self, cpus: usize) -> TapSizes {
+        TapSizes::for_connections(
+            self.connections,
+            self.connections6,
+            u64::from(self.table_mib) << 20,
+            cpus,
+        )
+    }
+
     fn engine(&self) -> EngineOpts {
         EngineOpts {
             workers: self.workers,
@@ -175,6 +204,22 @@ impl StreamConfig {
             return Err(Error::Invalid(format!(
                 "stream.workers = {}: use 1 ≤ workers ≤ 64",
                 self.workers
+            )));
+        }
+        for (key, v) in [
+            ("connections", self.connections),
+            ("connections6", self.connections6),
+        ] {
+            if !(1..=MAX_CONNECTIONS).contains(&v) {
+                return Err(Error::Invalid(format!(
+                    "stream.{key} = {v}: use 1 ≤ {key} ≤ {MAX_CONNECTIONS} (per CPU)"
+                )));
+            }
+        }
+        if !(1..=65_536).contains(&self.table_mib) {
+            return Err(Error::Invalid(format!(
+                "stream.table_mib = {}: use 1 ≤ table_mib ≤ 65536",
+                self.table_mib
             )));
         }
         self.flowmeter()?;
@@ -275,5 +320,20 @@ mod tests {
         assert!(e.contains("twice"), "{e}");
         assert!(parse("apps = [\"netflow\"]\n").is_err());
         assert!(parse("wokers = 2\n").is_err());
+        let e = parse("connections = 0\n").unwrap_err();
+        assert!(e.contains("stream.connections"), "{e}");
+        let e = parse("table_mib = 0\n").unwrap_err();
+        assert!(e.contains("stream.table_mib"), "{e}");
+    }
+
+    #[test]
+    fn the_tables_are_sized_from_the_connections() {
+        let c = parse("connections = 1000\nconnections6 = 50000\n").unwrap();
+        let t = c.tap_sizes(2);
+        assert_eq!((t.agg_slots, t.agg6_slots), (2048, 131_072));
+        let d = StreamConfig::default().tap_sizes(2);
+        assert_eq!((d.agg_slots, d.agg6_slots), (131_072, 32_768));
+        let small = parse("table_mib = 6\n").unwrap().tap_sizes(2);
+        assert!(small.agg_bytes(2) <= 6 << 20, "{small:?}");
     }
 }

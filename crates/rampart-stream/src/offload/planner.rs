@@ -570,7 +570,7 @@ fn key_by(k: &Keyed<'_>, key_mode: Option<KeyMode>, sources: u32) -> (bool, Stri
 pub const TAP: Profile = Profile {
     target: Target::HostXdp,
     program: "xdp_stream_tap",
-    delivery: "tuples: a BPF ring buffer per CPU, merged in time order by one reader; aggregation: a table of 128-byte slots (a segment per CPU, two slots per bucket) that keep their connection from one epoch to the next, counts read in place by userspace after each epoch (compare-and-swap against the program's reuse, which sends unread counts to the ring), a full bucket's packets as tuples to the ring; every frame passed on (tail call to the next stage, else XDP_PASS)",
+    delivery: "tuples: a BPF ring buffer per CPU, merged in time order by one reader; aggregation: tables of 64-byte slots (IPv4: one cache line) and 128-byte slots (IPv6), a segment per CPU, two slots per bucket, that keep their connection from one epoch to the next, counts read in place by userspace after each epoch (compare-and-swap against the program's reuse, which sends unread counts to the ring), a full bucket's packets as tuples to the ring; every frame passed on (tail call to the next stage, else XDP_PASS)",
     timestamps: "bpf_ktime_get_ns + the realtime offset",
     ..HOST_XDP
 };
@@ -639,7 +639,7 @@ pub fn plan_tap(
                 format!("FlowID = jhash of the {mode} key")
             }
             OpKind::Part if aggregate => {
-                "keyed aggregation: per-connection counts (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) per 1 s epoch in the connection's slot of its CPU's segment of an aggregation table (one slot, a pair of cache lines, kept across epochs); userspace reads each finished epoch in place and the next keyed operator merges the parts".to_string()
+                "keyed aggregation: per-connection counts (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) per 1 s epoch in the connection's slot of its CPU's segment of an aggregation table (one slot, one cache line for IPv4, kept across epochs); userspace reads each finished epoch in place and the next keyed operator merges the parts".to_string()
             }
             _ => break,
         };
@@ -794,7 +794,8 @@ mod tests {
             assert!(p.offloaded.contains(&"part".to_string()), "{p}");
         }
         // The nfp cannot run the tap: per-CPU counters, ring buffers (an
-        // array of them), 128-byte slots, the CPU id and ring helpers.
+        // array of them), the IPv6 table's 128-byte slots, the CPU id and
+        // ring helpers.
         let e = plan_tap(&g, Target::Nfp, true, obj())
             .unwrap_err()
             .to_string();

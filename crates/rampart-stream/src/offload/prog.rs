@@ -42,28 +42,75 @@ pub enum Entry {
 pub struct TapSizes {
     /// Bytes of each CPU's ring buffer (a power of two, at least a page).
     pub ring_bytes: u32,
-    /// Slots of the aggregation table per CPU (a power of two, at least 2;
-    /// two per bucket).
+    /// Slots of the IPv4 aggregation table per CPU (64 bytes each; a power
+    /// of two, at least `ST_AGG_WAYS`: a bucket).
     pub agg_slots: u32,
+    /// Slots of the IPv6 aggregation table per CPU (128 bytes each; the same).
+    pub agg6_slots: u32,
 }
 
-/// Memory the aggregation table may take by default (all CPUs' segments).
+/// Live IPv4 connections one CPU counts per epoch that the default table
+/// is sized for (`rampart bench stream-host`'s 65,536 flows all land on
+/// the generator's CPU).
+pub const TAP_AGG_CONNECTIONS: u32 = 65_536;
+/// The same for IPv6 (a minority of most servers' connections; more
+/// overflow as tuples, nothing is lost).
+pub const TAP_AGG6_CONNECTIONS: u32 = 16_384;
+/// Slots per connection: a bucket of `ST_AGG_WAYS` slots whose connections
+/// are all live in an epoch sends the next one's packets as tuples, so the
+/// table has room to spare.
+pub const TAP_AGG_SLOTS_PER_CONNECTION: u32 = 2;
+/// Memory both aggregation tables may take by default, all CPUs' segments.
 pub const TAP_AGG_BUDGET_BYTES: u64 = 64 << 20;
-/// Most slots per CPU by default.
-pub const TAP_AGG_MAX_SLOTS: u32 = 262_144;
-/// Fewest slots per CPU by default.
-pub const TAP_AGG_MIN_SLOTS: u32 = 4096;
+/// Fewest slots per CPU and table.
+pub const TAP_AGG_MIN_SLOTS: u32 = 1024;
 
-/// Slots per CPU that fit [`TAP_AGG_BUDGET_BYTES`] on a host with `cpus`
-/// possible CPUs (128 bytes each), a power of two. A connection whose
-/// bucket (two slots) holds two others of the same epoch goes to the ring
-/// buffer as tuples (nothing is lost to the analysis).
-pub fn default_agg_slots(cpus: usize) -> u32 {
-    let slot = std::mem::size_of::<rampart_bpf::abi::stream::StreamAggSlot>() as u64;
-    let per = (TAP_AGG_BUDGET_BYTES / slot / cpus.max(1) as u64).max(1);
-    let pow2 = 1u64 << (63 - per.leading_zeros());
-    u32::try_from(pow2.clamp(u64::from(TAP_AGG_MIN_SLOTS), u64::from(TAP_AGG_MAX_SLOTS)))
-        .unwrap_or(TAP_AGG_MAX_SLOTS)
+/// Slots for `connections`: [`TAP_AGG_SLOTS_PER_CONNECTION`] each, a power
+/// of two, at least [`TAP_AGG_MIN_SLOTS`].
+fn slots_for(connections: u32) -> u32 {
+    connections
+        .saturating_mul(TAP_AGG_SLOTS_PER_CONNECTION)
+        .clamp(TAP_AGG_MIN_SLOTS, 1 << 30)
+        .next_power_of_two()
+}
+
+impl TapSizes {
+    /// The sizing rule: each CPU's tables hold `connections` IPv4 and
+    /// `connections6` IPv6 connections at [`TAP_AGG_SLOTS_PER_CONNECTION`]
+    /// slots each (powers of two), both halved together while all `cpus`
+    /// segments of both exceed `budget_bytes`, down to
+    /// [`TAP_AGG_MIN_SLOTS`]. Rings: [`default_ring_bytes`].
+    pub fn for_connections(
+        connections: u32,
+        connections6: u32,
+        budget_bytes: u64,
+        cpus: usize,
+    ) -> Self {
+        use rampart_bpf::abi::stream::{StreamAggSlot, StreamAggSlot6};
+        let (mut v4, mut v6) = (slots_for(connections), slots_for(connections6));
+        let bytes = |v4: u32, v6: u32| {
+            (u64::from(v4) * std::mem::size_of::<StreamAggSlot>() as u64
+                + u64::from(v6) * std::mem::size_of::<StreamAggSlot6>() as u64)
+                * cpus.max(1) as u64
+        };
+        while bytes(v4, v6) > budget_bytes && (v4 > TAP_AGG_MIN_SLOTS || v6 > TAP_AGG_MIN_SLOTS) {
+            v4 = (v4 / 2).max(TAP_AGG_MIN_SLOTS);
+            v6 = (v6 / 2).max(TAP_AGG_MIN_SLOTS);
+        }
+        Self {
+            ring_bytes: default_ring_bytes(cpus),
+            agg_slots: v4,
+            agg6_slots: v6,
+        }
+    }
+
+    /// Bytes both aggregation tables take on `cpus` CPUs.
+    pub fn agg_bytes(&self, cpus: usize) -> u64 {
+        use rampart_bpf::abi::stream::{StreamAggSlot, StreamAggSlot6};
+        (u64::from(self.agg_slots) * std::mem::size_of::<StreamAggSlot>() as u64
+            + u64::from(self.agg6_slots) * std::mem::size_of::<StreamAggSlot6>() as u64)
+            * cpus as u64
+    }
 }
 
 /// Memory all the tap's ring buffers may take by default (one per CPU).
@@ -80,11 +127,16 @@ pub fn default_ring_bytes(cpus: usize) -> u32 {
 }
 
 impl Default for TapSizes {
+    /// [`TapSizes::for_connections`] of [`TAP_AGG_CONNECTIONS`] and
+    /// [`TAP_AGG6_CONNECTIONS`] within [`TAP_AGG_BUDGET_BYTES`] on this
+    /// host's possible CPUs.
     fn default() -> Self {
-        Self {
-            ring_bytes: default_ring_bytes(rampart_dataplane::maps::possible_cpus()),
-            agg_slots: default_agg_slots(rampart_dataplane::maps::possible_cpus()),
-        }
+        Self::for_connections(
+            TAP_AGG_CONNECTIONS,
+            TAP_AGG6_CONNECTIONS,
+            TAP_AGG_BUDGET_BYTES,
+            rampart_dataplane::maps::possible_cpus(),
+        )
     }
 }
 
@@ -97,10 +149,14 @@ pub struct TapMaps {
     pub ring_slots: OwnedFd,
     /// The ring buffers, index = CPU id (what the slots hold).
     pub rings: Vec<OwnedFd>,
-    /// `stream_tap_agg`: the aggregation table (mmapable).
+    /// `stream_tap_agg`: the IPv4 aggregation table (mmapable).
     pub agg: OwnedFd,
     /// Its slots per CPU (the table holds this times the possible CPUs).
     pub agg_slots: u32,
+    /// `stream_tap_agg6`: the IPv6 aggregation table (mmapable).
+    pub agg6: OwnedFd,
+    /// Its slots per CPU.
+    pub agg6_slots: u32,
     /// `stream_tap_stats`.
     pub stats: OwnedFd,
     /// `rampart_chain`: the chain's slots (bpf/common/chain.h; the tap is
@@ -339,10 +395,15 @@ impl OffloadProgram {
             // Unused maps cost (almost) nothing: one entry each, and a
             // one-page ring is the smallest there is.
             let page = 4096;
-            let (ring, agg) = if entry == Entry::Tap {
-                (sizes.ring_bytes, sizes.agg_slots.max(2).next_power_of_two())
+            let ways = rampart_bpf::abi::stream::ST_AGG_WAYS;
+            let (ring, agg, agg6) = if entry == Entry::Tap {
+                (
+                    sizes.ring_bytes,
+                    sizes.agg_slots.max(ways).next_power_of_two(),
+                    sizes.agg6_slots.max(ways).next_power_of_two(),
+                )
             } else {
-                (page, 2)
+                (page, ways, ways)
             };
             let cpus = rampart_dataplane::maps::possible_cpus();
             open.maps
@@ -353,6 +414,10 @@ impl OffloadProgram {
                 .stream_tap_agg
                 .set_max_entries(agg * cpus as u32)
                 .bpf_context(|| "sizing the tap aggregation table".into())?;
+            open.maps
+                .stream_tap_agg6
+                .set_max_entries(agg6 * cpus as u32)
+                .bpf_context(|| "sizing the tap's IPv6 aggregation table".into())?;
             match entry {
                 Entry::Host => open.progs.xdp_stream_rxmeta.set_autoload(false),
                 Entry::Tap => {
@@ -385,6 +450,7 @@ impl OffloadProgram {
                 dup(m.stream_tap_agg.as_fd(), "tap aggregation table")?,
                 dup(m.stream_tap_stats.as_fd(), "tap counter map")?,
                 dup(m.rampart_chain.as_fd(), "chain slots")?,
+                dup(m.stream_tap_agg6.as_fd(), "tap IPv6 aggregation table")?,
             ];
             // A ring per CPU (the slot the program looks up with its CPU
             // id); a tap that does not run gets one-page rings.
@@ -413,15 +479,15 @@ impl OffloadProgram {
                 tap,
                 egress,
                 rings,
-                agg,
+                (agg, agg6),
             ))
         })?;
         let (
             [prog, cfg, protos, ports, prefixes, xsks, stats],
-            [tcfg, ring_slots, agg, tstats, next],
+            [tcfg, ring_slots, agg, tstats, next, agg6],
             egress,
             rings,
-            agg_slots,
+            (agg_slots, agg6_slots),
         ) = fds;
         let tap = egress.map(|egress| TapMaps {
             cfg: tcfg,
@@ -429,6 +495,8 @@ impl OffloadProgram {
             rings,
             agg,
             agg_slots,
+            agg6,
+            agg6_slots,
             stats: tstats,
             next,
             egress,
@@ -468,6 +536,8 @@ impl OffloadProgram {
         }
         let v = rampart_bpf::abi::stream::StreamTapCfg {
             slot_mask: t.agg_slots - 1,
+            slot_mask6: t.agg6_slots - 1,
+            _pad: 0,
             mode: if aggregate {
                 rampart_bpf::abi::stream::ST_TAP_AGGREGATE
             } else {
@@ -591,25 +661,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_aggregation_table_fits_its_budget_on_any_cpu_count() {
-        let slot = std::mem::size_of::<rampart_bpf::abi::stream::StreamAggSlot>() as u64;
-        assert_eq!(slot, 128, "a slot is a pair of cache lines");
+    fn the_aggregation_tables_follow_the_sizing_rule() {
+        use rampart_bpf::abi::stream::{StreamAggSlot, StreamAggSlot6};
+        let (s4, s6) = (
+            std::mem::size_of::<StreamAggSlot>() as u64,
+            std::mem::size_of::<StreamAggSlot6>() as u64,
+        );
+        assert_eq!((s4, s6), (64, 128), "a cache line, a pair");
+        // Two slots per connection, as configured, where the budget allows.
+        let b = TAP_AGG_BUDGET_BYTES;
+        let t = TapSizes::for_connections(65_536, 16_384, b, 2);
+        assert_eq!((t.agg_slots, t.agg6_slots), (131_072, 32_768));
+        assert_eq!(t.agg_bytes(2), 24 << 20);
+        assert_eq!(TapSizes::for_connections(1000, 10, b, 1).agg_slots, 2048);
+        assert_eq!(
+            TapSizes::for_connections(1000, 10, b, 1).agg6_slots,
+            TAP_AGG_MIN_SLOTS
+        );
+        // A smaller budget halves both.
+        let t = TapSizes::for_connections(65_536, 16_384, 12 << 20, 2);
+        assert_eq!((t.agg_slots, t.agg6_slots), (65_536, 16_384));
         for cpus in [1, 2, 3, 8, 64, 512] {
-            let n = default_agg_slots(cpus);
-            assert!(n.is_power_of_two(), "{cpus} CPUs: {n}");
-            assert!(
-                (TAP_AGG_MIN_SLOTS..=TAP_AGG_MAX_SLOTS).contains(&n),
-                "{cpus} CPUs: {n}"
-            );
-            if n > TAP_AGG_MIN_SLOTS {
+            let t = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, b, cpus);
+            for n in [t.agg_slots, t.agg6_slots] {
+                assert!(n.is_power_of_two(), "{cpus} CPUs: {n}");
+                assert!(n >= TAP_AGG_MIN_SLOTS, "{cpus} CPUs: {n}");
+            }
+            let bytes = (u64::from(t.agg_slots) * s4 + u64::from(t.agg6_slots) * s6) * cpus as u64;
+            if t.agg_slots > TAP_AGG_MIN_SLOTS && t.agg6_slots > TAP_AGG_MIN_SLOTS {
                 assert!(
-                    u64::from(n) * slot * cpus as u64 <= TAP_AGG_BUDGET_BYTES,
-                    "{cpus} CPUs: {n} slots exceed the budget"
+                    bytes <= TAP_AGG_BUDGET_BYTES,
+                    "{cpus} CPUs: {bytes} bytes exceed the budget"
                 );
             }
         }
-        assert_eq!(default_agg_slots(2), 262_144);
-        assert!(default_agg_slots(2) > default_agg_slots(64));
+        let two = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, b, 2);
+        let many = TapSizes::for_connections(TAP_AGG_CONNECTIONS, TAP_AGG6_CONNECTIONS, b, 64);
+        assert!(two.agg_slots > many.agg_slots);
     }
 
     #[test]

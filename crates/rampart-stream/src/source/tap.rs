@@ -11,13 +11,15 @@
 //!
 //! Aggregation: the program counts each connection's packets of the
 //! current epoch (event time / `epoch`, default 1 s) in its slot of its
-//! CPU's segment of the table (`bpf/stream/tap.h`). Once `e` is over (plus
-//! a grace for a CPU still inside the program), this source takes epoch
-//! `e`'s counts in place ([`AggTable::harvest`]), merges the CPUs' slots,
-//! the slots the program sent to the ring buffer (reused before they were
-//! read) and the tuples of `e` (connections that found their bucket
-//! full), and emits one [`FlowPart`] per connection in order of first
-//! packet, with the watermark at the epoch's end.
+//! CPU's segment of the tables (`bpf/stream/tap.h`; IPv4 and IPv6 each
+//! have one). Once `e` is over (plus a grace for a CPU still inside the
+//! program), this source takes epoch `e`'s counts in place, a connection's
+//! slots on every CPU merged as they are taken
+//! ([`AggTables::harvest_merged`]), folds in the slots the program sent to
+//! the ring buffer (reused before they were read) and the tuples of `e`
+//! (connections that found their bucket full), and emits one [`FlowPart`]
+//! per connection in order of first packet, with the watermark at the
+//! epoch's end ([`EpochParts`]).
 //!
 //! Each CPU writes its own ring buffer (one shared ring costs 5.4× per
 //! record when two CPUs write at once); one reader drains them all and
@@ -41,9 +43,8 @@ use crate::engine::SourceCtx;
 use crate::error::{Error, Result};
 use crate::offload::{Entry, OffloadConfig, OffloadProgram, TapCounters, TapSizes};
 use crate::part::{ConnKey, FlowPart};
-use crate::source::aggtable::{full_epoch, AggTable};
+use crate::source::aggtable::{AggRecord, AggTables};
 use crate::tuple::StreamTuple;
-use rampart_bpf::abi::stream::{StreamAggSlot, ST_AGG_EPOCH_MASK};
 
 /// What the tap hands to userspace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -128,7 +129,8 @@ fn prog_clock_ns(offset: u64) -> u64 {
     (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64).saturating_add(offset)
 }
 
-/// Parse `xdp:[NETNS/]IFACE[,seconds=S][,packets=P]`.
+/// Parse `xdp:[NETNS/]IFACE[,seconds=S][,packets=P][,connections=N][,connections6=N][,table_mib=M]`
+/// (the last three: the aggregation tables' sizing rule, [`TapSizes::for_connections`]).
 ///
 /// # Errors
 /// [`Error::Invalid`] saying what is wrong and what is accepted.
@@ -154,6 +156,10 @@ pub fn parse_spec(spec: &str) -> Result<TapConfig> {
         iface,
         ..TapConfig::default()
     };
+    // The tables' sizing rule's inputs (`[stream]` of rampart run has the same).
+    let d = crate::apps::config::StreamConfig::default();
+    let mut sizing = (d.connections, d.connections6, d.table_mib);
+    let mut sized = false;
     for p in parts {
         let (k, v) = p.split_once('=').unwrap_or((p, ""));
         let x = v
@@ -161,15 +167,37 @@ pub fn parse_spec(spec: &str) -> Result<TapConfig> {
             .ok()
             .filter(|x| x.is_finite() && *x >= 0.0)
             .ok_or_else(|| Error::Invalid(format!("--source {spec}: {k}={v:?} is not a number")))?;
+        let count = |max: u32| {
+            (x.fract() == 0.0 && (1.0..=f64::from(max)).contains(&x))
+                .then_some(x as u32)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "--source {spec}: {k}={v}: use a whole number from 1 to {max}"
+                    ))
+                })
+        };
         match k {
             "seconds" => c.seconds = Some(x),
             "packets" => c.packets = Some(x as u64),
+            "connections" => sizing.0 = count(crate::apps::config::MAX_CONNECTIONS)?,
+            "connections6" => sizing.1 = count(crate::apps::config::MAX_CONNECTIONS)?,
+            "table_mib" => sizing.2 = count(65_536)?,
             _ => {
                 return Err(Error::Invalid(format!(
-                    "--source {spec}: unknown option {k:?} (xdp takes seconds=S, packets=P)"
+                    "--source {spec}: unknown option {k:?} (xdp takes seconds=S, packets=P, \
+                     connections=N, connections6=N, table_mib=M)"
                 )))
             }
         }
+        sized |= k.starts_with("conn") || k == "table_mib";
+    }
+    if sized {
+        c.sizes = TapSizes::for_connections(
+            sizing.0,
+            sizing.1,
+            u64::from(sizing.2) << 20,
+            rampart_dataplane::maps::possible_cpus(),
+        );
     }
     Ok(c)
 }
@@ -253,7 +281,8 @@ impl TapSource {
         // keeps it at one bucket per CPU.
         let mut sizes = cfg.sizes;
         if cfg.mode != TapMode::Aggregate {
-            sizes.agg_slots = 2;
+            sizes.agg_slots = rampart_bpf::abi::stream::ST_AGG_WAYS;
+            sizes.agg6_slots = rampart_bpf::abi::stream::ST_AGG_WAYS;
         }
         let prog = OffloadProgram::load_in_chain(Entry::Tap, None, None, sizes, cfg.chain.clone())?;
         prog.configure(&cfg.offload)?;
@@ -390,7 +419,7 @@ impl TapSource {
         &self,
         hs: &[libbpf_rs::MapHandle],
         buf: &Rc<RefCell<Vec<StreamTuple>>>,
-        slots: &Rc<RefCell<Vec<StreamAggSlot>>>,
+        slots: &Rc<RefCell<Vec<AggRecord>>>,
     ) -> std::result::Result<libbpf_rs::RingBuffer<'static>, String> {
         let mut b = libbpf_rs::RingBufferBuilder::new();
         for h in hs {
@@ -400,8 +429,8 @@ impl TapSource {
             b.add(h, move |d: &[u8]| {
                 if d.len() == std::mem::size_of::<StreamTuple>() {
                     buf.borrow_mut().push(bytemuck::pod_read_unaligned(d));
-                } else if d.len() == std::mem::size_of::<StreamAggSlot>() {
-                    slots.borrow_mut().push(bytemuck::pod_read_unaligned(d));
+                } else if let Some(r) = AggRecord::from_bytes(d) {
+                    slots.borrow_mut().push(r);
                 } else {
                     inner.bad_records.fetch_add(1, Ordering::Relaxed);
                 }
@@ -452,6 +481,125 @@ fn merge_into(m: &mut FxHashMap<ConnKey, FlowPart>, p: FlowPart) {
     }
 }
 
+/// A cheap hash of a connection (a multiply-xorshift of its words).
+fn key_hash(k: &ConnKey) -> u64 {
+    let mut h = u64::from(k.port[0]) << 48
+        | u64::from(k.port[1]) << 32
+        | u64::from(k.vlan) << 16
+        | u64::from(k.proto) << 8
+        | u64::from(k.v6);
+    for a in &k.addr {
+        for w in [
+            u64::from(a[0]) | u64::from(a[1]) << 32,
+            u64::from(a[2]) | u64::from(a[3]) << 32,
+        ] {
+            h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h ^= h >> 29;
+        }
+    }
+    h.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// One epoch's connection parts as the tap emits them: the tables' slots
+/// of the epoch (a connection's slots on every CPU merged as they are
+/// taken: [`AggTables::harvest_merged`]), with the ring's tuples and slot
+/// records of the epoch folded in, ordered by first packet (then by
+/// connection, so the order does not depend on the tables' layout). A part
+/// is 152 bytes and an epoch's parts outgrow the caches, so each is
+/// written once and read once more, to be emitted: what the steps need of
+/// it (first packet, a hash of its connection) is kept beside it. Kept
+/// from one epoch to the next so its buffers are allocated once.
+#[derive(Debug, Default)]
+pub struct EpochParts {
+    parts: Vec<FlowPart>,
+    /// (first packet, index in `parts`).
+    order: Vec<(u64, u32)>,
+    /// `key_hash` of each part's connection.
+    hashes: Vec<u64>,
+}
+
+impl EpochParts {
+    /// Start epoch `e`: take its counts from `tables` (epochs of
+    /// `epoch_ns`); slots of earlier epochs, read late, count in `late`.
+    pub fn take(&mut self, tables: &AggTables, e: u64, epoch_ns: u64, late: &AtomicU64) {
+        self.parts.clear();
+        self.order.clear();
+        self.hashes.clear();
+        tables.harvest_merged(e, epoch_ns, |p, pe| {
+            if pe < e {
+                late.fetch_add(1, Ordering::Relaxed);
+            }
+            self.push(p);
+        });
+    }
+
+    fn push(&mut self, p: FlowPart) {
+        if p.packets() == 0 {
+            return;
+        }
+        self.order.push((p.first_ns(), self.parts.len() as u32));
+        self.hashes.push(key_hash(&p.key));
+        self.parts.push(p);
+    }
+
+    /// Fold in parts that came another way (the ring's tuples and slot
+    /// records of the epoch, one part per connection). Few of the epoch's
+    /// connections are among them: two bits of 32 per connection of
+    /// theirs (from a cheap hash; 0.4 % false positives) spare the others
+    /// the map's lookup, and the read of their part.
+    pub fn add(&mut self, mut o: FxHashMap<ConnKey, FlowPart>) {
+        if o.is_empty() {
+            return;
+        }
+        let bits = (o.len() * 32).next_power_of_two();
+        let mask = bits as u64 - 1;
+        let mut filter = vec![0u64; bits.div_ceil(64)];
+        let at = |h: u64| [(h & mask) as usize, ((h >> 32) & mask) as usize];
+        for k in o.keys() {
+            for b in at(key_hash(k)) {
+                filter[b / 64] |= 1 << (b % 64);
+            }
+        }
+        for (i, h) in self.hashes.iter().enumerate() {
+            if at(*h).iter().any(|b| filter[b / 64] & (1 << (b % 64)) == 0) {
+                continue;
+            }
+            let p = &mut self.parts[i];
+            if let Some(x) = o.remove(&p.key) {
+                p.merge(&x);
+                self.order[i].0 = p.first_ns();
+                if o.is_empty() {
+                    break;
+                }
+            }
+        }
+        for p in o.into_values() {
+            self.push(p);
+        }
+    }
+
+    /// The epoch's parts by first packet, then connection. Sorting (time,
+    /// index) pairs instead of the parts and settling ties by key
+    /// afterwards is what keeps this cheap.
+    pub fn ordered(&mut self) -> impl Iterator<Item = &FlowPart> {
+        let parts = &self.parts;
+        self.order.sort_unstable();
+        let mut i = 0;
+        while i < self.order.len() {
+            let t = self.order[i].0;
+            let mut j = i + 1;
+            while j < self.order.len() && self.order[j].0 == t {
+                j += 1;
+            }
+            if j - i > 1 {
+                self.order[i..j].sort_unstable_by_key(|x| parts[x.1 as usize].key);
+            }
+            i = j;
+        }
+        self.order.iter().map(|x| &parts[x.1 as usize])
+    }
+}
+
 impl TapSource {
     /// File the ring's tuples and slot records under their epochs (those
     /// before `next`, already emitted, under `next`: late). `reference`:
@@ -459,7 +607,7 @@ impl TapSource {
     fn file_records(
         &self,
         buf: &RefCell<Vec<StreamTuple>>,
-        slots: &RefCell<Vec<StreamAggSlot>>,
+        slots: &RefCell<Vec<AggRecord>>,
         overflow: &mut FxHashMap<u64, FxHashMap<ConnKey, FlowPart>>,
         next: u64,
         reference: u64,
@@ -475,8 +623,8 @@ impl TapSource {
             file(t.ts_ns / epoch_ns, FlowPart::from_tuple(&t));
         }
         for s in slots.borrow_mut().drain(..) {
-            let e = full_epoch(s.state & ST_AGG_EPOCH_MASK, reference);
-            file(e, FlowPart::from_slot(&s, e * epoch_ns));
+            let e = s.epoch(reference);
+            file(e, s.part(e * epoch_ns));
         }
     }
 }
@@ -577,21 +725,19 @@ impl PacketSource for TapSource {
         let epoch_ns = u64::try_from(self.inner.cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
         let grace = GRACE.as_nanos() as u64;
         let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::new()));
-        let slots = Rc::new(RefCell::new(Vec::<StreamAggSlot>::new()));
+        let slots = Rc::new(RefCell::new(Vec::<AggRecord>::new()));
         let hs = self.ring_handles()?;
         let rb = self.ring(&hs, &buf, &slots)?;
         let table = {
             let m = self.inner.prog.tap_maps().ok_or("not loaded as the tap")?;
-            let n = m.agg_slots as usize * m.rings.len();
-            AggTable::map(std::os::fd::AsFd::as_fd(&m.agg), n).map_err(|e| e.to_string())?
+            AggTables::map(m).map_err(|e| e.to_string())?
         };
         let (deadline, limit) = self.stop_at();
         // The maps were new when the program was attached.
         let mut next = self.inner.start_epoch;
-        // Overflow tuples (a full map) by epoch, merged at harvest.
+        // Overflow tuples (a full bucket) by epoch, merged at harvest.
         let mut overflow: FxHashMap<u64, FxHashMap<ConnKey, FlowPart>> = FxHashMap::default();
-        let mut parts: FxHashMap<ConnKey, FlowPart> = FxHashMap::default();
-        let mut out: Vec<FlowPart> = Vec::new();
+        let mut epoch = EpochParts::default();
         let mut last = 0u64;
         let mut finishing = false;
         loop {
@@ -612,39 +758,23 @@ impl PacketSource for TapSource {
                 now.saturating_sub(grace) / epoch_ns
             };
             while next < upto {
-                parts.clear();
                 let late = &self.inner.late;
-                table.harvest(next, |s, e| {
-                    if e < next {
-                        late.fetch_add(1, Ordering::Relaxed);
-                    }
-                    let p = FlowPart::from_slot(s, e * epoch_ns);
-                    merge_into(&mut parts, p);
-                });
+                epoch.take(&table, next, epoch_ns, late);
                 // Counts the program sent while the table was read.
                 Self::read_rings(&rb, None)?;
                 self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
                 if let Some(o) = overflow.remove(&next) {
-                    for (k, p) in o {
-                        match parts.get_mut(&k) {
-                            Some(a) => a.merge(&p),
-                            None => {
-                                parts.insert(k, p);
-                            }
-                        }
-                    }
+                    epoch.add(o);
                 }
-                out.extend(parts.drain().map(|(_, p)| p));
-                out.sort_unstable_by_key(|p| (p.first_ns(), p.key));
                 let mut pk = 0u64;
-                for p in out.drain(..) {
+                for p in epoch.ordered() {
                     let ts = p.first_ns().max(last);
                     if ts > p.first_ns() {
-                        self.inner.late.fetch_add(1, Ordering::Relaxed);
+                        late.fetch_add(1, Ordering::Relaxed);
                     }
                     last = ts;
                     pk += p.packets();
-                    ctx.emit(ts, p);
+                    ctx.emit(ts, *p);
                 }
                 self.inner.analysed.fetch_add(pk, Ordering::Relaxed);
                 next += 1;
@@ -657,5 +787,95 @@ impl PacketSource for TapSource {
         }
         self.refresh();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tuple::proto;
+
+    /// A one-packet part of connection `i` (UDP, 10.0.x.y:1000 → 10.10.0.2:53) at `ts`.
+    fn part(i: u32, ts: u64) -> FlowPart {
+        FlowPart::from_tuple(&StreamTuple {
+            ts_ns: ts,
+            saddr: [(0x0a00_0000u32 + i).to_be(), 0, 0, 0],
+            daddr: [0x0a0a_0002u32.to_be(), 0, 0, 0],
+            sport: 1000,
+            dport: 53,
+            proto: proto::UDP,
+            ip_len: 46,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn parts_from_the_rings_fold_into_their_connections_and_the_rest_join() {
+        let mut e = EpochParts::default();
+        for i in 0..5000 {
+            e.push(part(i, 1_000 + u64::from(i)));
+        }
+        // Connections 10, 20, ..., 990 got more packets another way, some
+        // earlier than their slot's; 10,000.. came only that way.
+        let mut o: FxHashMap<ConnKey, FlowPart> = FxHashMap::default();
+        for i in (10..1000).step_by(10).chain(10_000..10_050) {
+            let p = part(i, if i % 20 == 0 { 5 } else { 100_000 });
+            o.insert(p.key, p);
+        }
+        e.add(o);
+        let got: Vec<FlowPart> = e.ordered().copied().collect();
+        assert_eq!(got.len(), 5050, "one part per connection");
+        let by: FxHashMap<ConnKey, FlowPart> = got.iter().map(|p| (p.key, *p)).collect();
+        for i in 0..5000 {
+            let p = by[&part(i, 0).key];
+            let more = (10..1000).contains(&i) && i % 10 == 0;
+            assert_eq!(p.packets(), 1 + u64::from(more), "{i}");
+            let first = if more && i % 20 == 0 {
+                5
+            } else {
+                1_000 + u64::from(i)
+            };
+            assert_eq!(
+                p.first_ns(),
+                first,
+                "{i}: merged, and ordered by its new first packet"
+            );
+        }
+        assert!(got
+            .windows(2)
+            .all(|w| (w[0].first_ns(), w[0].key) < (w[1].first_ns(), w[1].key)));
+        assert_eq!(got[0].first_ns(), 5);
+        assert_eq!(got.last().unwrap().first_ns(), 100_000);
+    }
+
+    #[test]
+    fn the_source_spec_sizes_the_tables() {
+        let c = parse_spec("xdp:ns/eth0,seconds=2,connections=1000,connections6=10").unwrap();
+        assert_eq!((c.netns.as_deref(), c.iface.as_str()), (Some("ns"), "eth0"));
+        assert_eq!(c.sizes.agg_slots, 2048);
+        assert_eq!(c.sizes.agg6_slots, crate::offload::prog::TAP_AGG_MIN_SLOTS);
+        assert_eq!(parse_spec("xdp:eth0").unwrap().sizes, TapSizes::default());
+        for bad in ["connections=0", "connections=1.5", "table_mib=0", "slots=4"] {
+            let e = parse_spec(&format!("xdp:eth0,{bad}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(bad.split('=').next().unwrap()), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn parts_with_the_same_first_packet_come_by_connection_whatever_their_order() {
+        let mut a = EpochParts::default();
+        let mut b = EpochParts::default();
+        for i in 0..100 {
+            a.push(part(i, 7));
+            b.push(part(99 - i, 7));
+        }
+        let (x, y): (Vec<ConnKey>, Vec<ConnKey>) = (
+            a.ordered().map(|p| p.key).collect(),
+            b.ordered().map(|p| p.key).collect(),
+        );
+        assert_eq!(x, y);
+        assert!(x.windows(2).all(|w| w[0] < w[1]));
     }
 }

@@ -145,8 +145,10 @@ pub struct RunArgs {
     /// The app.
     #[arg(value_enum)]
     pub app: App,
-    /// xdp:[NETNS/]IFACE[,seconds=S][,packets=P] (the tap: a server's own
-    /// interface; every frame still reaches the host) |
+    /// xdp:[NETNS/]IFACE[,seconds=S][,packets=P][,connections=N][,connections6=N][,table_mib=M]
+    /// (the tap: a server's own interface; every frame still reaches the
+    /// host; the aggregation tables hold N IPv4 and N IPv6 connections per
+    /// CPU, defaults 65536 and 16384, within M MiB, default 64) |
     /// afxdp:[NETNS/]IFACE[,queues=Q][,seconds=S][,packets=P] (TAKES every frame
     /// of the bound queues: for dedicated capture ports; needs --consume on an
     /// interface with addresses) | pcap:FILE[,replicas=N][,pace=SPEED] |
