@@ -65,6 +65,14 @@ impl BenchLab {
 
 impl Drop for BenchLab {
     fn drop(&mut self) {
+        // A daemon that ran here leaves its filter pinned (a stopped
+        // daemon keeps filtering); the pins outlive the namespace.
+        if let Ok(scope) = rampart_ddos::filter::Scope::new(
+            Some(&self.lab.host_ns()),
+            rampart_lab::topology::HOST_IF,
+        ) {
+            let _ = rampart_ddos::filter::Filter::detach(&scope.name());
+        }
         if let Err(e) = self.lab.down() {
             tracing::warn!("removing bench lab {}: {e}", self.lab.prefix());
         }
