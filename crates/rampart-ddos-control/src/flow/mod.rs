@@ -340,13 +340,24 @@ fn sorted(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::features::UDP_CLASSES;
 
     fn sample(src: &str, dst: &str, proto: u8, sport: u16, dport: u16) -> FlowSample {
+        sample_from(src.parse().unwrap(), dst, proto, sport, dport)
+    }
+
+    /// One packet of 100 bytes, unsampled (the window's tests use it too).
+    pub(crate) fn sample_from(
+        src: IpAddr,
+        dst: &str,
+        proto: u8,
+        sport: u16,
+        dport: u16,
+    ) -> FlowSample {
         FlowSample {
-            src: src.parse().unwrap(),
+            src,
             dst: dst.parse().unwrap(),
             proto,
             src_port: sport,

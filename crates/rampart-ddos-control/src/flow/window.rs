@@ -238,27 +238,13 @@ mod tests {
     use super::super::{FlowAggregator, FlowSample, TCP_ACK, TCP_FIN, TCP_SYN};
     use super::*;
     use crate::detection::{Detection, DetectionConfig, EventKind, Interval, SourceRate, Verdict};
+    use crate::flow::tests::sample_from as sample;
 
     const TCP: u8 = 6;
     const UDP: u8 = 17;
 
     fn prefix(s: &str) -> Prefix {
         Prefix::parse(s).unwrap()
-    }
-
-    fn sample(src: IpAddr, dst: &str, proto: u8, sport: u16, dport: u16) -> FlowSample {
-        FlowSample {
-            src,
-            dst: dst.parse().unwrap(),
-            proto,
-            src_port: sport,
-            dst_port: dport,
-            tcp_flags: 0,
-            packets: 1,
-            bytes: 100,
-            rate: 1,
-            fragment: false,
-        }
     }
 
     fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
