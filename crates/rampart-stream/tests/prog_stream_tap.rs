@@ -346,16 +346,11 @@ fn each_cpu_writes_its_own_ring_and_a_full_one_is_counted_for_it() {
     );
 }
 
-#[test]
-fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
-    let p = load(1 << 20, true, None);
-    let corpus: Vec<Vec<u8>> = corpus().into_iter().map(|x| x.1).collect();
-    let cpus = rampart_dataplane::maps::possible_cpus().min(2);
-    // Each CPU runs every frame `rounds` times, both at once.
-    let rounds = 50;
+/// Each of `cpus` CPUs runs every frame `rounds` times, all at once; every
+/// frame passes.
+fn run_on_every_cpu(p: &OffloadProgram, corpus: &[Vec<u8>], cpus: usize, rounds: usize) {
     std::thread::scope(|s| {
         for cpu in 0..cpus {
-            let (p, corpus) = (&p, &corpus);
             s.spawn(move || {
                 rampart_lab::testing::pin_this_thread(cpu);
                 for _ in 0..rounds {
@@ -367,6 +362,16 @@ fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
             });
         }
     });
+}
+
+#[test]
+fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
+    let p = load(1 << 20, true, None);
+    let corpus: Vec<Vec<u8>> = corpus().into_iter().map(|x| x.1).collect();
+    let cpus = rampart_dataplane::maps::possible_cpus().min(2);
+    // Each CPU runs every frame `rounds` times, both at once.
+    let rounds = 50;
+    run_on_every_cpu(&p, &corpus, cpus, rounds);
     // The same frames through the userspace parts.
     let mut want: HashMap<ConnKey, FlowPart> = HashMap::new();
     for _ in 0..rounds * cpus {
@@ -410,22 +415,7 @@ fn the_source_gets_one_part_per_connection_merged_across_cpus_in_time_order() {
     let cpus = rampart_dataplane::maps::possible_cpus().min(2);
     let rounds = 20;
     let e = epoch_now(1_000_000_000);
-    std::thread::scope(|s| {
-        for cpu in 0..cpus {
-            let (p, corpus) = (&p, &corpus);
-            s.spawn(move || {
-                rampart_lab::testing::pin_this_thread(cpu);
-                for _ in 0..rounds {
-                    for f in corpus {
-                        assert_eq!(
-                            testrun::run_packet(p.prog_fd(), f, 0).unwrap().retval,
-                            XDP_PASS
-                        );
-                    }
-                }
-            });
-        }
-    });
+    run_on_every_cpu(&p, &corpus, cpus, rounds);
     // As the source does at an epoch's end (every packet is of this epoch
     // or the one before, when one ended during the runs): the table's slots
     // merged across CPUs, then what the program sent to the rings (slots it
