@@ -664,8 +664,24 @@ fn tap_graph(s: &StreamConfig) -> Result<AppGraph> {
             AppName::Synflood => synflood::graph(&s.synflood()?),
         });
     }
+    // The shortest epoch any of the apps tolerates.
+    let epoch = s
+        .apps
+        .iter()
+        .map(|app| {
+            Ok(match app {
+                AppName::Flowmeter => flowmeter::graph(&s.flowmeter()?).epoch,
+                AppName::Portscan => portscan::graph(&s.portscan()?).epoch,
+                AppName::Synflood => synflood::graph(&s.synflood()?).epoch,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .min()
+        .unwrap_or(rampart_stream::source::tap::DEFAULT_EPOCH);
     Ok(AppGraph {
         app: "shared tap".into(),
+        epoch,
         ops: vec![
             OpDesc::new("source", OpKind::Source, "frames → tuples"),
             OpDesc::new("part", OpKind::Part, "Map: tuple → connection part"),
@@ -765,6 +781,7 @@ fn start_stream(
             TapMode::Tuples
         },
         offload: plan.config.clone(),
+        epoch: plan.epoch.unwrap_or(rampart_stream::source::tap::DEFAULT_EPOCH),
         applied: Applied {
             app: (s.apps.len() == 1).then(|| plan.app.clone()),
             ops: plan

@@ -434,7 +434,7 @@ fn the_source_gets_one_part_per_connection_merged_across_cpus_in_time_order() {
     {
         other.entry(x.key).and_modify(|a| a.merge(&x)).or_insert(x);
     }
-    epoch.add(other.into_iter().collect());
+    epoch.add(&mut other.into_iter().collect());
     let got: Vec<FlowPart> = epoch.ordered().copied().collect();
     let want = summed((0..rounds * cpus).flat_map(|_| {
         corpus
@@ -976,7 +976,7 @@ fn user_epoch(
         other.entry(x.key).and_modify(|a| a.merge(&x)).or_insert(x);
     }
     epoch.take(table, e, epoch_ns, &late);
-    epoch.add(other);
+    epoch.add(&mut other);
     let (mut n, mut pk) = (0usize, 0u64);
     for x in epoch.ordered() {
         n += 1;

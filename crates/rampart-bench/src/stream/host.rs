@@ -33,7 +33,10 @@
 //!   `afxdp-raw` — what the monitor itself costs;
 //! - `packets_per_cpu_s` = packets analysed ÷ `monitor_cpu_s`
 //!   (`packets_per_host_cpu_s` ÷ `host_cpu_s` is printed beside it);
-//! - `service_rps_ratio` = wrk's requests/s with the feed ÷ without.
+//! - `service_rps_ratio` = wrk's requests/s with the feed ÷ without, the
+//!   run without (`service_rps_off`) just before the run with: nginx and
+//!   wrk share this host's CPUs with everything else, and their rate
+//!   drifts by more than a monitor costs over the minutes of a repetition.
 //!
 //! Medians over repetitions; the bar's ratios are medians of the ratios
 //! inside each repetition.
@@ -140,6 +143,8 @@ struct Run {
     /// bound (the feed cost less than the counters can tell).
     cpu_below_resolution: bool,
     service_rps: f64,
+    /// wrk's requests/s without a monitor, just before `service_rps`.
+    service_rps_off: f64,
     service_rps_ratio: f64,
     flow_records: u64,
 }
@@ -282,6 +287,7 @@ fn tap_source(lab: &Lab, mode: TapMode) -> Result<AnySource> {
         netns: Some(lab.host_ns()),
         iface: topology::HOST_IF.into(),
         mode,
+        epoch: plan.epoch.unwrap_or(rampart_stream::source::tap::DEFAULT_EPOCH),
         offload: plan.config.clone(),
         applied: Applied {
             app: Some(plan.app.clone()),
@@ -484,7 +490,7 @@ fn one(
     feed: Feed,
     cancel: &AtomicBool,
     ncpu: usize,
-) -> Result<(u64, u64, f64, f64, u64, f64)> {
+) -> Result<(u64, u64, f64, f64, f64, u64, f64)> {
     // Ingest.
     let running = start(c, feed)?;
     std::thread::sleep(Duration::from_millis(300));
@@ -498,22 +504,30 @@ fn one(
     let busy_s = busy_s(&b0, &b1, ncpu);
     // Service (nothing to serve while every frame is dropped).
     if feed == Feed::BaselineTaken {
-        return Ok((g.sent_packets, analysed, busy_s, 0.0, records, g.seconds));
+        return Ok((g.sent_packets, analysed, busy_s, 0.0, 0.0, records, g.seconds));
+    }
+    let off = service_rps(c, a)?;
+    if feed == Feed::Baseline {
+        return Ok((g.sent_packets, analysed, busy_s, off, off, records, g.seconds));
     }
     let running = start(c, feed)?;
     std::thread::sleep(Duration::from_millis(300));
+    let rps = service_rps(c, a)?;
+    stop(running)?;
+    Ok((g.sent_packets, analysed, busy_s, rps, off, records, g.seconds))
+}
+
+/// wrk's requests/s against nginx on `host` for `--wrk-seconds`.
+fn service_rps(c: &Ctx<'_>, a: &HostSpec) -> Result<f64> {
     let url = "http://10.10.0.2/";
     // wrk first checks the address with a blocking connect: when the feed
     // takes every frame (AF_XDP) it would wait out the kernel's SYN retries
     // (minutes). So one request first; none answered is 0 requests/s.
-    let rps = if answers(&c.lab.wan_ns(), url) {
-        let wrk = Wrk::spawn(&c.lab.wan_ns(), url, a.wrk_seconds, a.wrk_conns, None)?;
-        wrk.finish().map(|w| w.rps()).unwrap_or(0.0)
-    } else {
-        0.0
-    };
-    stop(running)?;
-    Ok((g.sent_packets, analysed, busy_s, rps, records, g.seconds))
+    if !answers(&c.lab.wan_ns(), url) {
+        return Ok(0.0);
+    }
+    let wrk = Wrk::spawn(&c.lab.wan_ns(), url, a.wrk_seconds, a.wrk_conns, None)?;
+    Ok(wrk.finish().map(|w| w.rps()).unwrap_or(0.0))
 }
 
 /// Does `url` answer 200 from `ns` (two tries of 2 s)?
@@ -615,15 +629,15 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
         let gen = Generator::new(&lab.0, &spec)?;
         let mut runs: Vec<Run> = Vec::new();
         for rep in 0..a.repeat {
-            let mut base: Option<(f64, f64)> = None;
+            let mut base: Option<f64> = None;
             let mut taken: Option<f64> = None;
             for feed in Feed::ALL {
                 if cancel.load(Ordering::Relaxed) {
                     return Err(Error::Interrupted);
                 }
-                let (offered, analysed, busy_s, rps, records, secs) =
+                let (offered, analysed, busy_s, rps, rps_off, records, secs) =
                     one(&c, a, &gen, feed, cancel, ncpu)?;
-                let (base_busy, base_rps) = *base.get_or_insert((busy_s, rps));
+                let base_busy = *base.get_or_insert(busy_s);
                 if feed == Feed::BaselineTaken {
                     taken = Some(busy_s);
                 }
@@ -661,14 +675,19 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                     packets_per_host_cpu_s: per(host_cpu_s),
                     cpu_below_resolution: !baseline && monitor_cpu_s < floor,
                     service_rps: rps,
-                    service_rps_ratio: rps / base_rps.max(f64::EPSILON),
+                    service_rps_off: rps_off,
+                    service_rps_ratio: if feed == Feed::BaselineTaken {
+                        0.0
+                    } else {
+                        rps / rps_off.max(f64::EPSILON)
+                    },
                     flow_records: records,
                 };
                 if a.json {
                     print_json(&r)?;
                 } else {
                     eprintln!(
-                        "rep {rep} {:<15} analysed {:>9} of {:>9} ({:>5.1}% lost), busy {:>5.2} s, host CPU {:>6.2} s, monitor CPU {:>6.2} s, {:>9}packets/CPU-s, service {:>8.0} req/s ({:.2} of none)",
+                        "rep {rep} {:<15} analysed {:>9} of {:>9} ({:>5.1}% lost), busy {:>5.2} s, host CPU {:>6.2} s, monitor CPU {:>6.2} s, {:>9}packets/CPU-s, service {:>8.0} req/s ({:.2} of {:.0} without)",
                         r.feed,
                         r.packets_analyzed,
                         r.packets_offered,
@@ -678,7 +697,8 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                         r.monitor_cpu_s,
                         r.packets_per_cpu_s.map_or("-".into(), si),
                         r.service_rps,
-                        r.service_rps_ratio
+                        r.service_rps_ratio,
+                        r.service_rps_off
                     );
                 }
                 runs.push(r);
@@ -847,6 +867,7 @@ fn write_out(
             "packets_per_cpu_s",
             "packets_per_host_cpu_s",
             "service_rps",
+            "service_rps_off",
             "service_rps_ratio",
         ],
         &runs
@@ -866,6 +887,7 @@ fn write_out(
                     r.packets_per_host_cpu_s
                         .map_or(String::new(), |x| format!("{x:.0}")),
                     format!("{:.1}", r.service_rps),
+                    format!("{:.1}", r.service_rps_off),
                     format!("{:.4}", r.service_rps_ratio),
                 ]
             })

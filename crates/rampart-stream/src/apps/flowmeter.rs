@@ -176,6 +176,7 @@ pub struct FlowRecord {
 pub fn graph(cfg: &FlowmeterConfig) -> AppGraph {
     AppGraph {
         app: "flowmeter".into(),
+        epoch: tap_epoch(cfg),
         ops: vec![
             OpDesc::new("source", OpKind::Source, "frames → tuples"),
             OpDesc::new(
@@ -198,6 +199,20 @@ pub fn graph(cfg: &FlowmeterConfig) -> AppGraph {
             OpDesc::new("export", OpKind::Sink, "EVE flow JSON lines / IPFIX"),
         ],
     }
+}
+
+/// The XDP aggregation epoch for flowmeter: a fifth of the idle timeout
+/// in whole seconds, 1 to 4 s (3 s for the default 15 s).
+///
+/// A flow record leaves after its idle timeout anyway, so parts an epoch
+/// late delay it by at most a fifth of that timeout; in exchange userspace
+/// merges one part per connection per epoch, which at tens of thousands of
+/// live connections is most of the monitor's CPU (a third of it at 3 s
+/// against 1 s). The 32-bit offsets of a slot cap an epoch at 4 s; a
+/// timeout under 1 s keeps the 1 s epoch and is refused with it (use
+/// --offload tuples).
+pub fn tap_epoch(cfg: &FlowmeterConfig) -> Duration {
+    Duration::from_secs((cfg.idle.as_secs() / 5).clamp(1, 4))
 }
 
 /// The record of a connection's parts merged in one session.
@@ -505,5 +520,25 @@ impl Summary {
             .end_reasons
             .entry(r.event().flow.reason.to_string())
             .or_default() += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tap_epoch_is_a_fifth_of_the_idle_timeout_within_1_to_4_s() {
+        let e = |idle: u64| {
+            tap_epoch(&FlowmeterConfig {
+                idle: Duration::from_secs(idle),
+                ..FlowmeterConfig::default()
+            })
+            .as_secs()
+        };
+        assert_eq!(e(15), 3, "the default");
+        assert_eq!((e(1), e(5), e(10), e(20), e(3600)), (1, 1, 2, 4, 4));
+        // Never above what the slots' 32-bit offsets hold.
+        assert!(e(3600) * 1_000_000_000 <= rampart_bpf::abi::stream::ST_AGG_EPOCH_MAX_NS);
     }
 }

@@ -195,6 +195,8 @@ pub fn graph(cfg: &SynfloodConfig) -> AppGraph {
     let w = cfg.engine.workers;
     AppGraph {
         app: "synflood".into(),
+        // Alerts within a second or two of their window.
+        epoch: crate::source::tap::DEFAULT_EPOCH,
         ops: vec![
             OpDesc::new("source", OpKind::Source, "frames → tuples"),
             OpDesc::new(

@@ -23,6 +23,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -102,6 +103,23 @@ pub struct AppGraph {
     pub app: String,
     /// Operators, source first.
     pub ops: Vec<OpDesc>,
+    /// The longest XDP aggregation epoch the app tolerates: a part reaches
+    /// it up to an epoch after its first packet, and no session gap or
+    /// window of the app may split an epoch. Longer epochs mean fewer parts
+    /// for userspace to merge (one per connection and epoch).
+    #[serde(serialize_with = "secs")]
+    pub epoch: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
 }
 
 /// Offload targets.
@@ -311,6 +329,10 @@ pub struct Plan {
     pub key_by_note: String,
     /// What `xdp_stream` is configured with.
     pub config: OffloadConfig,
+    /// The aggregation epoch when the keyed aggregation runs in XDP
+    /// (seconds in JSON).
+    #[serde(serialize_with = "opt_secs", rename = "epoch_s")]
+    pub epoch: Option<Duration>,
     /// The target's limits.
     pub profile: Profile,
     /// The built object's program for this target, as checked.
@@ -421,6 +443,7 @@ pub fn plan(
         key_by_free,
         key_by_note,
         config,
+        epoch: None,
         profile,
         object: report,
     })
@@ -570,7 +593,7 @@ fn key_by(k: &Keyed<'_>, key_mode: Option<KeyMode>, sources: u32) -> (bool, Stri
 pub const TAP: Profile = Profile {
     target: Target::HostXdp,
     program: "xdp_stream_tap",
-    delivery: "tuples: a BPF ring buffer per CPU, merged in time order by one reader; aggregation: tables of 64-byte slots (IPv4: one cache line) and 128-byte slots (IPv6), a segment per CPU, two slots per bucket, that keep their connection from one epoch to the next, counts read in place by userspace after each epoch (compare-and-swap against the program's reuse, which sends unread counts to the ring), a full bucket's packets as tuples to the ring; every frame passed on (tail call to the next stage, else XDP_PASS)",
+    delivery: "tuples: a BPF ring buffer per CPU, merged in time order by one reader; aggregation: tables of 64-byte slots (IPv4: one cache line) and 128-byte slots (IPv6), a segment per CPU, four slots per bucket, that keep their connection from one epoch to the next, counts read in place by userspace after each epoch (compare-and-swap against the program's reuse, which sends unread counts to the ring), a full bucket's packets as tuples to the ring; every frame passed on (tail call to the next stage, else XDP_PASS)",
     timestamps: "bpf_ktime_get_ns + the realtime offset",
     ..HOST_XDP
 };
@@ -639,7 +662,7 @@ pub fn plan_tap(
                 format!("FlowID = jhash of the {mode} key")
             }
             OpKind::Part if aggregate => {
-                "keyed aggregation: per-connection counts (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) per 1 s epoch in the connection's slot of its CPU's segment of an aggregation table (one slot, one cache line for IPv4, kept across epochs); userspace reads each finished epoch in place and the next keyed operator merges the parts".to_string()
+                format!("keyed aggregation: per-connection counts (packets, bytes, first/last seen, TCP flags, SYN/SYN-ACK/ACK/RST/FIN counts) per {:?} epoch in the connection's slot of its CPU's segment of an aggregation table (one slot, one cache line for IPv4, kept across epochs); userspace reads each finished epoch in place and the next keyed operator merges the parts", graph.epoch)
             }
             _ => break,
         };
@@ -683,6 +706,7 @@ pub fn plan_tap(
             "one source replica (one reader of the per-CPU rings): records go to the keyed operator as they come"
                 .into(),
         config,
+        epoch: aggregate.then_some(graph.epoch),
         profile,
         object: report,
     })
@@ -786,9 +810,17 @@ mod tests {
         assert_eq!(p.config.filter, Some(synflood::tcp_filter()));
         assert!(p.to_string().contains("xdp       part"), "{p}");
         assert!(p.to_string().contains("aggregation table"), "{p}");
+        assert_eq!(p.epoch, Some(Duration::from_secs(1)), "alerts come each second");
         let p = plan_tap(&g, Target::HostXdp, false, obj()).unwrap();
         assert_eq!(p.offloaded, ["source", "tcp"]);
         assert_eq!(p.placement[2].tier, "userspace");
+        assert_eq!(p.epoch, None, "nothing aggregated in XDP");
+        // flowmeter's records wait for their idle timeout anyway: longer
+        // epochs, shown in the plan and its JSON.
+        let p = plan_tap(&fm(1), Target::HostXdp, true, obj()).unwrap();
+        assert_eq!(p.epoch, Some(Duration::from_secs(3)));
+        assert!(p.to_string().contains("per 3s epoch"), "{p}");
+        assert_eq!(serde_json::to_value(&p).unwrap()["epoch_s"], 3.0);
         for g in [fm(1), portscan::graph(&portscan::PortscanConfig::default())] {
             let p = plan_tap(&g, Target::HostXdp, true, obj()).unwrap();
             assert!(p.offloaded.contains(&"part".to_string()), "{p}");

@@ -102,9 +102,10 @@ impl Default for TapConfig {
     }
 }
 
-/// Aggregation epoch: short enough for a flow record or alert within a
-/// second or two of its window; it must not exceed any session gap of the
-/// app, and it divides every tumbling window (both checked by the apps).
+/// Aggregation epoch unless the app's graph asks for another (its plan
+/// says which): short enough for an alert within a second or two of its
+/// window. An epoch must not exceed any session gap of the app, and it
+/// divides every tumbling window (both checked by the apps).
 pub const DEFAULT_EPOCH: Duration = Duration::from_secs(1);
 
 /// How long after an epoch's end its map is read: a CPU that took its
@@ -547,7 +548,8 @@ impl EpochParts {
     /// connections are among them: two bits of 32 per connection of
     /// theirs (from a cheap hash; 0.4 % false positives) spare the others
     /// the map's lookup, and the read of their part.
-    pub fn add(&mut self, mut o: FxHashMap<ConnKey, FlowPart>) {
+    /// `o` is left empty, its table kept for the next epoch's.
+    pub fn add(&mut self, o: &mut FxHashMap<ConnKey, FlowPart>) {
         if o.is_empty() {
             return;
         }
@@ -573,7 +575,7 @@ impl EpochParts {
                 }
             }
         }
-        for p in o.into_values() {
+        for (_, p) in o.drain() {
             self.push(p);
         }
     }
@@ -609,6 +611,7 @@ impl TapSource {
         buf: &RefCell<Vec<StreamTuple>>,
         slots: &RefCell<Vec<AggRecord>>,
         overflow: &mut FxHashMap<u64, FxHashMap<ConnKey, FlowPart>>,
+        spare: &mut Vec<FxHashMap<ConnKey, FlowPart>>,
         next: u64,
         reference: u64,
     ) {
@@ -617,7 +620,13 @@ impl TapSource {
             if e < next {
                 self.inner.late.fetch_add(1, Ordering::Relaxed);
             }
-            merge_into(overflow.entry(e.max(next)).or_default(), p);
+            // An epoch's map is one an earlier epoch emptied, when there
+            // is one: grown anew every epoch, its table's pages were most
+            // of the reader's time (faulted in and zeroed each time).
+            let m = overflow
+                .entry(e.max(next))
+                .or_insert_with(|| spare.pop().unwrap_or_default());
+            merge_into(m, p);
         };
         for t in buf.borrow_mut().drain(..) {
             file(t.ts_ns / epoch_ns, FlowPart::from_tuple(&t));
@@ -737,6 +746,7 @@ impl PacketSource for TapSource {
         let mut next = self.inner.start_epoch;
         // Overflow tuples (a full bucket) by epoch, merged at harvest.
         let mut overflow: FxHashMap<u64, FxHashMap<ConnKey, FlowPart>> = FxHashMap::default();
+        let mut spare: Vec<FxHashMap<ConnKey, FlowPart>> = Vec::new();
         let mut epoch = EpochParts::default();
         let mut last = 0u64;
         let mut finishing = false;
@@ -750,7 +760,7 @@ impl PacketSource for TapSource {
             }
             Self::read_rings(&rb, (!finishing).then_some(Duration::from_millis(10)))?;
             let now = prog_clock_ns(self.inner.clock_offset);
-            self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
+            self.file_records(&buf, &slots, &mut overflow, &mut spare, next, now / epoch_ns + 1);
             // Every finished epoch (all of them once the program is detached).
             let upto = if finishing {
                 now / epoch_ns + 1
@@ -762,9 +772,10 @@ impl PacketSource for TapSource {
                 epoch.take(&table, next, epoch_ns, late);
                 // Counts the program sent while the table was read.
                 Self::read_rings(&rb, None)?;
-                self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
-                if let Some(o) = overflow.remove(&next) {
-                    epoch.add(o);
+                self.file_records(&buf, &slots, &mut overflow, &mut spare, next, now / epoch_ns + 1);
+                if let Some(mut o) = overflow.remove(&next) {
+                    epoch.add(&mut o);
+                    spare.push(o);
                 }
                 let mut pk = 0u64;
                 for p in epoch.ordered() {
@@ -822,7 +833,8 @@ mod tests {
             let p = part(i, if i % 20 == 0 { 5 } else { 100_000 });
             o.insert(p.key, p);
         }
-        e.add(o);
+        e.add(&mut o);
+        assert!(o.is_empty(), "every part was taken");
         let got: Vec<FlowPart> = e.ordered().copied().collect();
         assert_eq!(got.len(), 5050, "one part per connection");
         let by: FxHashMap<ConnKey, FlowPart> = got.iter().map(|p| (p.key, *p)).collect();
