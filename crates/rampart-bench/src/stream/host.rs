@@ -14,29 +14,32 @@
 //! - `peer-softflowd`: softflowd (libpcap, AF_PACKET), the flow exporter a
 //!   Debian host user installs.
 //!
-//! Per repetition, every feed in turn (the baselines first): an ingest
-//! phase (the generator for `--seconds`; the busy time of every CPU around
-//! it — wall time less `/proc/stat` idle, iowait and steal, which the
-//! tickless idle code keeps exactly; what the feed analysed) and a service phase (wrk against
-//! nginx for `--wrk-seconds`, no generator). Two baselines without a
-//! monitor: `baseline` (the frames go to the stack, as they do with the
-//! taps and softflowd) and `baseline-taken` (an XDP program drops every
-//! frame: the stack never sees them, as with AF_XDP, which takes them).
+//! Per repetition, every feed in turn (the baselines first): ingest
+//! phases (the generator for `--seconds`; the busy time of every CPU
+//! around it — wall time less `/proc/stat` idle, iowait and steal, which
+//! the tickless idle code keeps exactly; what the feed analysed) and
+//! service phases (wrk against nginx for `--wrk-seconds`, no generator).
+//! Two baselines without a monitor open each repetition: `baseline` (the
+//! frames go to the stack, as they do with the taps and softflowd) and
+//! `baseline-taken` (an XDP program drops every frame: the stack never
+//! sees them, as with AF_XDP, which takes them). Each monitor's phases
+//! come in pairs, without it just before with it: this VM's busy time and
+//! nginx's rate drift by more than a tap costs over the minutes of a
+//! repetition.
 //!
-//! - `host_cpu_s` = busy CPU seconds of the run − those of `baseline` in
-//!   the same repetition: everything the feed changes on the host (XDP, the
-//!   kernel's AF_XDP copies, ring buffer and map work, the app's threads,
-//!   softflowd) — for `afxdp-raw` less the stack work it takes away from
-//!   the host (the host stops receiving: that is not a saving);
-//! - `monitor_cpu_s` = the same against the baseline whose stack does the
-//!   same work: `baseline` for the taps and the peer, `baseline-taken` for
-//!   `afxdp-raw` — what the monitor itself costs;
+//! - `host_cpu_s` = busy CPU seconds of the ingest with the feed − those
+//!   of the ingest without a monitor just before (`baseline_busy_cpu_s`):
+//!   everything the feed changes on the host (XDP, the kernel's AF_XDP
+//!   copies, ring buffer and map work, the app's threads, softflowd) — for
+//!   `afxdp-raw` less the stack work it takes away from the host (the host
+//!   stops receiving: that is not a saving);
+//! - `monitor_cpu_s` = what the monitor itself costs: `host_cpu_s`, and
+//!   for `afxdp-raw` plus that stack work (`baseline` − `baseline-taken`
+//!   of the repetition);
 //! - `packets_per_cpu_s` = packets analysed ÷ `monitor_cpu_s`
 //!   (`packets_per_host_cpu_s` ÷ `host_cpu_s` is printed beside it);
-//! - `service_rps_ratio` = wrk's requests/s with the feed ÷ without, the
-//!   run without (`service_rps_off`) just before the run with: nginx and
-//!   wrk share this host's CPUs with everything else, and their rate
-//!   drifts by more than a monitor costs over the minutes of a repetition.
+//! - `service_rps_ratio` = wrk's requests/s with the feed ÷ without
+//!   (`service_rps_off`, the run just before).
 //!
 //! Medians over repetitions; the bar's ratios are medians of the ratios
 //! inside each repetition.
@@ -130,9 +133,11 @@ struct Run {
     lost_pct: f64,
     /// Busy CPU seconds of every CPU during the ingest phase.
     busy_cpu_s: f64,
-    /// ... minus `baseline`'s of this repetition.
+    /// The same without a monitor, just before (the baselines: their own).
+    baseline_busy_cpu_s: f64,
+    /// ... minus `baseline_busy_cpu_s`.
     host_cpu_s: f64,
-    /// ... minus the matching baseline's (`baseline-taken` for AF_XDP).
+    /// ... plus, for AF_XDP, the stack work it takes from the host.
     monitor_cpu_s: f64,
     /// Packets analysed per `monitor_cpu_s`, the CPU taken as at least one
     /// /proc/stat tick per CPU (null for the baselines).
@@ -482,7 +487,24 @@ fn stop(r: Running) -> Result<(u64, u64)> {
     }
 }
 
-/// One feed, one repetition: ingest phase, then service phase.
+/// What one feed measured in one repetition.
+struct One {
+    offered: u64,
+    analysed: u64,
+    busy_s: f64,
+    /// Busy CPU-seconds of the same traffic without a monitor just before
+    /// (None for the baselines themselves).
+    base_busy_s: Option<f64>,
+    rps: f64,
+    rps_off: f64,
+    records: u64,
+    seconds: f64,
+}
+
+/// One feed, one repetition: for a monitor, an ingest phase without it
+/// first (its own baseline: the host's busy time drifts by more than a tap
+/// costs over the minutes of a repetition), then the ingest phase with
+/// it, then the service phase without and with it.
 fn one(
     c: &Ctx<'_>,
     a: &HostSpec,
@@ -490,8 +512,47 @@ fn one(
     feed: Feed,
     cancel: &AtomicBool,
     ncpu: usize,
-) -> Result<(u64, u64, f64, f64, f64, u64, f64)> {
-    // Ingest.
+) -> Result<One> {
+    let base_busy_s = match feed {
+        Feed::Baseline | Feed::BaselineTaken => None,
+        _ => Some(ingest(c, gen, Feed::Baseline, cancel, ncpu)?.2),
+    };
+    let (g, (analysed, records), busy_s) = ingest(c, gen, feed, cancel, ncpu)?;
+    let mut o = One {
+        offered: g.sent_packets,
+        analysed,
+        busy_s,
+        base_busy_s,
+        rps: 0.0,
+        rps_off: 0.0,
+        records,
+        seconds: g.seconds,
+    };
+    // Service (nothing to serve while every frame is dropped).
+    if feed == Feed::BaselineTaken {
+        return Ok(o);
+    }
+    o.rps_off = service_rps(c, a)?;
+    o.rps = o.rps_off;
+    if feed == Feed::Baseline {
+        return Ok(o);
+    }
+    let running = start(c, feed)?;
+    std::thread::sleep(Duration::from_millis(300));
+    o.rps = service_rps(c, a)?;
+    stop(running)?;
+    Ok(o)
+}
+
+/// The generator's traffic with `feed` running: what was sent, (packets
+/// analysed, flow records), busy CPU-seconds.
+fn ingest(
+    c: &Ctx<'_>,
+    gen: &Generator,
+    feed: Feed,
+    cancel: &AtomicBool,
+    ncpu: usize,
+) -> Result<(rampart_lab::gen::GenReport, (u64, u64), f64)> {
     let running = start(c, feed)?;
     std::thread::sleep(Duration::from_millis(300));
     let b0 = cpu_clock(ncpu);
@@ -499,22 +560,8 @@ fn one(
     let b1 = cpu_clock(ncpu);
     // What is in flight reaches the feed (its CPU after this is not counted).
     std::thread::sleep(Duration::from_millis(1500));
-    let (analysed, records) = stop(running)?;
-    let g = g?;
-    let busy_s = busy_s(&b0, &b1, ncpu);
-    // Service (nothing to serve while every frame is dropped).
-    if feed == Feed::BaselineTaken {
-        return Ok((g.sent_packets, analysed, busy_s, 0.0, 0.0, records, g.seconds));
-    }
-    let off = service_rps(c, a)?;
-    if feed == Feed::Baseline {
-        return Ok((g.sent_packets, analysed, busy_s, off, off, records, g.seconds));
-    }
-    let running = start(c, feed)?;
-    std::thread::sleep(Duration::from_millis(300));
-    let rps = service_rps(c, a)?;
-    stop(running)?;
-    Ok((g.sent_packets, analysed, busy_s, rps, off, records, g.seconds))
+    let counts = stop(running)?;
+    Ok((g?, counts, busy_s(&b0, &b1, ncpu)))
 }
 
 /// wrk's requests/s against nginx on `host` for `--wrk-seconds`.
@@ -635,15 +682,27 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                 if cancel.load(Ordering::Relaxed) {
                     return Err(Error::Interrupted);
                 }
-                let (offered, analysed, busy_s, rps, rps_off, records, secs) =
-                    one(&c, a, &gen, feed, cancel, ncpu)?;
-                let base_busy = *base.get_or_insert(busy_s);
+                let One {
+                    offered,
+                    analysed,
+                    busy_s,
+                    base_busy_s,
+                    rps,
+                    rps_off,
+                    records,
+                    seconds: secs,
+                } = one(&c, a, &gen, feed, cancel, ncpu)?;
+                let rep_base = *base.get_or_insert(busy_s);
                 if feed == Feed::BaselineTaken {
                     taken = Some(busy_s);
                 }
+                // Against the feed's own baseline, run just before it.
+                let base_busy = base_busy_s.unwrap_or(rep_base);
                 let host_cpu_s = busy_s - base_busy;
                 let monitor_cpu_s = match feed {
-                    Feed::AfxdpRaw => busy_s - taken.unwrap_or(base_busy),
+                    // Less the stack work AF_XDP takes away from the host
+                    // (baseline − baseline-taken of this repetition).
+                    Feed::AfxdpRaw => host_cpu_s + (rep_base - taken.unwrap_or(rep_base)),
                     _ => host_cpu_s,
                 };
                 // One /proc/stat tick per CPU is the resolution: a feed that
@@ -669,6 +728,7 @@ pub fn run(a: &HostSpec, cancel: &AtomicBool) -> Result<()> {
                     packets_analyzed: analysed,
                     lost_pct: lost,
                     busy_cpu_s: busy_s,
+                    baseline_busy_cpu_s: base_busy,
                     host_cpu_s,
                     monitor_cpu_s,
                     packets_per_cpu_s: per(monitor_cpu_s),
@@ -862,6 +922,7 @@ fn write_out(
             "packets_analyzed",
             "lost_pct",
             "busy_cpu_s",
+            "baseline_busy_cpu_s",
             "host_cpu_s",
             "monitor_cpu_s",
             "packets_per_cpu_s",
@@ -880,6 +941,7 @@ fn write_out(
                     r.packets_analyzed.to_string(),
                     format!("{:.3}", r.lost_pct),
                     format!("{:.3}", r.busy_cpu_s),
+                    format!("{:.3}", r.baseline_busy_cpu_s),
                     format!("{:.3}", r.host_cpu_s),
                     format!("{:.3}", r.monitor_cpu_s),
                     r.packets_per_cpu_s

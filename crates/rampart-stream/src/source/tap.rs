@@ -110,8 +110,13 @@ pub const DEFAULT_EPOCH: Duration = Duration::from_secs(1);
 
 /// How long after an epoch's end its map is read: a CPU that took its
 /// timestamp just before the boundary is still inside the program for
-/// microseconds; this leaves it three orders of magnitude more.
-const GRACE: Duration = Duration::from_millis(20);
+/// microseconds; this leaves it three orders of magnitude more (a vCPU
+/// the hypervisor stops for longer sends its counts late through the
+/// ring: counted in `late`, not lost). Not longer: every connection whose
+/// next packet comes before its slot is read sends that slot through the
+/// ring (the program must start the new epoch's counts), which costs the
+/// reader a map update per connection.
+const GRACE: Duration = Duration::from_millis(5);
 
 /// How long a tuple waits before it is handed on, so that the tuples of
 /// other CPUs' rings stamped before it are read first: a tuple is in its
@@ -625,7 +630,11 @@ impl TapSource {
             // of the reader's time (faulted in and zeroed each time).
             let m = overflow
                 .entry(e.max(next))
-                .or_insert_with(|| spare.pop().unwrap_or_default());
+                .or_insert_with(|| {
+                    spare.pop().unwrap_or_else(|| {
+                        FxHashMap::with_capacity_and_hasher(4096, Default::default())
+                    })
+                });
             merge_into(m, p);
         };
         for t in buf.borrow_mut().drain(..) {
@@ -758,7 +767,14 @@ impl PacketSource for TapSource {
                 let _ = self.inner.detach();
                 finishing = true;
             }
-            Self::read_rings(&rb, (!finishing).then_some(Duration::from_millis(10)))?;
+            // Up to 10 ms, or until the next epoch is due: read on time,
+            // fewer slots go through the ring.
+            let due = (next + 1)
+                .saturating_mul(epoch_ns)
+                .saturating_add(grace)
+                .saturating_sub(prog_clock_ns(self.inner.clock_offset));
+            let wait = Duration::from_nanos(due.min(10_000_000));
+            Self::read_rings(&rb, (!finishing).then_some(wait))?;
             let now = prog_clock_ns(self.inner.clock_offset);
             self.file_records(&buf, &slots, &mut overflow, &mut spare, next, now / epoch_ns + 1);
             // Every finished epoch (all of them once the program is detached).
