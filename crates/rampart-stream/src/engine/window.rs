@@ -964,6 +964,18 @@ struct Session<A> {
     acc: A,
 }
 
+/// When session `s` closes if nothing else arrives (idle gap `gap`,
+/// longest session `max`), and whether by the active timeout.
+fn session_due<A>(gap: u64, max: u64, s: &Session<A>) -> (u64, bool) {
+    let idle = s.last.saturating_add(gap);
+    let active = s.first.saturating_add(max);
+    if active < idle {
+        (active, true)
+    } else {
+        (idle, false)
+    }
+}
+
 struct SessionWin<T, K, KF, W: WindowAgg<T, K>> {
     kf: KF,
     agg: W,
@@ -988,13 +1000,7 @@ where
 {
     /// When the session closes if nothing else arrives, and whether by the active timeout.
     fn due(&self, s: &Session<W::Acc>) -> (u64, bool) {
-        let idle = s.last.saturating_add(self.gap);
-        let active = s.first.saturating_add(self.max);
-        if active < idle {
-            (active, true)
-        } else {
-            (idle, false)
-        }
+        session_due(self.gap, self.max, s)
     }
 
     fn close(&mut self, k: &K, s: Session<W::Acc>, at: u64, active: bool, eos: bool) {
@@ -1052,37 +1058,34 @@ where
             // Older than the watermark: its session may have been closed.
             self.late += 1;
         }
+        // One lookup for the common case, a record of an open session
+        // (with tens of thousands of sessions each lookup is a cache miss).
         let mut next_id = 0;
-        if let Some(s) = self.map.get(&k) {
-            let (at, active) = self.due(s);
-            if t >= at {
-                next_id = s.id + 1;
-                if let Some(s) = self.map.remove(&k) {
-                    self.close(&k, s, at, active, false);
-                }
-            }
-        }
-        match self.map.get_mut(&k) {
-            Some(s) => {
+        if let Some(s) = self.map.get_mut(&k) {
+            let (at, active) = session_due(self.gap, self.max, s);
+            if t < at {
                 self.agg.add(&mut s.acc, &r.val);
                 s.count += 1;
                 s.last = s.last.max(end);
+                return;
             }
-            None => {
-                let mut acc = self.agg.init();
-                self.agg.add(&mut acc, &r.val);
-                let s = Session {
-                    id: next_id,
-                    first: t,
-                    last: end,
-                    count: 1,
-                    acc,
-                };
-                let (at, _) = self.due(&s);
-                self.timers.entry(at).or_default().push(k.clone());
-                self.map.insert(k, s);
+            next_id = s.id + 1;
+            if let Some(s) = self.map.remove(&k) {
+                self.close(&k, s, at, active, false);
             }
         }
+        let mut acc = self.agg.init();
+        self.agg.add(&mut acc, &r.val);
+        let s = Session {
+            id: next_id,
+            first: t,
+            last: end,
+            count: 1,
+            acc,
+        };
+        let (at, _) = self.due(&s);
+        self.timers.entry(at).or_default().push(k.clone());
+        self.map.insert(k, s);
     }
     fn watermark(&mut self, wm: u64) {
         if wm > self.wm {
