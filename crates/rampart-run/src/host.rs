@@ -855,3 +855,25 @@ fn app_name(a: AppName) -> &'static str {
         AppName::Synflood => "synflood",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_shared_tap_aggregates_over_the_shortest_epoch_of_its_apps() {
+        let cfg = |apps: Vec<AppName>| StreamConfig {
+            apps,
+            ..StreamConfig::default()
+        };
+        let epoch = |apps| tap_graph(&cfg(apps)).unwrap().epoch;
+        assert_eq!(epoch(vec![AppName::Flowmeter]), Duration::from_secs(3));
+        assert_eq!(epoch(vec![AppName::Portscan]), Duration::from_secs(1));
+        assert_eq!(
+            epoch(vec![AppName::Flowmeter, AppName::Synflood]),
+            Duration::from_secs(1),
+            "synflood's alerts set the pace"
+        );
+    }
+}

@@ -303,6 +303,14 @@ fn bench_stream_host_runs_every_feed_and_states_the_bar() {
         objs.iter().filter(|o| o["event_type"] == t).collect()
     };
     assert_eq!(of("run").len(), 6, "two baselines and four feeds");
+    // Each monitor is measured against the same phases without it, just
+    // before: its own baseline's busy time and wrk's rate without it.
+    for r in of("run").iter().skip(2) {
+        assert!(r["baseline_busy_cpu_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["service_rps_off"].as_f64().unwrap() > 0.0, "{r}");
+        let ratio = r["service_rps"].as_f64().unwrap() / r["service_rps_off"].as_f64().unwrap();
+        assert!((ratio - r["service_rps_ratio"].as_f64().unwrap()).abs() < 1e-9, "{r}");
+    }
     let feeds = of("feed");
     let names: Vec<&str> = feeds.iter().map(|f| f["feed"].as_str().unwrap()).collect();
     assert_eq!(

@@ -46,8 +46,8 @@ pub struct StreamConfig {
     pub workers: usize,
     /// Live IPv4 connections per CPU and epoch the tap's aggregation table
     /// is sized for: two 64-byte slots each, rounded up to a power of two
-    /// (a bucket whose two slots count other connections sends the
-    /// packets of a third as tuples: nothing is lost, they cost more).
+    /// (a bucket of four slots that all count other connections sends
+    /// the packets of a fifth as tuples: nothing is lost, they cost more).
     /// Default 65,536 (8 MiB per CPU).
     pub connections: u32,
     /// The same for IPv6 connections (128-byte slots). Default 16,384
