@@ -781,7 +781,7 @@ fn start_stream(
             TapMode::Tuples
         },
         offload: plan.config.clone(),
-        epoch: plan.epoch.unwrap_or(rampart_stream::source::tap::DEFAULT_EPOCH),
+        epoch: plan.tap_epoch(),
         applied: Applied {
             app: (s.apps.len() == 1).then(|| plan.app.clone()),
             ops: plan

@@ -177,6 +177,18 @@ fn summed(parts: impl IntoIterator<Item = FlowPart>) -> HashMap<ConnKey, FlowPar
     m
 }
 
+/// What userspace makes of `corpus` run `times` times: its one-packet
+/// parts summed by connection.
+fn corpus_parts(corpus: &[Vec<u8>], times: usize) -> HashMap<ConnKey, FlowPart> {
+    summed((0..times).flat_map(|_| {
+        corpus
+            .iter()
+            .filter_map(|f| parse_frame(f, 0).ok())
+            .map(|t| FlowPart::from_tuple(&t))
+            .collect::<Vec<_>>()
+    }))
+}
+
 /// The test kit's parse corpus (every parse path, every status).
 fn corpus() -> Vec<(String, Vec<u8>)> {
     rampart_testkit::corpus::base()
@@ -373,17 +385,7 @@ fn aggregation_on_both_cpus_sums_to_the_userspace_parts() {
     let rounds = 50;
     run_on_every_cpu(&p, &corpus, cpus, rounds);
     // The same frames through the userspace parts.
-    let mut want: HashMap<ConnKey, FlowPart> = HashMap::new();
-    for _ in 0..rounds * cpus {
-        for f in &corpus {
-            if let Ok(t) = parse_frame(f, 0) {
-                let part = FlowPart::from_tuple(&t);
-                want.entry(part.key)
-                    .and_modify(|a| a.merge(&part))
-                    .or_insert(part);
-            }
-        }
-    }
+    let want = corpus_parts(&corpus, rounds * cpus);
     let got = harvest(&p);
     assert_eq!(got.len(), want.len(), "one entry per connection");
     for (k, parts) in &got {
@@ -427,22 +429,14 @@ fn the_source_gets_one_part_per_connection_merged_across_cpus_in_time_order() {
     epoch.take(&table, now, 1_000_000_000, &late);
     let (tuples, slots) = drain_all(&p);
     assert!(tuples.is_empty(), "no bucket was full");
-    let mut other: HashMap<ConnKey, FlowPart> = HashMap::new();
-    for x in slots
-        .iter()
-        .map(|s| s.part(s.epoch(now + 1) * 1_000_000_000))
-    {
-        other.entry(x.key).and_modify(|a| a.merge(&x)).or_insert(x);
-    }
+    let other = summed(
+        slots
+            .iter()
+            .map(|s| s.part(s.epoch(now + 1) * 1_000_000_000)),
+    );
     epoch.add(&mut other.into_iter().collect());
     let got: Vec<FlowPart> = epoch.ordered().copied().collect();
-    let want = summed((0..rounds * cpus).flat_map(|_| {
-        corpus
-            .iter()
-            .filter_map(|f| parse_frame(f, 0).ok())
-            .map(|t| FlowPart::from_tuple(&t))
-            .collect::<Vec<_>>()
-    }));
+    let want = corpus_parts(&corpus, rounds * cpus);
     assert_eq!(
         got.len(),
         want.len(),
@@ -678,13 +672,7 @@ fn counts_read_while_both_cpus_update_them_arrive_exactly_once() {
     got.extend(harvest_all(&p, epoch_ns));
     let c = p.tap_counters().unwrap();
     assert_eq!(c.ring_full, 0, "{c:?}");
-    let want = summed((0..rounds * cpus).flat_map(|_| {
-        corpus
-            .iter()
-            .filter_map(|f| parse_frame(f, 0).ok())
-            .map(|t| FlowPart::from_tuple(&t))
-            .collect::<Vec<_>>()
-    }));
+    let want = corpus_parts(&corpus, rounds * cpus);
     let got = summed(got.into_iter().filter(|x| x.packets() > 0));
     assert_eq!(got.len(), want.len(), "one part per connection");
     for (k, w) in &want {

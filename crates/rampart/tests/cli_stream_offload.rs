@@ -309,7 +309,10 @@ fn bench_stream_host_runs_every_feed_and_states_the_bar() {
         assert!(r["baseline_busy_cpu_s"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["service_rps_off"].as_f64().unwrap() > 0.0, "{r}");
         let ratio = r["service_rps"].as_f64().unwrap() / r["service_rps_off"].as_f64().unwrap();
-        assert!((ratio - r["service_rps_ratio"].as_f64().unwrap()).abs() < 1e-9, "{r}");
+        assert!(
+            (ratio - r["service_rps_ratio"].as_f64().unwrap()).abs() < 1e-9,
+            "{r}"
+        );
     }
     let feeds = of("feed");
     let names: Vec<&str> = feeds.iter().map(|f| f["feed"].as_str().unwrap()).collect();

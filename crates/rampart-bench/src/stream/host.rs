@@ -292,7 +292,7 @@ fn tap_source(lab: &Lab, mode: TapMode) -> Result<AnySource> {
         netns: Some(lab.host_ns()),
         iface: topology::HOST_IF.into(),
         mode,
-        epoch: plan.epoch.unwrap_or(rampart_stream::source::tap::DEFAULT_EPOCH),
+        epoch: plan.tap_epoch(),
         offload: plan.config.clone(),
         applied: Applied {
             app: Some(plan.app.clone()),

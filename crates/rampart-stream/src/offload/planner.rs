@@ -643,7 +643,10 @@ pub fn plan_tap(
     let mut i = 0;
     for op in &graph.ops {
         let note = match &op.kind {
-            OpKind::Source => "parse the frame into the 56-byte tuple; the frame is passed on untouched".to_string(),
+            OpKind::Source => {
+                "parse the frame into the 56-byte tuple; the frame is passed on untouched"
+                    .to_string()
+            }
             OpKind::Filter { predicate } if filter.is_none() => {
                 if let Err(why) = predicate.fits(ST_OFF_CLAUSES, ST_OFF_RANGES) {
                     placement.push(Placement {
@@ -710,6 +713,14 @@ pub fn plan_tap(
         profile,
         object: report,
     })
+}
+
+impl Plan {
+    /// The epoch a tap opened for this plan aggregates over: the plan's,
+    /// else the default (nothing is aggregated in XDP then).
+    pub fn tap_epoch(&self) -> Duration {
+        self.epoch.unwrap_or(crate::source::tap::DEFAULT_EPOCH)
+    }
 }
 
 impl fmt::Display for Plan {
@@ -810,11 +821,16 @@ mod tests {
         assert_eq!(p.config.filter, Some(synflood::tcp_filter()));
         assert!(p.to_string().contains("xdp       part"), "{p}");
         assert!(p.to_string().contains("aggregation table"), "{p}");
-        assert_eq!(p.epoch, Some(Duration::from_secs(1)), "alerts come each second");
+        assert_eq!(
+            p.epoch,
+            Some(Duration::from_secs(1)),
+            "alerts come each second"
+        );
         let p = plan_tap(&g, Target::HostXdp, false, obj()).unwrap();
         assert_eq!(p.offloaded, ["source", "tcp"]);
         assert_eq!(p.placement[2].tier, "userspace");
         assert_eq!(p.epoch, None, "nothing aggregated in XDP");
+        assert_eq!(p.tap_epoch(), Duration::from_secs(1), "the default");
         // flowmeter's records wait for their idle timeout anyway: longer
         // epochs, shown in the plan and its JSON.
         let p = plan_tap(&fm(1), Target::HostXdp, true, obj()).unwrap();

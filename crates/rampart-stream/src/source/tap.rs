@@ -628,13 +628,11 @@ impl TapSource {
             // An epoch's map is one an earlier epoch emptied, when there
             // is one: grown anew every epoch, its table's pages were most
             // of the reader's time (faulted in and zeroed each time).
-            let m = overflow
-                .entry(e.max(next))
-                .or_insert_with(|| {
-                    spare.pop().unwrap_or_else(|| {
-                        FxHashMap::with_capacity_and_hasher(4096, Default::default())
-                    })
-                });
+            let m = overflow.entry(e.max(next)).or_insert_with(|| {
+                spare.pop().unwrap_or_else(|| {
+                    FxHashMap::with_capacity_and_hasher(4096, Default::default())
+                })
+            });
             merge_into(m, p);
         };
         for t in buf.borrow_mut().drain(..) {
@@ -776,7 +774,14 @@ impl PacketSource for TapSource {
             let wait = Duration::from_nanos(due.min(10_000_000));
             Self::read_rings(&rb, (!finishing).then_some(wait))?;
             let now = prog_clock_ns(self.inner.clock_offset);
-            self.file_records(&buf, &slots, &mut overflow, &mut spare, next, now / epoch_ns + 1);
+            self.file_records(
+                &buf,
+                &slots,
+                &mut overflow,
+                &mut spare,
+                next,
+                now / epoch_ns + 1,
+            );
             // Every finished epoch (all of them once the program is detached).
             let upto = if finishing {
                 now / epoch_ns + 1
@@ -788,7 +793,14 @@ impl PacketSource for TapSource {
                 epoch.take(&table, next, epoch_ns, late);
                 // Counts the program sent while the table was read.
                 Self::read_rings(&rb, None)?;
-                self.file_records(&buf, &slots, &mut overflow, &mut spare, next, now / epoch_ns + 1);
+                self.file_records(
+                    &buf,
+                    &slots,
+                    &mut overflow,
+                    &mut spare,
+                    next,
+                    now / epoch_ns + 1,
+                );
                 if let Some(mut o) = overflow.remove(&next) {
                     epoch.add(&mut o);
                     spare.push(o);

@@ -451,7 +451,7 @@ fn tap_source(spec: &str, aggregate: bool, graph: &AppGraph, quiet: bool) -> Res
         tap::TapMode::Tuples
     };
     cfg.offload = plan.config.clone();
-    cfg.epoch = plan.epoch.unwrap_or(cfg.epoch);
+    cfg.epoch = plan.tap_epoch();
     cfg.applied = rampart_stream::source::Applied {
         app: Some(plan.app.clone()),
         ops: plan
