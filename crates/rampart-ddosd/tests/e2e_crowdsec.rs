@@ -374,9 +374,15 @@ fn a_source_one_host_detects_is_dropped_by_the_other_after_its_next_pull() {
     assert!(listed.contains("rampart/"), "{listed}");
 
     // B pulls them and its XDP drops the same sources.
+    // The entries are in the map before the pull's counts are in B's
+    // view (published at the end of its tick): wait for both.
     wait_for("B's entries", DEADLINE, || {
         let have = entries(&cb);
         pushed.iter().all(|p| have.contains(p))
+            && hb
+                .view()
+                .crowdsec
+                .is_some_and(|v| v.enforced >= pushed.len())
     });
     assert!(hb.view().blocked.is_empty(), "B's entries are CrowdSec's");
     let v = hb.view().crowdsec.unwrap();
