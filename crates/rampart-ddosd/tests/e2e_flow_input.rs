@@ -88,18 +88,45 @@ fn daemon_config(lab: &TestLab, c: &Cleanup, sflow: bool, port: u16) -> Config {
 }
 
 /// softflowd on the router's wan port: NetFlow `version` 9 or 10 (IPFIX),
-/// flows expired after [`EXPORT_S`] seconds of life or idleness.
+/// flows expired after [`EXPORT_S`] seconds of life or idleness. Its
+/// control socket is the test's own: the default path is shared by every
+/// softflowd on the machine, and a second one exits when it finds it bound.
 fn softflowd(lab: &TestLab, c: &Cleanup, version: u8, port: u16) -> Tool {
     let t = |k: &str| format!("{k}={EXPORT_S}");
     let (ml, ge, tc, ud, ic) = (t("maxlife"), t("general"), t("tcp"), t("udp"), t("icmp"));
     let dest = format!("127.0.0.1:{port}");
     let v = version.to_string();
+    let ctl = c.dir.join("softflowd.ctl");
+    let pid = c.dir.join("softflowd.pid");
     Tool::spawn(
         &lab.up_ns(),
         "softflowd",
         &[
-            "-d", "-i", UP_WAN_IF, "-n", &dest, "-v", &v, "-m", "65536", "-t", &ml, "-t",
-            "expint=1", "-t", &ge, "-t", &tc, "-t", &ud, "-t", &ic,
+            "-d",
+            "-i",
+            UP_WAN_IF,
+            "-n",
+            &dest,
+            "-v",
+            &v,
+            "-m",
+            "65536",
+            "-c",
+            ctl.to_str().unwrap(),
+            "-p",
+            pid.to_str().unwrap(),
+            "-t",
+            &ml,
+            "-t",
+            "expint=1",
+            "-t",
+            &ge,
+            "-t",
+            &tc,
+            "-t",
+            &ud,
+            "-t",
+            &ic,
         ],
         &c.dir.join("softflowd.log"),
     )
@@ -197,14 +224,42 @@ fn flow_vectors(c: &Cleanup, victim: &str) -> Vec<String> {
 
 /// Seconds from starting `spec` until flow input raises an attack on
 /// `victim` with `vector` (the generator stops when it returns).
-fn time_to_detect(lab: &TestLab, c: &Cleanup, spec: GenSpec, victim: &str, vector: &str) -> f64 {
+/// On a timeout it prints what flow input saw (its view, the alerts, the
+/// exporter's log), so a lost template reads apart from a flood that was
+/// seen and not named.
+fn time_to_detect(
+    lab: &TestLab,
+    c: &Cleanup,
+    h: &Handle,
+    exporter: &mut Tool,
+    spec: GenSpec,
+    victim: &str,
+    vector: &str,
+) -> f64 {
     let t0 = Instant::now();
     let g = Gen::start(lab, spec);
-    wait_for(
-        &format!("flow input's {vector} attack on {victim}"),
-        rampart_testkit::http::DEADLINE,
-        || flow_vectors(c, victim).iter().any(|v| v == vector),
-    );
+    while !flow_vectors(c, victim).iter().any(|v| v == vector) {
+        if exporter.exited() || t0.elapsed() > rampart_testkit::http::DEADLINE {
+            let log = std::fs::read_dir(&c.dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+                .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                .collect::<String>();
+            let al = alerts(c);
+            panic!(
+                "no flow input's {vector} attack on {victim} after {:.0} s (exporter exited: {})\n\
+                 flow input: {:?}\nstatus detection: {:?}\nlast alerts: {:#?}\nexporter log: {log}",
+                t0.elapsed().as_secs_f64(),
+                exporter.exited(),
+                h.view().flow_input,
+                h.view().victims,
+                &al[al.len().saturating_sub(12)..],
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let s = t0.elapsed().as_secs_f64();
     drop(g);
     s
@@ -216,7 +271,7 @@ fn run(tag: &str, exporter: &str, reflector_port: u16, vector: &str) {
     let sflow = exporter == "sflow";
     let port = free_port(&lab.up_ns());
     let h = Handle::spawn(daemon_config(&lab, &c, sflow, port)).unwrap();
-    let _exporter = match exporter {
+    let mut tool = match exporter {
         "v9" => softflowd(&lab, &c, 9, port),
         "ipfix" => softflowd(&lab, &c, 10, port),
         _ => pmacctd(&lab, &c, port),
@@ -225,10 +280,20 @@ fn run(tag: &str, exporter: &str, reflector_port: u16, vector: &str) {
     assert_eq!(fi.listening.len(), 1, "{fi:?}");
     assert!(fi.errors.is_empty(), "{fi:?}");
 
-    let flood = time_to_detect(&lab, &c, syn_flood(FLOOD_VICTIM), FLOOD_VICTIM, "syn_flood");
+    let flood = time_to_detect(
+        &lab,
+        &c,
+        &h,
+        &mut tool,
+        syn_flood(FLOOD_VICTIM),
+        FLOOD_VICTIM,
+        "syn_flood",
+    );
     let refl = time_to_detect(
         &lab,
         &c,
+        &h,
+        &mut tool,
         reflection(REFLECTION_VICTIM, reflector_port),
         REFLECTION_VICTIM,
         vector,

@@ -195,12 +195,16 @@ fn one(exporter: &str, dir: &Path, cancel: &AtomicBool) -> Result<ExporterRun> {
     } else {
         let t = |k: &str| format!("{k}={EXPORT_S}");
         let (ml, ge, tc, ud) = (t("maxlife"), t("general"), t("tcp"), t("udp"));
+        // A control socket of its own: the default path is shared by every
+        // softflowd on the machine, and a second one exits on finding it.
+        let ctl = dir.join("softflowd.ctl").to_string_lossy().into_owned();
+        let pid = dir.join("softflowd.pid").to_string_lossy().into_owned();
         Proc::spawn(
             &lab.up_ns(),
             "softflowd",
             &[
-                "-d", "-i", UP_WAN_IF, "-n", &dest, "-v", "10", "-m", "65536", "-t", &ml, "-t",
-                "expint=1", "-t", &ge, "-t", &tc, "-t", &ud,
+                "-d", "-i", UP_WAN_IF, "-n", &dest, "-v", "10", "-m", "65536", "-c", &ctl, "-p",
+                &pid, "-t", &ml, "-t", "expint=1", "-t", &ge, "-t", &tc, "-t", &ud,
             ],
             &dir.join("softflowd.log"),
         )?
