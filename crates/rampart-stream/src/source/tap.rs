@@ -677,8 +677,12 @@ impl PacketSource for TapSource {
         let hold = HOLD.as_nanos() as u64;
         let mut last = 0u64;
         let mut last_refresh = Instant::now();
-        // Read but not handed on yet (newer than every ring's read point).
+        // Read but not handed on yet (newer than every ring's read point):
+        // `pending[head..]`, in time order. Handed-on tuples are dropped
+        // from the front only once they are half the vector: shifting the
+        // held ones down at every read was most of the reader's time.
         let mut pending: Vec<StreamTuple> = Vec::new();
+        let mut head = 0usize;
         let mut finishing = false;
         loop {
             let stop = ctx.is_cancelled()
@@ -694,17 +698,26 @@ impl PacketSource for TapSource {
             let read_at = prog_clock_ns(self.inner.clock_offset);
             Self::read_rings(&rb, (!finishing).then_some(Duration::from_millis(20)))?;
             let fresh = buf.borrow().len();
-            pending.append(&mut buf.borrow_mut());
-            // Runs already in order (a ring each): a stable sort merges them.
-            pending.sort_by_key(|t| t.ts_ns);
+            {
+                let mut b = buf.borrow_mut();
+                if let Some(oldest) = b.iter().map(|t| t.ts_ns).min() {
+                    // Runs already in order (a ring each): only the held
+                    // tuples newer than the oldest new one sort with them,
+                    // and a stable sort merges runs in linear time.
+                    let from = head + pending[head..].partition_point(|t| t.ts_ns <= oldest);
+                    pending.append(&mut b);
+                    pending[from..].sort_by_key(|t| t.ts_ns);
+                }
+            }
             let ready = if finishing {
-                pending.len()
+                pending.len() - head
             } else {
                 let upto = read_at.saturating_sub(hold);
-                pending.partition_point(|t| t.ts_ns <= upto)
+                pending[head..].partition_point(|t| t.ts_ns <= upto)
             };
             let got = ready as u64;
-            for mut t in pending.drain(..ready) {
+            for &t in &pending[head..head + ready] {
+                let mut t = t;
                 // Non-decreasing (the engine's contract): two CPUs reserve
                 // ring space in an order that their clocks may not share.
                 if t.ts_ns < last {
@@ -714,14 +727,22 @@ impl PacketSource for TapSource {
                 t.ts_ns = last;
                 ctx.emit(last, t);
             }
+            head += ready;
+            if head == pending.len() {
+                pending.clear();
+                head = 0;
+            } else if head * 2 >= pending.len() {
+                pending.drain(..head);
+                head = 0;
+            }
             self.inner.analysed.fetch_add(got, Ordering::Relaxed);
-            if finishing && fresh == 0 && pending.is_empty() {
+            if finishing && fresh == 0 && head == pending.len() {
                 break;
             }
             if got == 0 && !finishing {
                 // Nothing older than the held tuples, nor than what any
                 // ring may still get, will come.
-                let held = pending.first().map_or(u64::MAX, |t| t.ts_ns);
+                let held = pending.get(head).map_or(u64::MAX, |t| t.ts_ns);
                 let wm = read_at.saturating_sub(hold).min(held.saturating_sub(1));
                 ctx.progress(wm.max(last));
             }

@@ -136,7 +136,7 @@ pub enum OffloadArg {
     Tuples,
     /// `tuples` (kept for scripts).
     On,
-    /// XDP also keeps per-connection counts, read in place every second (xdp: only).
+    /// XDP also keeps per-connection counts, read in place at the end of each epoch (flowmeter: a fifth of its idle timeout, 1-4 s; portscan, synflood: 1 s; xdp: only).
     Aggregate,
 }
 
