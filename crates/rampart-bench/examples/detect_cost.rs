@@ -167,6 +167,7 @@ fn main() {
                 victims: std::slice::from_ref(&victim),
                 skips: Skips::default(),
                 blocked: &rates,
+                blocked_in_records: false,
                 policed: &[],
             });
             let ms = t.elapsed().as_secs_f64() * 1e3;

@@ -1382,6 +1382,7 @@ impl Daemon {
                 victims: self.snap.victims_full,
             },
             blocked: &blocked_rates,
+            blocked_in_records: false,
             policed: &policed_rates,
         };
         let verdict = self.detection.observe(&iv);

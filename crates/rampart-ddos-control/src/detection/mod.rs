@@ -11,7 +11,8 @@
 //! match det.restore(&saved_learned) { Restore::Fresh { reason } => log(reason), _ => {} }
 //! every interval (0.5 s):
 //!     let v = det.observe(&Interval { index, secs, window_s: None, pairs, victims, skips,
-//!                                     blocked: &rates_of_blocked, policed: &dropped_of_policed });
+//!                                     blocked: &rates_of_blocked, blocked_in_records: false,
+//!                                     policed: &dropped_of_policed });
 //!     v.blocks    → blacklist (tiers), v.unblocks → remove
 //!     v.police    → Filter::police(prefix, rate_pps), v.unpolice → Filter::unpolice
 //!     v.protect   → Protect::set(victim, flags) (all off: clear)
@@ -692,8 +693,9 @@ impl Detection {
                 st.spread = d.len() >= self.cfg.carpet_min_victims as usize && max * 2 < total;
             }
         }
-        // Dropped traffic of blocked and policed sources, to their victim.
-        for r in iv.blocked {
+        // Dropped traffic of blocked and policed sources, to their victim
+        // (unless the records hold it already).
+        for r in iv.blocked.iter().filter(|_| !iv.blocked_in_records) {
             if let Some(b) = self.blocked.get(&r.prefix) {
                 if r.pps.is_finite() && r.pps > 0.0 {
                     let d = &mut meas.entry(b.victim).or_default().dropped;

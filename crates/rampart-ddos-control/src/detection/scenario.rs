@@ -343,6 +343,7 @@ impl Sim {
             victims: &victims,
             skips,
             blocked: &blocked,
+            blocked_in_records: false,
             policed: &policed,
         };
         if let Some(rec) = self.recording.as_mut() {

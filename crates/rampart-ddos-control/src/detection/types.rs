@@ -161,6 +161,12 @@ pub struct Interval<'a> {
     /// detection did not block are ignored; a blocked prefix missing here
     /// counts as 0 pps.
     pub blocked: &'a [SourceRate],
+    /// The records count the blocked prefixes' packets already (flow
+    /// exports: a router sees them before any tier drops them). Their
+    /// rates then only time the unblocks; added to their victims' rates
+    /// as well, they would count twice. `false` for the data path's
+    /// intervals, whose records hold only what passed.
+    pub blocked_in_records: bool,
     /// Measured dropped rates of policed prefixes.
     pub policed: &'a [SourceRate],
 }
@@ -211,6 +217,9 @@ pub struct Recorded {
     /// [`Interval::blocked`].
     #[serde(default)]
     pub blocked: Vec<SourceRate>,
+    /// [`Interval::blocked_in_records`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocked_in_records: bool,
     /// [`Interval::policed`].
     #[serde(default)]
     pub policed: Vec<SourceRate>,
@@ -227,6 +236,7 @@ impl Recorded {
             victims: iv.victims.to_vec(),
             skips: iv.skips,
             blocked: iv.blocked.to_vec(),
+            blocked_in_records: iv.blocked_in_records,
             policed: iv.policed.to_vec(),
         }
     }
@@ -241,6 +251,7 @@ impl Recorded {
             victims: &self.victims,
             skips: self.skips,
             blocked: &self.blocked,
+            blocked_in_records: self.blocked_in_records,
             policed: &self.policed,
         }
     }

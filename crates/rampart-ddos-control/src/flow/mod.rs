@@ -527,6 +527,7 @@ pub(crate) mod tests {
                 victims: &victims,
                 skips: Default::default(),
                 blocked: &[],
+                blocked_in_records: true,
                 policed: &[],
             });
             for e in &v.events {

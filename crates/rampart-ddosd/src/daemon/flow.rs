@@ -27,7 +27,9 @@
 //! for victims on this host they drop what reaches it), so the upstream
 //! tier — which takes blocked sources by volume — announces them; their
 //! volume is what the flows measured over the window, since the host may
-//! see none of their traffic. Its unblocks release only what it blocked.
+//! see none of their traffic. That volume times their unblocks and is not
+//! added to their victims' rates: the records count it already. Its
+//! unblocks release only what it blocked.
 //! Alerts carry `"rampart": {"source": "flow", …}`.
 
 use std::collections::{HashMap, HashSet};
@@ -207,6 +209,9 @@ impl Daemon {
             victims: &victims,
             skips: detection::Skips::default(),
             blocked: &blocked_rates,
+            // The exporters saw the blocked sources' packets before any
+            // tier dropped them: the records hold them already.
+            blocked_in_records: true,
             policed: &[],
         };
         f.intervals += 1;
