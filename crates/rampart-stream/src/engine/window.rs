@@ -560,18 +560,24 @@ impl<K: Hash + Eq, V> PfTable<K, V> {
             }
         }
     }
-    /// The index of `k`'s slot, if it has one.
+    /// `Ok(index)` of `k`'s slot, or `Err(index)` of the empty slot
+    /// that ends its probe (where it would go).
     #[inline]
-    fn find(&self, h: u64, k: &K) -> Option<usize> {
+    fn probe(&self, h: u64, k: &K) -> Result<usize, usize> {
         let mask = self.slots.len() - 1;
         let mut i = self.home(h);
         loop {
             match &self.slots[i] {
-                Some((hh, kk, _)) if *hh == h && kk == k => return Some(i),
+                Some((hh, kk, _)) if *hh == h && kk == k => return Ok(i),
                 Some(_) => i = (i + 1) & mask,
-                None => return None,
+                None => return Err(i),
             }
         }
+    }
+    /// The index of `k`'s slot, if it has one.
+    #[inline]
+    fn find(&self, h: u64, k: &K) -> Option<usize> {
+        self.probe(h, k).ok()
     }
     #[inline]
     fn get(&self, h: u64, k: &K) -> Option<&V> {
@@ -589,19 +595,14 @@ impl<K: Hash + Eq, V> PfTable<K, V> {
         if (self.len + 1) * 2 > self.slots.len() {
             self.resize(self.slots.len() * 2);
         }
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(h);
-        loop {
-            match &self.slots[i] {
-                Some((hh, kk, _)) if *hh == h && *kk == k => break,
-                Some(_) => i = (i + 1) & mask,
-                None => {
-                    self.slots[i] = Some((h, k, init()));
-                    self.len += 1;
-                    break;
-                }
+        let i = match self.probe(h, &k) {
+            Ok(i) => i,
+            Err(i) => {
+                self.slots[i] = Some((h, k, init()));
+                self.len += 1;
+                i
             }
-        }
+        };
         match &mut self.slots[i] {
             Some((_, k, v)) => (&*k, v),
             None => unreachable!("slot {i} was just found or filled"),
@@ -640,6 +641,47 @@ impl<K: Hash + Eq, V> PfTable<K, V> {
     }
 }
 
+/// A keyed window whose state lives in a [`PfTable`].
+trait Prefetched<T> {
+    type Key: Hash;
+    fn key_of(&self, t: &T) -> Self::Key;
+    fn prefetch(&self, h: u64);
+    /// Buffers for a batch's keys and hashes, kept between batches.
+    fn buffers(&mut self) -> (&mut Vec<Self::Key>, &mut Vec<u64>);
+    /// Record `r` of key `k` (hash `h`) into its state.
+    fn update(&mut self, r: &Rec<T>, k: Self::Key, h: u64);
+}
+
+/// Batch `b` through `w`: the state of the record DIST ahead of the one
+/// being updated is prefetched, and records are read in place (a record
+/// is a few cache lines; moving each out of the batch was a copy each).
+/// Leaves `b` empty.
+#[inline]
+fn push_prefetched<T, W: Prefetched<T>>(w: &mut W, b: &mut Vec<Rec<T>>) {
+    const DIST: usize = 8;
+    let (keys, hs) = w.buffers();
+    let (mut keys, mut hs) = (std::mem::take(keys), std::mem::take(hs));
+    for r in b.iter() {
+        let k = w.key_of(&r.val);
+        hs.push(key_hash(&k));
+        keys.push(k);
+    }
+    for h in hs.iter().take(DIST) {
+        w.prefetch(*h);
+    }
+    for (i, (r, k)) in b.iter().zip(keys.drain(..)).enumerate() {
+        if let Some(h) = hs.get(i + DIST) {
+            w.prefetch(*h);
+        }
+        w.update(r, k, hs[i]);
+    }
+    b.clear();
+    hs.clear();
+    let (kb, hb) = w.buffers();
+    *kb = keys;
+    *hb = hs;
+}
+
 struct CountTumbling<T, K, KF, W: WindowAgg<T, K>> {
     kf: KF,
     agg: W,
@@ -654,13 +696,25 @@ struct CountTumbling<T, K, KF, W: WindowAgg<T, K>> {
     last_ts: u64,
 }
 
-impl<T, K, KF, W> CountTumbling<T, K, KF, W>
+impl<T, K, KF, W> Prefetched<T> for CountTumbling<T, K, KF, W>
 where
     T: Send,
     K: Hash + Eq + Clone + Send,
     KF: Fn(&T) -> K + Send,
     W: WindowAgg<T, K>,
 {
+    type Key = K;
+    #[inline(always)]
+    fn key_of(&self, t: &T) -> K {
+        (self.kf)(t)
+    }
+    #[inline(always)]
+    fn prefetch(&self, h: u64) {
+        self.map.prefetch(h);
+    }
+    fn buffers(&mut self) -> (&mut Vec<K>, &mut Vec<u64>) {
+        (&mut self.keys, &mut self.hashes)
+    }
     #[inline(always)]
     fn update(&mut self, r: &Rec<T>, k: K, h: u64) {
         self.n += 1;
@@ -710,30 +764,7 @@ where
     }
     #[inline]
     fn push_batch(&mut self, b: &mut Vec<Rec<T>>) {
-        // Prefetch the slot of the record DIST ahead of the one being updated.
-        const DIST: usize = 8;
-        let mut keys = std::mem::take(&mut self.keys);
-        let mut hs = std::mem::take(&mut self.hashes);
-        for r in b.iter() {
-            let k = (self.kf)(&r.val);
-            hs.push(key_hash(&k));
-            keys.push(k);
-        }
-        for h in hs.iter().take(DIST) {
-            self.map.prefetch(*h);
-        }
-        // By reference: a record is a few cache lines, moving each one
-        // out of the batch was a copy per record.
-        for (i, (r, k)) in b.iter().zip(keys.drain(..)).enumerate() {
-            if let Some(h) = hs.get(i + DIST) {
-                self.map.prefetch(*h);
-            }
-            self.update(r, k, hs[i]);
-        }
-        b.clear();
-        hs.clear();
-        self.keys = keys;
-        self.hashes = hs;
+        push_prefetched(self, b);
     }
     fn watermark(&mut self, wm: u64) {
         self.next.watermark(wm);
@@ -1131,31 +1162,7 @@ where
         self.update(&r, k, h);
     }
     fn push_batch(&mut self, b: &mut Vec<Rec<T>>) {
-        // Prefetch the session of the record DIST ahead of the one being
-        // updated (as the count windows do).
-        const DIST: usize = 8;
-        let mut keys = std::mem::take(&mut self.keys);
-        let mut hs = std::mem::take(&mut self.hashes);
-        for r in b.iter() {
-            let k = (self.kf)(&r.val);
-            hs.push(key_hash(&k));
-            keys.push(k);
-        }
-        for h in hs.iter().take(DIST) {
-            self.map.prefetch(*h);
-        }
-        // By reference: a record is a few cache lines, moving each one
-        // out of the batch was a copy per record.
-        for (i, (r, k)) in b.iter().zip(keys.drain(..)).enumerate() {
-            if let Some(h) = hs.get(i + DIST) {
-                self.map.prefetch(*h);
-            }
-            self.update(r, k, hs[i]);
-        }
-        b.clear();
-        hs.clear();
-        self.keys = keys;
-        self.hashes = hs;
+        push_prefetched(self, b);
     }
     fn watermark(&mut self, wm: u64) {
         if wm > self.wm {
@@ -1186,14 +1193,25 @@ where
     }
 }
 
-impl<T, K, KF, W> SessionWin<T, K, KF, W>
+impl<T, K, KF, W> Prefetched<T> for SessionWin<T, K, KF, W>
 where
     T: Send,
     K: Hash + Eq + Clone + Send,
     KF: Fn(&T) -> K + Send,
     W: WindowAgg<T, K>,
 {
-    /// Record `r` of key `k` (hash `h`) into its session.
+    type Key = K;
+    #[inline(always)]
+    fn key_of(&self, t: &T) -> K {
+        (self.kf)(t)
+    }
+    #[inline(always)]
+    fn prefetch(&self, h: u64) {
+        self.map.prefetch(h);
+    }
+    fn buffers(&mut self) -> (&mut Vec<K>, &mut Vec<u64>) {
+        (&mut self.keys, &mut self.hashes)
+    }
     #[inline(always)]
     fn update(&mut self, r: &Rec<T>, k: K, h: u64) {
         self.n += 1;

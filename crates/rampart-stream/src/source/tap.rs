@@ -607,6 +607,38 @@ impl EpochParts {
     }
 }
 
+/// Parts that came through the ring (overflow tuples of a full bucket,
+/// slots flushed before they were read), folded by connection per epoch
+/// until their epoch is harvested.
+#[derive(Default)]
+struct Overflow {
+    by_epoch: FxHashMap<u64, FxHashMap<ConnKey, FlowPart>>,
+    /// Maps an earlier epoch emptied: grown anew every epoch, a map's
+    /// pages were most of the reader's time (faulted in and zeroed each
+    /// time).
+    spare: Vec<FxHashMap<ConnKey, FlowPart>>,
+}
+
+impl Overflow {
+    fn file(&mut self, e: u64, p: FlowPart) {
+        let spare = &mut self.spare;
+        let m = self.by_epoch.entry(e).or_insert_with(|| {
+            spare
+                .pop()
+                .unwrap_or_else(|| FxHashMap::with_capacity_and_hasher(4096, Default::default()))
+        });
+        merge_into(m, p);
+    }
+
+    /// Fold epoch `e`'s parts into `parts`; its map goes back to the spares.
+    fn fold_into(&mut self, e: u64, parts: &mut EpochParts) {
+        if let Some(mut o) = self.by_epoch.remove(&e) {
+            parts.add(&mut o);
+            self.spare.push(o);
+        }
+    }
+}
+
 impl TapSource {
     /// File the ring's tuples and slot records under their epochs (those
     /// before `next`, already emitted, under `next`: late). `reference`:
@@ -615,8 +647,7 @@ impl TapSource {
         &self,
         buf: &RefCell<Vec<StreamTuple>>,
         slots: &RefCell<Vec<AggRecord>>,
-        overflow: &mut FxHashMap<u64, FxHashMap<ConnKey, FlowPart>>,
-        spare: &mut Vec<FxHashMap<ConnKey, FlowPart>>,
+        overflow: &mut Overflow,
         next: u64,
         reference: u64,
     ) {
@@ -625,15 +656,7 @@ impl TapSource {
             if e < next {
                 self.inner.late.fetch_add(1, Ordering::Relaxed);
             }
-            // An epoch's map is one an earlier epoch emptied, when there
-            // is one: grown anew every epoch, its table's pages were most
-            // of the reader's time (faulted in and zeroed each time).
-            let m = overflow.entry(e.max(next)).or_insert_with(|| {
-                spare.pop().unwrap_or_else(|| {
-                    FxHashMap::with_capacity_and_hasher(4096, Default::default())
-                })
-            });
-            merge_into(m, p);
+            overflow.file(e.max(next), p);
         };
         for t in buf.borrow_mut().drain(..) {
             file(t.ts_ns / epoch_ns, FlowPart::from_tuple(&t));
@@ -772,9 +795,7 @@ impl PacketSource for TapSource {
         let (deadline, limit) = self.stop_at();
         // The maps were new when the program was attached.
         let mut next = self.inner.start_epoch;
-        // Overflow tuples (a full bucket) by epoch, merged at harvest.
-        let mut overflow: FxHashMap<u64, FxHashMap<ConnKey, FlowPart>> = FxHashMap::default();
-        let mut spare: Vec<FxHashMap<ConnKey, FlowPart>> = Vec::new();
+        let mut overflow = Overflow::default();
         let mut epoch = EpochParts::default();
         let mut last = 0u64;
         let mut finishing = false;
@@ -795,14 +816,7 @@ impl PacketSource for TapSource {
             let wait = Duration::from_nanos(due.min(10_000_000));
             Self::read_rings(&rb, (!finishing).then_some(wait))?;
             let now = prog_clock_ns(self.inner.clock_offset);
-            self.file_records(
-                &buf,
-                &slots,
-                &mut overflow,
-                &mut spare,
-                next,
-                now / epoch_ns + 1,
-            );
+            self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
             // Every finished epoch (all of them once the program is detached).
             let upto = if finishing {
                 now / epoch_ns + 1
@@ -814,18 +828,8 @@ impl PacketSource for TapSource {
                 epoch.take(&table, next, epoch_ns, late);
                 // Counts the program sent while the table was read.
                 Self::read_rings(&rb, None)?;
-                self.file_records(
-                    &buf,
-                    &slots,
-                    &mut overflow,
-                    &mut spare,
-                    next,
-                    now / epoch_ns + 1,
-                );
-                if let Some(mut o) = overflow.remove(&next) {
-                    epoch.add(&mut o);
-                    spare.push(o);
-                }
+                self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
+                overflow.fold_into(next, &mut epoch);
                 let mut pk = 0u64;
                 for p in epoch.ordered() {
                     let ts = p.first_ns().max(last);
