@@ -19,7 +19,7 @@ use rampart_bpf::abi::stream::{StreamAggHead, StreamAggSlot, StreamAggSlot6};
 
 /// A connection: its two endpoints ordered (endpoint 0 is the smaller
 /// (address, port) pair), protocol and VLAN. ICMP keys have no ports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct ConnKey {
     /// Endpoint addresses, network-order words (IPv4 in `[i][0]`).
     pub addr: [[u32; 4]; 2],
@@ -33,7 +33,36 @@ pub struct ConnKey {
     pub vlan: u16,
 }
 
+/// One word, mixed: a connection is looked up for every packet of the
+/// tap's tuples. Fed field by field, hashers that only multiply (Fx) keep
+/// connections that differ in a port in the same few high bits, and
+/// hashbrown's tag bits collide.
+impl std::hash::Hash for ConnKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(self.hash64());
+    }
+}
+
 impl ConnKey {
+    /// A hash of every field (a multiply-xorshift per word).
+    pub fn hash64(&self) -> u64 {
+        let mut h = u64::from(self.port[0]) << 48
+            | u64::from(self.port[1]) << 32
+            | u64::from(self.vlan) << 16
+            | u64::from(self.proto) << 8
+            | u64::from(self.v6);
+        for a in &self.addr {
+            for w in [
+                u64::from(a[0]) | u64::from(a[1]) << 32,
+                u64::from(a[2]) | u64::from(a[3]) << 32,
+            ] {
+                h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                h ^= h >> 29;
+            }
+        }
+        h.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
     /// Endpoint `i`'s address.
     pub fn addr(&self, i: usize) -> Addr {
         Addr {

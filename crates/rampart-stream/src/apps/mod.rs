@@ -176,15 +176,70 @@ pub(crate) fn check_epoch<S: PacketSource>(
     let Some(e) = src.part_epoch() else {
         return Ok(());
     };
+    // The tuples tap sums over 10 ms: a way out of a longer aggregation epoch.
+    let or = if e > crate::source::tap::TUPLE_EPOCH {
+        ", or --offload tuples"
+    } else {
+        ""
+    };
     if let Some(g) = gaps.iter().find(|g| **g < e) {
         return Err(crate::Error::Invalid(format!(
-            "a timeout of {g:?} is shorter than the XDP aggregation epoch ({e:?}): use a timeout of at least {e:?}, or --offload tuples"
+            "a timeout of {g:?} is shorter than the epoch the tap sums each connection's packets over ({e:?}): use a timeout of at least {e:?}{or}"
         )));
     }
     if let Some(w) = windows.iter().find(|w| w.as_nanos() % e.as_nanos() != 0) {
         return Err(crate::Error::Invalid(format!(
-            "a window of {w:?} is not a whole number of XDP aggregation epochs ({e:?}): use a multiple of {e:?}, or --offload tuples"
+            "a window of {w:?} is not a whole number of the epochs the tap sums each connection's packets over ({e:?}): use a multiple of {e:?}{or}"
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::SourceCtx;
+    use crate::source::SourceStats;
+
+    /// A source of parts summed over `0` (nothing to read).
+    #[derive(Clone)]
+    struct Parts(Duration);
+
+    impl PacketSource for Parts {
+        fn name(&self) -> String {
+            "parts".into()
+        }
+        fn parallelism(&self) -> usize {
+            1
+        }
+        fn stats(&self) -> std::sync::Arc<SourceStats> {
+            std::sync::Arc::default()
+        }
+        fn run(&mut self, _: &mut SourceCtx<'_, StreamTuple>) -> Result<(), String> {
+            Ok(())
+        }
+        fn part_epoch(&self) -> Option<Duration> {
+            Some(self.0)
+        }
+    }
+
+    #[test]
+    fn parts_must_fit_the_apps_gaps_and_windows_and_the_error_says_how() {
+        let ms = Duration::from_millis;
+        let tuples = Parts(crate::source::tap::TUPLE_EPOCH);
+        assert!(check_epoch(&tuples, &[ms(10), ms(3000)], &[ms(20), ms(1000)]).is_ok());
+        let e = check_epoch(&tuples, &[ms(5)], &[]).unwrap_err().to_string();
+        assert!(e.contains("5ms") && e.contains("at least 10ms"), "{e}");
+        assert!(!e.contains("--offload tuples"), "already tuples: {e}");
+        let e = check_epoch(&tuples, &[], &[ms(15)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("15ms") && e.contains("multiple of 10ms"), "{e}");
+        let aggregate = Parts(ms(3000));
+        let e = check_epoch(&aggregate, &[ms(1000)], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 3s, or --offload tuples"), "{e}");
+        assert!(check_epoch(&aggregate, &[], &[ms(1500)]).is_err());
+    }
 }

@@ -21,11 +21,14 @@
 //! per connection in order of first packet, with the watermark at the
 //! epoch's end ([`EpochParts`]).
 //!
+//! Tuples: the same, in userspace. The reader sums each tuple into its
+//! connection's part of its [`TUPLE_EPOCH`] (10 ms) and emits the epoch's
+//! parts as above once every ring has been read past it: an app gets one
+//! part per busy connection and 10 ms instead of a record per packet.
+//!
 //! Each CPU writes its own ring buffer (one shared ring costs 5.4× per
-//! record when two CPUs write at once); one reader drains them all and
-//! merges their tuples in time order: a tuple leaves once every ring has
-//! been read past its time ([`HOLD`] later), so the engine sees them
-//! non-decreasing. One source replica.
+//! record when two CPUs write at once); one reader drains them all. One
+//! source replica.
 
 use std::cell::RefCell;
 use std::os::fd::AsRawFd;
@@ -118,11 +121,21 @@ pub const DEFAULT_EPOCH: Duration = Duration::from_secs(1);
 /// reader a map update per connection.
 const GRACE: Duration = Duration::from_millis(5);
 
-/// How long a tuple waits before it is handed on, so that the tuples of
-/// other CPUs' rings stamped before it are read first: a tuple is in its
-/// ring microseconds after its time; this leaves three orders of
-/// magnitude more.
-const HOLD: Duration = Duration::from_millis(5);
+/// How often the reader reads the rings while records flow: a ring of
+/// 1 MiB (the smallest by default) holds 18,000 tuples, 18 ms of one CPU
+/// at a million packets per second. Every read costs a sleep and a
+/// wakeup (tens of µs in a VM).
+const PACE: Duration = Duration::from_millis(5);
+
+/// What the tap sums a connection's tuples over in tuples mode: the
+/// reader folds each tuple into its connection's part of its 10 ms epoch,
+/// and hands the app one part per connection and epoch (once the epoch
+/// is over and [`GRACE`] has passed: every CPU's tuples of it are in its
+/// ring). A server's busy connection sends many packets in 10 ms; the
+/// app's window then merges one part for them instead of one tuple each.
+/// An app's session gaps must be at least this, and its tumbling windows
+/// whole numbers of it (checked by the apps).
+pub const TUPLE_EPOCH: Duration = Duration::from_millis(10);
 
 /// The program's clock (CLOCK_MONOTONIC + the offset it adds), ns.
 fn prog_clock_ns(offset: u64) -> u64 {
@@ -219,6 +232,9 @@ struct Inner {
     analysed: AtomicU64,
     late: AtomicU64,
     bad_records: AtomicU64,
+    /// What a part sums: the configured epoch (aggregation) or
+    /// [`TUPLE_EPOCH`] (tuples).
+    epoch: Duration,
     /// The epoch the program was attached in (the first to harvest).
     start_epoch: u64,
     /// What the program adds to CLOCK_MONOTONIC to stamp tuples.
@@ -226,6 +242,10 @@ struct Inner {
 }
 
 impl Inner {
+    fn epoch_ns(&self) -> u64 {
+        u64::try_from(self.epoch.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     /// Both halves off the interface (egress first: closing its link).
     fn detach(&self) -> Result<()> {
         if let Ok(mut e) = self.egress.lock() {
@@ -274,7 +294,11 @@ impl TapSource {
                 "the tap has one source replica (one reader of its rings): use --sources 1".into(),
             ));
         }
-        let epoch_ns = u64::try_from(cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
+        let epoch = match cfg.mode {
+            TapMode::Aggregate => cfg.epoch,
+            TapMode::Tuples => TUPLE_EPOCH,
+        };
+        let epoch_ns = u64::try_from(epoch.as_nanos()).unwrap_or(u64::MAX);
         if epoch_ns < 1_000_000 {
             return Err(Error::Invalid(format!(
                 "tap epoch {:?}: use at least 1 ms",
@@ -331,6 +355,7 @@ impl TapSource {
                 analysed: AtomicU64::new(0),
                 late: AtomicU64::new(0),
                 bad_records: AtomicU64::new(0),
+                epoch,
                 start_epoch,
                 clock_offset: crate::offload::prog::clock_offset_ns(),
             }),
@@ -487,25 +512,6 @@ fn merge_into(m: &mut FxHashMap<ConnKey, FlowPart>, p: FlowPart) {
     }
 }
 
-/// A cheap hash of a connection (a multiply-xorshift of its words).
-fn key_hash(k: &ConnKey) -> u64 {
-    let mut h = u64::from(k.port[0]) << 48
-        | u64::from(k.port[1]) << 32
-        | u64::from(k.vlan) << 16
-        | u64::from(k.proto) << 8
-        | u64::from(k.v6);
-    for a in &k.addr {
-        for w in [
-            u64::from(a[0]) | u64::from(a[1]) << 32,
-            u64::from(a[2]) | u64::from(a[3]) << 32,
-        ] {
-            h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            h ^= h >> 29;
-        }
-    }
-    h.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
 /// One epoch's connection parts as the tap emits them: the tables' slots
 /// of the epoch (a connection's slots on every CPU merged as they are
 /// taken: [`AggTables::harvest_merged`]), with the ring's tuples and slot
@@ -520,17 +526,22 @@ pub struct EpochParts {
     parts: Vec<FlowPart>,
     /// (first packet, index in `parts`).
     order: Vec<(u64, u32)>,
-    /// `key_hash` of each part's connection.
+    /// [`ConnKey::hash64`] of each part's connection.
     hashes: Vec<u64>,
 }
 
 impl EpochParts {
-    /// Start epoch `e`: take its counts from `tables` (epochs of
-    /// `epoch_ns`); slots of earlier epochs, read late, count in `late`.
-    pub fn take(&mut self, tables: &AggTables, e: u64, epoch_ns: u64, late: &AtomicU64) {
+    /// Start an epoch with no parts (tuples mode: no table).
+    pub fn clear(&mut self) {
         self.parts.clear();
         self.order.clear();
         self.hashes.clear();
+    }
+
+    /// Start epoch `e`: take its counts from `tables` (epochs of
+    /// `epoch_ns`); slots of earlier epochs, read late, count in `late`.
+    pub fn take(&mut self, tables: &AggTables, e: u64, epoch_ns: u64, late: &AtomicU64) {
+        self.clear();
         tables.harvest_merged(e, epoch_ns, |p, pe| {
             if pe < e {
                 late.fetch_add(1, Ordering::Relaxed);
@@ -544,7 +555,7 @@ impl EpochParts {
             return;
         }
         self.order.push((p.first_ns(), self.parts.len() as u32));
-        self.hashes.push(key_hash(&p.key));
+        self.hashes.push(p.key.hash64());
         self.parts.push(p);
     }
 
@@ -555,6 +566,13 @@ impl EpochParts {
     /// the map's lookup, and the read of their part.
     /// `o` is left empty, its table kept for the next epoch's.
     pub fn add(&mut self, o: &mut FxHashMap<ConnKey, FlowPart>) {
+        if self.parts.is_empty() {
+            // The tap's tuples alone: nothing to fold them into.
+            for (_, p) in o.drain() {
+                self.push(p);
+            }
+            return;
+        }
         if o.is_empty() {
             return;
         }
@@ -563,7 +581,7 @@ impl EpochParts {
         let mut filter = vec![0u64; bits.div_ceil(64)];
         let at = |h: u64| [(h & mask) as usize, ((h >> 32) & mask) as usize];
         for k in o.keys() {
-            for b in at(key_hash(k)) {
+            for b in at(k.hash64()) {
                 filter[b / 64] |= 1 << (b % 64);
             }
         }
@@ -620,20 +638,51 @@ struct Overflow {
 }
 
 impl Overflow {
-    fn file(&mut self, e: u64, p: FlowPart) {
+    /// Epoch `e`'s map.
+    fn epoch(&mut self, e: u64) -> &mut FxHashMap<ConnKey, FlowPart> {
         let spare = &mut self.spare;
-        let m = self.by_epoch.entry(e).or_insert_with(|| {
-            spare
-                .pop()
-                .unwrap_or_else(|| FxHashMap::with_capacity_and_hasher(4096, Default::default()))
-        });
-        merge_into(m, p);
+        self.by_epoch
+            .entry(e)
+            .or_insert_with(|| spare.pop().unwrap_or_default())
+    }
+
+    /// File tuples under their epochs of `epoch_ns` (those before `next`,
+    /// already emitted, under `next`); the number filed late. `tuples` is
+    /// several rings' reads one after the other, each in time order: one
+    /// lookup of an epoch's map per run of tuples in one epoch.
+    fn file_tuples(&mut self, tuples: &[StreamTuple], epoch_ns: u64, next: u64) -> u64 {
+        let mut late = 0;
+        let mut rest = tuples;
+        while let Some(t) = rest.first() {
+            let e = t.ts_ns / epoch_ns;
+            let (from, to) = (e * epoch_ns, (e + 1).saturating_mul(epoch_ns));
+            let n = rest
+                .iter()
+                .position(|t| !(from..to).contains(&t.ts_ns))
+                .unwrap_or(rest.len());
+            if e < next {
+                late += n as u64;
+            }
+            let m = self.epoch(e.max(next));
+            for t in &rest[..n] {
+                merge_into(m, FlowPart::from_tuple(t));
+            }
+            rest = &rest[n..];
+        }
+        late
     }
 
     /// Fold epoch `e`'s parts into `parts`; its map goes back to the spares.
     fn fold_into(&mut self, e: u64, parts: &mut EpochParts) {
         if let Some(mut o) = self.by_epoch.remove(&e) {
+            let n = o.len();
             parts.add(&mut o);
+            // Sized by the epochs before (a map grows once, not every
+            // epoch), but not kept sparse after a burst: a few busy
+            // connections spread over a large table miss the caches.
+            if o.capacity() > 8 * n.max(64) {
+                o.shrink_to(2 * n);
+            }
             self.spare.push(o);
         }
     }
@@ -651,16 +700,17 @@ impl TapSource {
         next: u64,
         reference: u64,
     ) {
-        let epoch_ns = u64::try_from(self.inner.cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
+        let epoch_ns = self.inner.epoch_ns();
+        let mut tuples = buf.borrow_mut();
+        let late = overflow.file_tuples(&tuples, epoch_ns, next);
+        self.inner.late.fetch_add(late, Ordering::Relaxed);
+        tuples.clear();
         let mut file = |e: u64, p: FlowPart| {
             if e < next {
                 self.inner.late.fetch_add(1, Ordering::Relaxed);
             }
-            overflow.file(e.max(next), p);
+            merge_into(overflow.epoch(e.max(next)), p);
         };
-        for t in buf.borrow_mut().drain(..) {
-            file(t.ts_ns / epoch_ns, FlowPart::from_tuple(&t));
-        }
         for s in slots.borrow_mut().drain(..) {
             let e = s.epoch(reference);
             file(e, s.part(e * epoch_ns));
@@ -682,115 +732,30 @@ impl PacketSource for TapSource {
         self.inner.cfg.applied.clone()
     }
     fn delivers_parts(&self) -> bool {
-        self.inner.cfg.mode == TapMode::Aggregate
+        true
     }
     fn part_epoch(&self) -> Option<Duration> {
-        self.delivers_parts().then_some(self.inner.cfg.epoch)
+        Some(self.inner.epoch)
     }
 
-    fn run(&mut self, ctx: &mut SourceCtx<'_, StreamTuple>) -> std::result::Result<(), String> {
-        if self.delivers_parts() {
-            return Err("the tap aggregates: the app must read parts (run_parts)".into());
-        }
-        let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::with_capacity(4096)));
-        let slots = Rc::new(RefCell::new(Vec::new()));
-        let hs = self.ring_handles()?;
-        let rb = self.ring(&hs, &buf, &slots)?;
-        let (deadline, limit) = self.stop_at();
-        let hold = HOLD.as_nanos() as u64;
-        let mut last = 0u64;
-        let mut last_refresh = Instant::now();
-        // Read but not handed on yet (newer than every ring's read point):
-        // `pending[head..]`, in time order. Handed-on tuples are dropped
-        // from the front only once they are half the vector: shifting the
-        // held ones down at every read was most of the reader's time.
-        let mut pending: Vec<StreamTuple> = Vec::new();
-        let mut head = 0usize;
-        let mut finishing = false;
-        loop {
-            let stop = ctx.is_cancelled()
-                || deadline.is_some_and(|d| Instant::now() >= d)
-                || self.inner.analysed.load(Ordering::Relaxed) >= limit;
-            if stop && !finishing {
-                // Stop the program, then take what it already wrote.
-                let _ = self.inner.detach();
-                finishing = true;
-            }
-            // Every tuple stamped before `read_at` - HOLD is in its ring
-            // by now, so it is read below.
-            let read_at = prog_clock_ns(self.inner.clock_offset);
-            Self::read_rings(&rb, (!finishing).then_some(Duration::from_millis(20)))?;
-            let fresh = buf.borrow().len();
-            {
-                let mut b = buf.borrow_mut();
-                if let Some(oldest) = b.iter().map(|t| t.ts_ns).min() {
-                    // Runs already in order (a ring each): only the held
-                    // tuples newer than the oldest new one sort with them,
-                    // and a stable sort merges runs in linear time.
-                    let from = head + pending[head..].partition_point(|t| t.ts_ns <= oldest);
-                    pending.append(&mut b);
-                    pending[from..].sort_by_key(|t| t.ts_ns);
-                }
-            }
-            let ready = if finishing {
-                pending.len() - head
-            } else {
-                let upto = read_at.saturating_sub(hold);
-                pending[head..].partition_point(|t| t.ts_ns <= upto)
-            };
-            let got = ready as u64;
-            for &t in &pending[head..head + ready] {
-                let mut t = t;
-                // Non-decreasing (the engine's contract): two CPUs reserve
-                // ring space in an order that their clocks may not share.
-                if t.ts_ns < last {
-                    self.inner.late.fetch_add(1, Ordering::Relaxed);
-                }
-                last = last.max(t.ts_ns);
-                t.ts_ns = last;
-                ctx.emit(last, t);
-            }
-            head += ready;
-            if head == pending.len() {
-                pending.clear();
-                head = 0;
-            } else if head * 2 >= pending.len() {
-                pending.drain(..head);
-                head = 0;
-            }
-            self.inner.analysed.fetch_add(got, Ordering::Relaxed);
-            if finishing && fresh == 0 && head == pending.len() {
-                break;
-            }
-            if got == 0 && !finishing {
-                // Nothing older than the held tuples, nor than what any
-                // ring may still get, will come.
-                let held = pending.get(head).map_or(u64::MAX, |t| t.ts_ns);
-                let wm = read_at.saturating_sub(hold).min(held.saturating_sub(1));
-                ctx.progress(wm.max(last));
-            }
-            if last_refresh.elapsed() >= Duration::from_millis(50) {
-                self.refresh();
-                last_refresh = Instant::now();
-            }
-        }
-        self.refresh();
-        Ok(())
+    fn run(&mut self, _ctx: &mut SourceCtx<'_, StreamTuple>) -> std::result::Result<(), String> {
+        Err("the tap delivers connection parts: read them with run_parts".into())
     }
 
     fn run_parts(&mut self, ctx: &mut SourceCtx<'_, FlowPart>) -> std::result::Result<(), String> {
-        if !self.delivers_parts() {
-            return Err("the tap sends tuples: the app must read tuples (run)".into());
-        }
-        let epoch_ns = u64::try_from(self.inner.cfg.epoch.as_nanos()).unwrap_or(u64::MAX);
+        let epoch_ns = self.inner.epoch_ns();
         let grace = GRACE.as_nanos() as u64;
-        let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::new()));
+        let buf = Rc::new(RefCell::new(Vec::<StreamTuple>::with_capacity(4096)));
         let slots = Rc::new(RefCell::new(Vec::<AggRecord>::new()));
         let hs = self.ring_handles()?;
         let rb = self.ring(&hs, &buf, &slots)?;
-        let table = {
-            let m = self.inner.prog.tap_maps().ok_or("not loaded as the tap")?;
-            AggTables::map(m).map_err(|e| e.to_string())?
+        // Tuples mode has no table: an epoch's parts are its tuples summed.
+        let table = match self.inner.cfg.mode {
+            TapMode::Aggregate => {
+                let m = self.inner.prog.tap_maps().ok_or("not loaded as the tap")?;
+                Some(AggTables::map(m).map_err(|e| e.to_string())?)
+            }
+            TapMode::Tuples => None,
         };
         let (deadline, limit) = self.stop_at();
         // The maps were new when the program was attached.
@@ -799,6 +764,7 @@ impl PacketSource for TapSource {
         let mut epoch = EpochParts::default();
         let mut last = 0u64;
         let mut finishing = false;
+        let mut flowing = false;
         loop {
             let stop = ctx.is_cancelled()
                 || deadline.is_some_and(|d| Instant::now() >= d)
@@ -814,7 +780,17 @@ impl PacketSource for TapSource {
                 .saturating_add(grace)
                 .saturating_sub(prog_clock_ns(self.inner.clock_offset));
             let wait = Duration::from_nanos(due.min(10_000_000));
-            Self::read_rings(&rb, (!finishing).then_some(wait))?;
+            // A ring that has unread records is ready at once (the kernel
+            // polls them level-triggered): while tuples flow, waiting on
+            // the rings would wake the reader for every few records. It
+            // reads them every PACE instead, and waits on them (their
+            // wakeup at 1/16 full, or the epoch) when the last read was
+            // empty.
+            if flowing && !finishing {
+                std::thread::sleep(wait.min(PACE));
+            }
+            Self::read_rings(&rb, (!finishing && !flowing).then_some(wait))?;
+            flowing = !buf.borrow().is_empty() || !slots.borrow().is_empty();
             let now = prog_clock_ns(self.inner.clock_offset);
             self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
             // Every finished epoch (all of them once the program is detached).
@@ -825,7 +801,10 @@ impl PacketSource for TapSource {
             };
             while next < upto {
                 let late = &self.inner.late;
-                epoch.take(&table, next, epoch_ns, late);
+                match &table {
+                    Some(t) => epoch.take(t, next, epoch_ns, late),
+                    None => epoch.clear(),
+                }
                 // Counts the program sent while the table was read.
                 Self::read_rings(&rb, None)?;
                 self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
@@ -911,6 +890,46 @@ mod tests {
             .all(|w| (w[0].first_ns(), w[0].key) < (w[1].first_ns(), w[1].key)));
         assert_eq!(got[0].first_ns(), 5);
         assert_eq!(got.last().unwrap().first_ns(), 100_000);
+    }
+
+    /// Two rings' reads one after the other, each in time order, over
+    /// three 10 ms epochs: every tuple is summed into its own epoch's part
+    /// of its connection; those of an epoch already emitted go to the next
+    /// one and are counted late.
+    #[test]
+    fn tuples_are_summed_per_connection_and_epoch_and_late_ones_are_counted() {
+        let ms = 1_000_000u64;
+        let tuple = |i: u32, ts: u64| StreamTuple {
+            ts_ns: ts,
+            saddr: [(0x0a00_0000u32 + i).to_be(), 0, 0, 0],
+            daddr: [0x0a0a_0002u32.to_be(), 0, 0, 0],
+            sport: 1000,
+            dport: 53,
+            proto: proto::UDP,
+            ip_len: 46,
+            ..Default::default()
+        };
+        // Ring A: epochs 100, 101, 102; ring B: 99 (late: 100 is next),
+        // 100 again, 101. Epoch 100's tuples are not one run of the read.
+        let a = [(0, 1000), (1, 1011), (0, 1025)];
+        let b = [(0, 995), (0, 1001), (0, 1003), (1, 1004), (0, 1015)];
+        let tuples: Vec<StreamTuple> = a.iter().chain(&b).map(|&(i, t)| tuple(i, t * ms)).collect();
+        let mut o = Overflow::default();
+        assert_eq!(
+            o.file_tuples(&tuples, 10 * ms, 100),
+            1,
+            "one tuple of epoch 99"
+        );
+        let got = |o: &mut Overflow, e: u64, i: u32| {
+            o.epoch(e).get(&part(i, 0).key).map_or(0, FlowPart::packets)
+        };
+        assert_eq!(
+            [100, 101, 102].map(|e| got(&mut o, e, 0)),
+            [4, 1, 1],
+            "connection 0: 1000, 995 (late), 1001, 1003 | 1015 | 1025"
+        );
+        assert_eq!([100, 101, 102].map(|e| got(&mut o, e, 1)), [1, 1, 0]);
+        assert_eq!(o.epoch(100)[&part(0, 0).key].first_ns(), 995 * ms);
     }
 
     #[test]

@@ -131,8 +131,9 @@ pub enum Contact {
 pub enum OffloadArg {
     /// Userspace parses every frame (pcap, synthetic, afxdp).
     Off,
-    /// XDP parses and filters; tuples reach userspace (xdp: ring buffer;
-    /// afxdp: the frame becomes the record).
+    /// XDP parses and filters; tuples reach userspace (xdp: ring buffer,
+    /// summed per connection every 10 ms by the reader; afxdp: the frame
+    /// becomes the record).
     Tuples,
     /// `tuples` (kept for scripts).
     On,
