@@ -489,51 +489,47 @@ static __always_inline __u32 stream_gso_hdr_len(void *data, void *data_end, cons
 }
 
 /*
- * The tap's work on one frame of frame_len bytes, the headers of which are
- * in [data, data_end); the frame itself is never changed. `segs`
- * and `gso_size` describe an egress GSO send (the stack hands the device
- * one frame that leaves as `segs` packets of `gso_size` payload bytes, the
- * last shorter); at ingress and for a plain frame segs is 1. Each segment
- * is analysed as the packet it becomes on the wire: one tuple each, or n
- * packets and their bytes in one aggregate update.
+ * The tap's work on one frame, parsed (status st into *t and *pi), the
+ * headers of which are in [data, data_end); the frame itself is never
+ * changed. `segs` and `gso_size` describe an egress GSO send (the stack
+ * hands the device one frame that leaves as `segs` packets of `gso_size`
+ * payload bytes, the last shorter); at ingress and for a plain frame segs
+ * is 1. Each segment is analysed as the packet it becomes on the wire: one
+ * tuple each, or n packets and their bytes in one aggregate update.
  */
-static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 frame_len, __u32 segs,
-					     __u32 gso_size)
+static __always_inline void stream_tap_parsed(int st, struct stream_tuple *t, struct pkt_info *pi,
+					      void *data, void *data_end, __u32 segs, __u32 gso_size)
 {
 	struct stream_off_cfg *cfg;
 	struct stream_tap_cfg *tc;
-	struct stream_tuple t;
-	struct pkt_info pi;
 	__u32 zero = 0, hdr = 0, rem = 0, i;
 	void *ring;
 	__u64 bytes;
-	int st;
 
 	cfg = bpf_map_lookup_elem(&stream_off_cfg, &zero);
 	tc = bpf_map_lookup_elem(&stream_tap_cfg, &zero);
 	if (!cfg || !tc)
 		return;
 	tap_count(ST_TAP_FRAMES);
-	st = stream_tuple_from_frame_pi(data, data_end, frame_len, 0, &t, &pi);
 	if (st != PARSE_OK) {
 		tap_count(ST_TAP_NOT_IP + st - PARSE_NOT_IP);
 		return;
 	}
-	if (cfg->filters && !stream_off_match(cfg, &t)) {
+	if (cfg->filters && !stream_off_match(cfg, t)) {
 		tap_count(ST_TAP_FILTERED);
 		return;
 	}
 	if (segs > 1) {
-		hdr = stream_gso_hdr_len(data, data_end, &pi);
+		hdr = stream_gso_hdr_len(data, data_end, pi);
 		/* IPv4 above 64 KiB (BIG TCP) announces a total length of 0. */
-		if (!hdr || !gso_size || t.ip_len <= hdr || segs > ST_TAP_GSO_MAX) {
+		if (!hdr || !gso_size || t->ip_len <= hdr || segs > ST_TAP_GSO_MAX) {
 			tap_count(ST_TAP_GSO_WHOLE);
 			segs = 1;
 		} else {
-			rem = t.ip_len - hdr;
+			rem = t->ip_len - hdr;
 		}
 	}
-	t.ts_ns = bpf_ktime_get_ns() + cfg->clock_offset_ns;
+	t->ts_ns = bpf_ktime_get_ns() + cfg->clock_offset_ns;
 	if (segs > 1) {
 		/* One counter per extra segment: what leaves the host is packets. */
 		__u32 k = ST_TAP_GSO_EXTRA;
@@ -542,9 +538,9 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 		if (c)
 			*c += segs - 1;
 	}
-	bytes = (__u64)t.ip_len + (__u64)(segs - 1) * hdr;
+	bytes = (__u64)t->ip_len + (__u64)(segs - 1) * hdr;
 	if (tc->mode == ST_TAP_AGGREGATE) {
-		if (stream_tap_aggregate(tc, &t, segs, bytes) == 0) {
+		if (stream_tap_aggregate(tc, t, segs, bytes) == 0) {
 			tap_count(ST_TAP_AGGREGATED);
 			return;
 		}
@@ -552,14 +548,14 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 	}
 	/* Only a tuple carries the FlowID (an aggregate's key is its connection). */
 	if (cfg->key_mode != ST_KEY_NONE)
-		stream_flow_id(&t, cfg->key_mode);
+		stream_flow_id(t, cfg->key_mode);
 	ring = stream_tap_ring();
 	if (segs <= 1) {
-		stream_tap_tuple_out(ring, &t);
+		stream_tap_tuple_out(ring, t);
 		return;
 	}
 	{
-		__u8 last_flags = t.tcp_flags;
+		__u8 last_flags = t->tcp_flags;
 
 		for (i = 0; i < ST_TAP_GSO_MAX; i++) {
 			__u32 p = rem < gso_size ? rem : gso_size;
@@ -567,11 +563,22 @@ static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 f
 			if (i >= segs)
 				break;
 			rem -= p;
-			t.ip_len = hdr + p;
-			t.tcp_flags = i + 1 < segs ? last_flags & ~0x09 : last_flags;
-			stream_tap_tuple_out(ring, &t);
+			t->ip_len = hdr + p;
+			t->tcp_flags = i + 1 < segs ? last_flags & ~0x09 : last_flags;
+			stream_tap_tuple_out(ring, t);
 		}
 	}
+}
+
+/* The tap's work on a frame of frame_len bytes whose headers are in [data, data_end). */
+static __always_inline void stream_tap_frame(void *data, void *data_end, __u32 frame_len, __u32 segs,
+					     __u32 gso_size)
+{
+	struct stream_tuple t;
+	struct pkt_info pi;
+	int st = stream_tuple_from_frame_pi(data, data_end, frame_len, 0, &t, &pi);
+
+	stream_tap_parsed(st, &t, &pi, data, data_end, segs, gso_size);
 }
 
 /* The tap at ingress (XDP). */

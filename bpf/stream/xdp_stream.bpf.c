@@ -241,8 +241,46 @@ int xdp_stream_tap(struct xdp_md *ctx)
 
 /* TCX: run the next program on the hook (or the default action). */
 #define TCX_NEXT -1
-/* Header bytes the egress tap wants in the linear part of a frame. */
+/* Header bytes the egress tap pulls into the linear part when they are not all there. */
 #define ST_TAP_EGRESS_PULL 128
+
+/*
+ * Are the headers the tap reads in [data, data_end): Ethernet, IPv4 or
+ * IPv6, and a TCP (20 bytes) or UDP/ICMP (8) header? Anything else (VLAN
+ * tags, IPv6 extension headers, other protocols) counts as not: it is
+ * pulled, as every send was before.
+ */
+static __always_inline int stream_tap_headers_linear(void *data, void *data_end)
+{
+	struct ethhdr *eth = data;
+	void *l4;
+	__u8 proto;
+
+	if ((void *)(eth + 1) > data_end)
+		return 0;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+
+		if ((void *)(ip + 1) > data_end)
+			return 0;
+		l4 = (void *)ip + ip->ihl * 4;
+		proto = ip->protocol;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+		if ((void *)(ip6 + 1) > data_end)
+			return 0;
+		l4 = (void *)(ip6 + 1);
+		proto = ip6->nexthdr;
+	} else {
+		return 0;
+	}
+	if (proto == IPPROTO_TCP)
+		return l4 + sizeof(struct tcphdr) <= data_end;
+	if (proto == IPPROTO_UDP || proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6)
+		return l4 + 8 <= data_end;
+	return 0;
+}
 
 /*
  * The tap at egress (TCX): the host's own sends, so that flows are seen in
@@ -255,9 +293,15 @@ int tc_stream_tap_egress(struct __sk_buff *skb)
 	__u32 linear = skb->data_end - skb->data;
 	__u32 segs = skb->gso_segs;
 
-	/* The headers in the linear part (the stack's sends have them there;
-	 * the payload may be in pages the program does not need). */
-	if (linear < ST_TAP_EGRESS_PULL && skb->len > linear)
+	/*
+	 * The stack's sends have their headers in the linear part (the
+	 * payload may be in pages). Only when they do not are they pulled
+	 * there: a pull makes the head writable, and the head of a TCP send is
+	 * shared with the copy kept for retransmission, so pulling every send
+	 * copied every head.
+	 */
+	if (skb->len > linear &&
+	    !stream_tap_headers_linear((void *)(long)skb->data, (void *)(long)skb->data_end))
 		bpf_skb_pull_data(skb, skb->len < ST_TAP_EGRESS_PULL ? skb->len : ST_TAP_EGRESS_PULL);
 	tap_count(ST_TAP_EGRESS);
 	stream_tap_frame((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len,
