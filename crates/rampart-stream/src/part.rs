@@ -102,6 +102,27 @@ pub struct DirCounts {
 }
 
 impl DirCounts {
+    /// The counts of one packet, tuple `t`.
+    pub fn of_tuple(t: &StreamTuple) -> Self {
+        let icmp = t.proto == proto::ICMP || t.proto == proto::ICMPV6;
+        let f = t.tcp_flags;
+        let is_tcp = t.proto == proto::TCP;
+        Self {
+            packets: 1,
+            bytes: u64::from(t.ip_len),
+            first_ns: t.ts_ns,
+            last_ns: t.ts_ns,
+            syn: u32::from(is_tcp && f & (tcp::SYN | tcp::ACK) == tcp::SYN),
+            synack: u32::from(is_tcp && f & (tcp::SYN | tcp::ACK) == tcp::SYN | tcp::ACK),
+            ack: u32::from(is_tcp && f & (tcp::SYN | tcp::ACK | tcp::RST) == tcp::ACK),
+            rst: u32::from(is_tcp && f & tcp::RST != 0),
+            fin: u32::from(is_tcp && f & tcp::FIN != 0),
+            tcp_flags: f,
+            icmp_type: if icmp { (t.dport >> 8) as u8 } else { 0 },
+            icmp_code: if icmp { t.dport as u8 } else { 0 },
+        }
+    }
+
     /// Fold `o` in (earlier first packet wins the ICMP fields).
     pub fn merge(&mut self, o: &DirCounts) {
         if o.packets == 0 {
@@ -174,6 +195,17 @@ fn ep_gt(a: &[u32; 4], pa: u16, b: &[u32; 4], pb: u16) -> bool {
 impl FlowPart {
     /// The one-packet part of `t` (as `stream_agg_key_of` + `stream_agg_add`).
     pub fn from_tuple(t: &StreamTuple) -> Self {
+        let (key, d) = Self::conn_of(t);
+        let mut p = FlowPart {
+            key,
+            dir: [DirCounts::default(); 2],
+        };
+        p.dir[d] = DirCounts::of_tuple(t);
+        p
+    }
+
+    /// The connection of `t` and the direction it goes (`dir` index).
+    pub fn conn_of(t: &StreamTuple) -> (ConnKey, usize) {
         let icmp = t.proto == proto::ICMP || t.proto == proto::ICMPV6;
         let (sp, dp) = if icmp { (0, 0) } else { (t.sport, t.dport) };
         let rev = ep_gt(&t.saddr, sp, &t.daddr, dp);
@@ -182,34 +214,20 @@ impl FlowPart {
         } else {
             (t.saddr, t.daddr, sp, dp)
         };
-        let f = t.tcp_flags;
-        let is_tcp = t.proto == proto::TCP;
-        let d = DirCounts {
-            packets: 1,
-            bytes: u64::from(t.ip_len),
-            first_ns: t.ts_ns,
-            last_ns: t.ts_ns,
-            syn: u32::from(is_tcp && f & (tcp::SYN | tcp::ACK) == tcp::SYN),
-            synack: u32::from(is_tcp && f & (tcp::SYN | tcp::ACK) == tcp::SYN | tcp::ACK),
-            ack: u32::from(is_tcp && f & (tcp::SYN | tcp::ACK | tcp::RST) == tcp::ACK),
-            rst: u32::from(is_tcp && f & tcp::RST != 0),
-            fin: u32::from(is_tcp && f & tcp::FIN != 0),
-            tcp_flags: f,
-            icmp_type: if icmp { (t.dport >> 8) as u8 } else { 0 },
-            icmp_code: if icmp { t.dport as u8 } else { 0 },
+        let key = ConnKey {
+            addr: [a0, a1],
+            port: [p0, p1],
+            proto: t.proto,
+            v6: t.is_ipv6(),
+            vlan: t.vlan_id,
         };
-        let mut p = FlowPart {
-            key: ConnKey {
-                addr: [a0, a1],
-                port: [p0, p1],
-                proto: t.proto,
-                v6: t.is_ipv6(),
-                vlan: t.vlan_id,
-            },
-            dir: [DirCounts::default(); 2],
-        };
-        p.dir[usize::from(rev)] = d;
-        p
+        (key, usize::from(rev))
+    }
+
+    /// Add tuple `t` of this part's connection going direction `d` (as
+    /// merging its one-packet part, without making one).
+    pub fn add_tuple(&mut self, t: &StreamTuple, d: usize) {
+        self.dir[d & 1].merge(&DirCounts::of_tuple(t));
     }
 
     /// A part from a slot of the tap's IPv4 aggregation table: its

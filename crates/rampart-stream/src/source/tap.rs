@@ -665,7 +665,13 @@ impl Overflow {
             }
             let m = self.epoch(e.max(next));
             for t in &rest[..n] {
-                merge_into(m, FlowPart::from_tuple(t));
+                let (k, d) = FlowPart::conn_of(t);
+                match m.get_mut(&k) {
+                    Some(p) => p.add_tuple(t, d),
+                    None => {
+                        m.insert(k, FlowPart::from_tuple(t));
+                    }
+                }
             }
             rest = &rest[n..];
         }
@@ -779,7 +785,10 @@ impl PacketSource for TapSource {
                 .saturating_mul(epoch_ns)
                 .saturating_add(grace)
                 .saturating_sub(prog_clock_ns(self.inner.clock_offset));
-            let wait = Duration::from_nanos(due.min(10_000_000));
+            // In whole ms, rounded up: the rings' poll takes milliseconds,
+            // and a wait under 1 ms would be none (the reader would spin
+            // until the epoch is due).
+            let wait = Duration::from_millis(due.div_ceil(1_000_000).clamp(1, 10));
             // A ring that has unread records is ready at once (the kernel
             // polls them level-triggered): while tuples flow, waiting on
             // the rings would wake the reader for every few records. It
