@@ -248,7 +248,9 @@ int xdp_stream_tap(struct xdp_md *ctx)
  * Are the headers the tap reads in [data, data_end): Ethernet, IPv4 or
  * IPv6, and a TCP (20 bytes) or UDP/ICMP (8) header? Anything else (VLAN
  * tags, IPv6 extension headers, other protocols) counts as not: it is
- * pulled, as every send was before.
+ * pulled, as every send was before. Not the tap's parser run twice (before
+ * and after a pull): two inlined parses take the verifier past its
+ * million instructions.
  */
 static __always_inline int stream_tap_headers_linear(void *data, void *data_end)
 {

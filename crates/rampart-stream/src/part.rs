@@ -196,11 +196,17 @@ impl FlowPart {
     /// The one-packet part of `t` (as `stream_agg_key_of` + `stream_agg_add`).
     pub fn from_tuple(t: &StreamTuple) -> Self {
         let (key, d) = Self::conn_of(t);
+        Self::of_packet(key, d, t)
+    }
+
+    /// The one-packet part of `t`, its connection `key` and direction `d`
+    /// already known ([`Self::conn_of`]).
+    pub fn of_packet(key: ConnKey, d: usize, t: &StreamTuple) -> Self {
         let mut p = FlowPart {
             key,
             dir: [DirCounts::default(); 2],
         };
-        p.dir[d] = DirCounts::of_tuple(t);
+        p.dir[d & 1] = DirCounts::of_tuple(t);
         p
     }
 
@@ -352,6 +358,43 @@ mod tests {
         m.merge(&b);
         assert_eq!(m.client(), 1);
         assert_eq!((m.first_ns(), m.last_ns(), m.packets()), (5, 7, 2));
+    }
+
+    #[test]
+    fn adding_tuples_in_place_equals_merging_their_parts() {
+        let ts = [
+            t([10, 0, 0, 2], 40000, [10, 0, 0, 1], 80, tcp::SYN, 5),
+            t(
+                [10, 0, 0, 1],
+                80,
+                [10, 0, 0, 2],
+                40000,
+                tcp::SYN | tcp::ACK,
+                7,
+            ),
+            t([10, 0, 0, 2], 40000, [10, 0, 0, 1], 80, tcp::ACK, 9),
+            t(
+                [10, 0, 0, 2],
+                40000,
+                [10, 0, 0, 1],
+                80,
+                tcp::FIN | tcp::ACK,
+                12,
+            ),
+        ];
+        let mut merged = FlowPart::from_tuple(&ts[0]);
+        ts[1..]
+            .iter()
+            .for_each(|x| merged.merge(&FlowPart::from_tuple(x)));
+        let (k, d) = FlowPart::conn_of(&ts[0]);
+        let mut added = FlowPart::of_packet(k, d, &ts[0]);
+        for x in &ts[1..] {
+            let (kx, dx) = FlowPart::conn_of(x);
+            assert_eq!(kx, k, "one connection both ways");
+            added.add_tuple(x, dx);
+        }
+        assert_eq!(added, merged);
+        assert_eq!((added.dir[1].packets, added.dir[0].packets), (3, 1));
     }
 
     #[test]

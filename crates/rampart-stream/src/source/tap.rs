@@ -669,7 +669,7 @@ impl Overflow {
                 match m.get_mut(&k) {
                     Some(p) => p.add_tuple(t, d),
                     None => {
-                        m.insert(k, FlowPart::from_tuple(t));
+                        m.insert(k, FlowPart::of_packet(k, d, t));
                     }
                 }
             }
@@ -847,9 +847,9 @@ mod tests {
     use super::*;
     use crate::tuple::proto;
 
-    /// A one-packet part of connection `i` (UDP, 10.0.x.y:1000 → 10.10.0.2:53) at `ts`.
-    fn part(i: u32, ts: u64) -> FlowPart {
-        FlowPart::from_tuple(&StreamTuple {
+    /// A packet of connection `i` (UDP, 10.0.x.y:1000 → 10.10.0.2:53) at `ts`.
+    fn tuple(i: u32, ts: u64) -> StreamTuple {
+        StreamTuple {
             ts_ns: ts,
             saddr: [(0x0a00_0000u32 + i).to_be(), 0, 0, 0],
             daddr: [0x0a0a_0002u32.to_be(), 0, 0, 0],
@@ -858,7 +858,12 @@ mod tests {
             proto: proto::UDP,
             ip_len: 46,
             ..Default::default()
-        })
+        }
+    }
+
+    /// Its one-packet part.
+    fn part(i: u32, ts: u64) -> FlowPart {
+        FlowPart::from_tuple(&tuple(i, ts))
     }
 
     #[test]
@@ -908,16 +913,6 @@ mod tests {
     #[test]
     fn tuples_are_summed_per_connection_and_epoch_and_late_ones_are_counted() {
         let ms = 1_000_000u64;
-        let tuple = |i: u32, ts: u64| StreamTuple {
-            ts_ns: ts,
-            saddr: [(0x0a00_0000u32 + i).to_be(), 0, 0, 0],
-            daddr: [0x0a0a_0002u32.to_be(), 0, 0, 0],
-            sport: 1000,
-            dport: 53,
-            proto: proto::UDP,
-            ip_len: 46,
-            ..Default::default()
-        };
         // Ring A: epochs 100, 101, 102; ring B: 99 (late: 100 is next),
         // 100 again, 101. Epoch 100's tuples are not one run of the read.
         let a = [(0, 1000), (1, 1011), (0, 1025)];
