@@ -46,7 +46,12 @@ impl Stages {
         Seen {
             ddos: f.passed("clean") + f.dropped("blacklist"),
             features: self.features.stats().unwrap().recorded,
-            stream: self.tap.counters().unwrap().frames,
+            // At ingress only: the tap's egress half also sees whatever
+            // the lab host sends meanwhile (IPv6 neighbour discovery).
+            stream: {
+                let c = self.tap.counters().unwrap();
+                c.frames - c.egress
+            },
             tenant: self.tenant.stats(0).unwrap().packets,
         }
     }
