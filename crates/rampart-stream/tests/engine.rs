@@ -168,6 +168,7 @@ fn reference(input: &[In], spec: WindowSpec) -> Vec<Res> {
             }
             WindowSpec::Session { gap_ns, max_ns } => {
                 let max_ts = input.iter().map(|x| x.ts).max().unwrap_or(0);
+                // A session's id is its start.
                 let mut cur: Option<(u64, u64, u64, Vec<u32>)> = None; // id, first, last, vals
                 let close = |c: (u64, u64, u64, Vec<u32>), out: &mut Vec<Res>| {
                     let due = (c.2 + gap_ns).min(c.1 + max_ns);
@@ -175,10 +176,8 @@ fn reference(input: &[In], spec: WindowSpec) -> Vec<Res> {
                     out.push((k, c.0, c.3, n, due > max_ts));
                 };
                 for x in &xs {
-                    let mut id = 0;
                     if let Some(c) = &cur {
                         if x.ts >= c.2 + gap_ns || x.ts >= c.1 + max_ns {
-                            id = c.0 + 1;
                             close(cur.take().unwrap(), &mut out);
                         }
                     }
@@ -187,7 +186,7 @@ fn reference(input: &[In], spec: WindowSpec) -> Vec<Res> {
                             c.2 = x.ts;
                             c.3.push(x.val);
                         }
-                        None => cur = Some((id, x.ts, x.ts, vec![x.val])),
+                        None => cur = Some((x.ts, x.ts, x.ts, vec![x.val])),
                     }
                 }
                 if let Some(c) = cur {
@@ -259,7 +258,30 @@ fn spec_strategy() -> impl Strategy<Value = WindowSpec> {
             Duration::from_nanos(a.max(b)),
             Duration::from_nanos(a.min(b))
         )),
+        (1u64..100, 1u64..400).prop_map(|(g, m)| WindowSpec::session(
+            Duration::from_nanos(g),
+            Duration::from_nanos(m.max(g))
+        )),
     ]
+}
+
+/// Input and session windows at `scale` ns per unit: sessions whose due
+/// times fall in the same and in different ticks of the window's timers.
+fn scaled_sessions(scale: u64) -> impl Strategy<Value = (Vec<In>, WindowSpec)> {
+    (input_strategy(), 1u64..100, 1u64..400).prop_map(move |(input, g, m)| {
+        let input = input
+            .into_iter()
+            .map(|x| In {
+                ts: x.ts * scale,
+                ..x
+            })
+            .collect();
+        let spec = WindowSpec::session(
+            Duration::from_nanos(g * scale),
+            Duration::from_nanos(m.max(g) * scale),
+        );
+        (input, spec)
+    })
 }
 
 /// What differs between two sorted result lists (small enough to read).
@@ -287,6 +309,15 @@ proptest! {
     /// parallelism, batching, chaining and queue capacity.
     #[test]
     fn keyed_windows_match_reference(input in input_strategy(), spec in spec_strategy(), s in setup_strategy()) {
+        let (got, want) = (run(&input, spec, false, &s), reference(&input, spec));
+        prop_assert!(got == want, "{:?} {:?}: (extra, missing) = {:?}", spec, s, diff(&got, &want));
+    }
+
+    /// Session windows whose timers span many ticks (about 1 ms each):
+    /// the same sessions, closed by their gap, their longest duration or
+    /// the end of the stream, as the reference.
+    #[test]
+    fn session_windows_match_reference_across_timer_ticks((input, spec) in scaled_sessions(40_000), s in setup_strategy()) {
         let (got, want) = (run(&input, spec, false, &s), reference(&input, spec));
         prop_assert!(got == want, "{:?} {:?}: (extra, missing) = {:?}", spec, s, diff(&got, &want));
     }

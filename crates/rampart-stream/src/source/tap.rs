@@ -127,6 +127,14 @@ const GRACE: Duration = Duration::from_millis(5);
 /// wakeup (tens of µs in a VM).
 const PACE: Duration = Duration::from_millis(5);
 
+/// The longest the reader sleeps between reads while records trickle
+/// (the aggregation's overflow and flushed slots): its pace doubles up to
+/// this while each read holds under 1/64 of a ring, and drops back to
+/// [`PACE`] when one holds over 1/8. No longer than a ring takes to fill
+/// a quarter at a million records a second (the default 8 MiB rings:
+/// 35 ms), so a sudden flood finds room.
+const MAX_PACE: Duration = Duration::from_millis(20);
+
 /// What the tap sums a connection's tuples over in tuples mode: the
 /// reader folds each tuple into its connection's part of its 10 ms epoch,
 /// and hands the app one part per connection and epoch (once the epoch
@@ -764,6 +772,12 @@ impl PacketSource for TapSource {
             TapMode::Tuples => None,
         };
         let (deadline, limit) = self.stop_at();
+        let ring_records = u64::from(self.inner.cfg.sizes.ring_bytes)
+            / (std::mem::size_of::<StreamTuple>() as u64 + 8);
+        let max_pace = MAX_PACE
+            .min(Duration::from_micros(ring_records / 4))
+            .max(PACE);
+        let mut pace = PACE;
         // The maps were new when the program was attached.
         let mut next = self.inner.start_epoch;
         let mut overflow = Overflow::default();
@@ -779,7 +793,7 @@ impl PacketSource for TapSource {
                 let _ = self.inner.detach();
                 finishing = true;
             }
-            // Up to 10 ms, or until the next epoch is due: read on time,
+            // Up to 20 ms, or until the next epoch is due: read on time,
             // fewer slots go through the ring.
             let due = (next + 1)
                 .saturating_mul(epoch_ns)
@@ -788,18 +802,24 @@ impl PacketSource for TapSource {
             // In whole ms, rounded up: the rings' poll takes milliseconds,
             // and a wait under 1 ms would be none (the reader would spin
             // until the epoch is due).
-            let wait = Duration::from_millis(due.div_ceil(1_000_000).clamp(1, 10));
+            let wait = Duration::from_millis(due.div_ceil(1_000_000).clamp(1, 20));
             // A ring that has unread records is ready at once (the kernel
             // polls them level-triggered): while tuples flow, waiting on
             // the rings would wake the reader for every few records. It
-            // reads them every PACE instead, and waits on them (their
-            // wakeup at 1/16 full, or the epoch) when the last read was
-            // empty.
+            // reads them every `pace` instead (a wakeup costs tens of µs
+            // in a VM), and waits on them (their wakeup at 1/16 full, or
+            // the epoch) when the last read was empty.
             if flowing && !finishing {
-                std::thread::sleep(wait.min(PACE));
+                std::thread::sleep(wait.min(pace));
             }
             Self::read_rings(&rb, (!finishing && !flowing).then_some(wait))?;
-            flowing = !buf.borrow().is_empty() || !slots.borrow().is_empty();
+            let read = (buf.borrow().len() + slots.borrow().len()) as u64;
+            flowing = read > 0;
+            if read * 8 > ring_records {
+                pace = PACE;
+            } else if read * 64 < ring_records {
+                pace = (pace * 2).min(max_pace);
+            }
             let now = prog_clock_ns(self.inner.clock_offset);
             self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
             // Every finished epoch (all of them once the program is detached).
