@@ -122,7 +122,7 @@ pub const DEFAULT_EPOCH: Duration = Duration::from_secs(1);
 const GRACE: Duration = Duration::from_millis(5);
 
 /// How often the reader reads the rings while records flow: a ring of
-/// 1 MiB (the smallest by default) holds 18,000 tuples, 18 ms of one CPU
+/// 1 MiB (the smallest by default) holds 16,384 tuples, 16 ms of one CPU
 /// at a million packets per second. Every read costs a sleep and a
 /// wakeup (tens of µs in a VM).
 const PACE: Duration = Duration::from_millis(5);
@@ -132,8 +132,29 @@ const PACE: Duration = Duration::from_millis(5);
 /// this while each read holds under 1/64 of a ring, and drops back to
 /// [`PACE`] when one holds over 1/8. No longer than a ring takes to fill
 /// a quarter at a million records a second (the default 8 MiB rings:
-/// 35 ms), so a sudden flood finds room.
+/// 33 ms), so a sudden flood finds room.
 const MAX_PACE: Duration = Duration::from_millis(20);
+
+/// Records (tuples, the largest) a ring of `ring_bytes` holds.
+fn ring_records(ring_bytes: u32) -> u64 {
+    // Each record has an 8-byte header.
+    u64::from(ring_bytes) / (std::mem::size_of::<StreamTuple>() as u64 + 8)
+}
+
+/// The reader's sleep after a read of `read` records (rings of
+/// `ring_records` each), from its sleep before (`pace`): see [`MAX_PACE`].
+fn next_pace(pace: Duration, read: u64, ring_records: u64) -> Duration {
+    let max = MAX_PACE
+        .min(Duration::from_micros(ring_records / 4))
+        .max(PACE);
+    if read * 8 > ring_records {
+        PACE
+    } else if read * 64 < ring_records {
+        (pace * 2).min(max)
+    } else {
+        pace.min(max)
+    }
+}
 
 /// What the tap sums a connection's tuples over in tuples mode: the
 /// reader folds each tuple into its connection's part of its 10 ms epoch,
@@ -772,11 +793,7 @@ impl PacketSource for TapSource {
             TapMode::Tuples => None,
         };
         let (deadline, limit) = self.stop_at();
-        let ring_records = u64::from(self.inner.cfg.sizes.ring_bytes)
-            / (std::mem::size_of::<StreamTuple>() as u64 + 8);
-        let max_pace = MAX_PACE
-            .min(Duration::from_micros(ring_records / 4))
-            .max(PACE);
+        let ring_records = ring_records(self.inner.cfg.sizes.ring_bytes);
         let mut pace = PACE;
         // The maps were new when the program was attached.
         let mut next = self.inner.start_epoch;
@@ -815,11 +832,7 @@ impl PacketSource for TapSource {
             Self::read_rings(&rb, (!finishing && !flowing).then_some(wait))?;
             let read = (buf.borrow().len() + slots.borrow().len()) as u64;
             flowing = read > 0;
-            if read * 8 > ring_records {
-                pace = PACE;
-            } else if read * 64 < ring_records {
-                pace = (pace * 2).min(max_pace);
-            }
+            pace = next_pace(pace, read, ring_records);
             let now = prog_clock_ns(self.inner.clock_offset);
             self.file_records(&buf, &slots, &mut overflow, next, now / epoch_ns + 1);
             // Every finished epoch (all of them once the program is detached).
@@ -924,6 +937,33 @@ mod tests {
             .all(|w| (w[0].first_ns(), w[0].key) < (w[1].first_ns(), w[1].key)));
         assert_eq!(got[0].first_ns(), 5);
         assert_eq!(got.last().unwrap().first_ns(), 100_000);
+    }
+
+    /// The reader's pace: longer while reads trickle, back to PACE when
+    /// one brings a flood, never more than a small ring allows.
+    #[test]
+    fn the_reader_reads_less_often_while_records_trickle() {
+        let ring = ring_records(8 << 20);
+        let mut pace = PACE;
+        for _ in 0..10 {
+            pace = next_pace(pace, 10, ring);
+        }
+        assert_eq!(pace, MAX_PACE, "a trickle: the longest pace");
+        assert_eq!(
+            next_pace(pace, ring / 32, ring),
+            MAX_PACE,
+            "in between: kept"
+        );
+        assert_eq!(
+            next_pace(pace, ring / 4, ring),
+            PACE,
+            "a flood: at once back"
+        );
+        // A 1 MiB ring fills a quarter in under 5 ms at a million records
+        // a second: it is read every PACE, trickle or not.
+        let small = ring_records(1 << 20);
+        assert_eq!(next_pace(PACE, 0, small), PACE);
+        assert_eq!(next_pace(MAX_PACE, 0, small), PACE);
     }
 
     /// Two rings' reads one after the other, each in time order, over
