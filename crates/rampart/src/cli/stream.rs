@@ -694,7 +694,9 @@ pub fn run(cmd: StreamCmd, cancel: &AtomicBool) -> Result<()> {
                     s.frames,
                     s.frames - s.tuples,
                     st.seconds,
-                    si(st.source_tuples as f64 / st.seconds)
+                    // The source's count: with the tap, the engine's
+                    // records are connection parts, not packets.
+                    si(s.tuples as f64 / st.seconds)
                 );
                 for (p, c) in &sum.protocols {
                     b.push_str(&format!(
@@ -777,7 +779,7 @@ fn report(
         s.frames,
         s.tuples,
         st.seconds,
-        si(st.source_tuples as f64 / st.seconds)
+        si(s.tuples as f64 / st.seconds)
     ));
     Ok(())
 }
