@@ -118,6 +118,18 @@ fn setup(lab: &TestLab) -> Stages {
 #[test]
 fn every_subset_of_stages_runs_in_order_and_only_the_installed_ones_see_the_frame() {
     let lab = TestLab::up("chain", 0);
+    // Whatever happens, the ddos stage's pins go (they outlive the
+    // filter by design); on success the teardown below did it already.
+    struct Cleanup(String);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Ok(s) = Scope::new(Some(&self.0), HOST_IF) {
+                let _ = Filter::detach(&s.name());
+            }
+            let _ = Chain::remove(Some(&self.0), HOST_IF);
+        }
+    }
+    let _cleanup = Cleanup(lab.host_ns());
     let mut st = setup(&lab);
     let frame = Frame::udp("198.51.100.7", "10.0.0.2", 4000, 53).build();
     for set in 0..(1u32 << CHAIN_SLOTS) {
