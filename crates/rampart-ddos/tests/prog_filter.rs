@@ -1017,7 +1017,6 @@ fn narrow_table_finds_members_counts_and_retires() {
     // Long enough for the load and the probes below on a busy machine.
     let ttl = Duration::from_secs(6);
     entries[7].ttl = Some(ttl);
-    let t0 = std::time::Instant::now();
     let t = f.filter.block(&entries).unwrap().table.unwrap();
     assert_eq!((t.entries, t.slots), (n, 1 << 21));
     let prog = f.prog();
@@ -1038,21 +1037,26 @@ fn narrow_table_finds_members_counts_and_retires() {
             );
         }
     }
-    let counts: std::collections::HashMap<Prefix, u64> = f
-        .filter
-        .entries()
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.prefix, e.packets))
-        .collect();
+    let listed = f.filter.entries().unwrap();
+    let counts: std::collections::HashMap<Prefix, u64> =
+        listed.iter().map(|e| (e.prefix, e.packets)).collect();
+    // The TTL runs from when the filter took the update, which may be
+    // well after the call began on a busy machine: its own expiry.
+    let expires_in = listed
+        .iter()
+        .find(|e| e.prefix == Prefix::parse(&addr(7)).unwrap())
+        .and_then(|e| e.expires_in_s)
+        .expect("the TTL entry has an expiry");
+    let listed_at = std::time::Instant::now();
     for &i in &probe {
         assert_eq!(counts[&Prefix::parse(&addr(i)).unwrap()], 2, "{}", addr(i));
     }
     assert_eq!(counts.values().sum::<u64>(), 2 * probe.len() as u64);
 
     // The TTL entry expires: its narrow slot is retired by the data path.
+    assert!(expires_in <= ttl.as_secs_f64(), "{expires_in}");
     std::thread::sleep(
-        (t0 + ttl + Duration::from_millis(100))
+        (listed_at + Duration::from_secs_f64(expires_in) + Duration::from_millis(100))
             .saturating_duration_since(std::time::Instant::now()),
     );
     assert_eq!(
