@@ -14,7 +14,7 @@ use rampart_ddos::filter::{Filter, FilterConfig, Scope};
 use rampart_ddos::{BlockEntry, Prefix};
 use rampart_lab::dist::{self, Dist};
 use rampart_lab::gen::{GenSpec, Generator, Limit};
-use rampart_lab::testing::TestLab;
+use rampart_lab::testing::{settle, TestLab};
 use rampart_lab::topology::HOST_IF;
 
 struct Attached {
@@ -51,6 +51,16 @@ fn host(spec: &GenSpec, i: u32) -> BlockEntry {
     }
 }
 
+/// Every packet the filter has judged (its drop and pass counters).
+fn judged(f: &Filter) -> u64 {
+    let st = f.stats().unwrap();
+    st.drops
+        .iter()
+        .chain(&st.passes)
+        .map(|(_, c)| c.packets)
+        .sum()
+}
+
 fn in_gen_range(a: &IpAddr) -> bool {
     Prefix::parse("172.16.0.0/12").unwrap().contains(a)
 }
@@ -77,10 +87,11 @@ fn exact_drops_per_source_then_detach_removes_everything() {
     let mut feats = Features::open(f.name()).unwrap();
     feats.snapshot().unwrap();
 
+    let (j0, lost0) = (judged(&f), lost_on_the_wire(&lab));
     let gen = Generator::new(&lab, &spec).unwrap();
     let r = gen.run(&AtomicBool::new(false)).unwrap();
     assert_eq!(r.sent_packets, slots as u64);
-    std::thread::sleep(Duration::from_millis(100));
+    settle(&lab, lost0, slots as u64, || judged(&f) - j0);
 
     let want_drop: u64 = (0..n)
         .step_by(2)
@@ -227,6 +238,8 @@ fn feature_slot_swaps_under_traffic_conserve_counts() {
     let quotas = dist::quotas(&Dist::Uniform.shares(n), slots as usize).unwrap();
     let mut feats = Features::open(a.filter.name()).unwrap();
     feats.snapshot().unwrap();
+    let judge = Filter::open(a.filter.name()).unwrap();
+    let (j0, lost0) = (judged(&judge), lost_on_the_wire(&lab));
     let gen = Generator::new(&lab, &spec).unwrap();
     let done = AtomicBool::new(false);
     let mut totals: HashMap<IpAddr, u64> = HashMap::new();
@@ -256,7 +269,7 @@ fn feature_slot_swaps_under_traffic_conserve_counts() {
         let r = g.join().unwrap().unwrap();
         assert_eq!(r.sent_packets, 3 * slots);
     });
-    std::thread::sleep(Duration::from_millis(100));
+    settle(&lab, lost0, 3 * slots, || judged(&judge) - j0);
     let snap = feats.snapshot().unwrap();
     for r in &snap.records {
         all += r.packets;
@@ -316,12 +329,13 @@ fn generic_mode_attach_filters_then_detaches() {
     let quotas = dist::quotas(&Dist::Uniform.shares(n), slots).unwrap();
     let mut f = Filter::open(a.filter.name()).unwrap();
     f.block(&[host(&spec, 3)]).unwrap();
+    let (j0, lost0) = (judged(&f), lost_on_the_wire(&lab));
     let r = Generator::new(&lab, &spec)
         .unwrap()
         .run(&AtomicBool::new(false))
         .unwrap();
     assert_eq!(r.sent_packets, slots as u64);
-    std::thread::sleep(Duration::from_millis(100));
+    settle(&lab, lost0, slots as u64, || judged(&f) - j0);
     let st = f.stats().unwrap();
     assert_eq!(st.dropped("blacklist"), u64::from(quotas[3]));
     let e = f.entries().unwrap();

@@ -320,12 +320,12 @@ fn a_refused_key_and_a_garbage_answer_are_one_line_and_a_metric() {
         "{msg}"
     );
     let m = h.metrics.render();
-    assert!(
-        m.contains("rampart_ddos_crowdsec_errors_total{kind=\"garbage\"} 1")
-            || m.contains("rampart_ddos_crowdsec_errors_total{kind=\"garbage\"} 2")
-            || m.contains("rampart_ddos_crowdsec_errors_total{kind=\"garbage\"} 3"),
-        "{m}"
-    );
+    // One error a pull (every 2 s): how many depends on when this reads.
+    let garbage = m
+        .lines()
+        .find_map(|l| l.strip_prefix("rampart_ddos_crowdsec_errors_total{kind=\"garbage\"} "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(garbage >= Some(1.0), "{m}");
     h.stop().unwrap();
 }
 

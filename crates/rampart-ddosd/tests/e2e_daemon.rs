@@ -185,11 +185,40 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
         dist: Dist::Zipf { s: 1.0 },
         proto: Proto::Syn,
         pps: Some(50_000.0),
-        limit: Limit::Seconds(1.5),
+        limit: Limit::Seconds(120.0),
         ..GenSpec::default()
     };
     let g = Generator::new(&lab, &spec).unwrap();
-    let r = g.run(&AtomicBool::new(false)).unwrap();
+    let stop = AtomicBool::new(false);
+    // The flood lasts until the daemon has detected, blocked, offloaded
+    // and counted NIC drops (the metrics are rendered from the view, one
+    // publish behind the NIC's counters), however slow the machine.
+    let hw_bytes = |m: &str| {
+        m.lines()
+            .find(|l| {
+                l.starts_with(
+                    "rampart_ddos_dropped_bytes_total{reason=\"hw_rule\",tier=\"emulated\"}",
+                )
+            })
+            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+    };
+    let r = std::thread::scope(|s| {
+        let t = s.spawn(|| g.run(&stop).unwrap());
+        wait_for(
+            "the flood blocked and offloaded",
+            Duration::from_secs(90),
+            || {
+                let v = h.view();
+                let a = alerts(&c);
+                v.blocked_total >= 1
+                    && a.iter().any(|x| x["rampart"]["event"] == "hw_add")
+                    && a.iter().any(|x| x["rampart"]["event"] == "attack_start")
+                    && hw_bytes(&h.metrics.render()) > Some(0.0)
+            },
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        t.join().unwrap()
+    });
     assert!(r.sent_packets > 0);
     let v = h.view();
     assert!(v.blocked_total >= 1, "the SYN flood was detected: {v:?}");
@@ -238,15 +267,9 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
         m.contains("rampart_ddos_dropped_packets_total{reason=\"hw_rule\",tier=\"emulated\"}"),
         "{m}"
     );
-    let hw_bytes = m
-        .lines()
-        .find(|l| {
-            l.starts_with("rampart_ddos_dropped_bytes_total{reason=\"hw_rule\",tier=\"emulated\"}")
-        })
-        .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok());
     assert!(
-        hw_bytes > Some(0.0),
-        "the bytes twin of the NIC's drops: {hw_bytes:?}\n{m}"
+        hw_bytes(&m) > Some(0.0),
+        "the bytes twin of the NIC's drops:\n{m}"
     );
     assert!(m.contains("rampart_ddos_detection_latency_seconds_count"));
     // The attack is over: every source is unbanned by its measured rate.
@@ -562,6 +585,7 @@ fn mode_drops_blocked_sources_where_it_says(tag: &str, mode: &str) {
         )
         .unwrap();
     }
+    let lost0 = rampart_lab::gen::wire_lost_total(&lab).unwrap();
     let g = Generator::new(&lab, &spec).unwrap();
     let r = std::thread::scope(|s| {
         let run = s.spawn(|| g.run(&AtomicBool::new(false)).unwrap());
@@ -632,10 +656,12 @@ fn mode_drops_blocked_sources_where_it_says(tag: &str, mode: &str) {
             "{mode}: {passed} + {dropped} vs {sent}"
         );
     } else {
+        // A busy machine's veth rings may overflow: the veths count those.
+        let lost = rampart_lab::gen::wire_lost_total(&lab).unwrap() - lost0;
         assert_eq!(
-            passed + dropped,
+            passed + dropped + lost,
             sent,
-            "{mode}: every packet passed or counted as dropped: {:?}",
+            "{mode}: every packet passed, counted as dropped or lost on the wire ({lost}): {:?}",
             v.tiers
         );
     }
@@ -701,33 +727,57 @@ fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
         dist: Dist::Uniform,
         proto: Proto::Syn,
         pps: Some(20_000.0),
-        limit: Limit::Seconds(4.0),
+        limit: Limit::Seconds(120.0),
         ..GenSpec::default()
     };
     let g = Generator::new(&lab, &spec).unwrap();
-    let mut offloaded = false;
+    let probes = || -> f64 {
+        h.metrics
+            .render()
+            .lines()
+            .find(|l| {
+                l.starts_with("rampart_ddos_rule_updates_total")
+                    && l.contains("op=\"probe\"")
+                    && l.contains("tier=\"emulated\"")
+            })
+            .and_then(|l| l.split_whitespace().last()?.parse().ok())
+            .unwrap_or(0.0)
+    };
     let mut unbanned_during = 0;
-    let mut late = None;
-    let t0 = Instant::now();
     let i0 = h.view().intervals;
-    std::thread::scope(|s| {
-        let run = s.spawn(|| g.run(&AtomicBool::new(false)).unwrap());
-        while !run.is_finished() {
+    // The flood goes on until the NIC has held sources for 20 intervals
+    // (2 s) with probes running, however long detection and the offload
+    // took on this machine; `late` is the view at that point.
+    let stop = AtomicBool::new(false);
+    let late = std::thread::scope(|s| {
+        let run = s.spawn(|| g.run(&stop).unwrap());
+        let t0 = Instant::now();
+        let mut offloaded_at = None;
+        let late = loop {
             let v = h.view();
-            offloaded |= v
-                .tiers
-                .iter()
-                .any(|t| t.info.name == "emulated" && t.rules > 0);
             unbanned_during = v.unbanned_total;
-            if t0.elapsed() < Duration::from_secs(3) {
-                late = Some(v);
+            if offloaded_at.is_none()
+                && v.tiers
+                    .iter()
+                    .any(|t| t.info.name == "emulated" && t.rules > 0)
+            {
+                offloaded_at = Some(v.intervals);
             }
+            if offloaded_at.is_some_and(|i| v.intervals >= i + 20) && probes() > 0.0 {
+                break v;
+            }
+            assert!(
+                !run.is_finished() && t0.elapsed() < Duration::from_secs(90),
+                "the heaviest sources went to the NIC table (at interval {offloaded_at:?}) and were probed ({}): {v:?}",
+                probes()
+            );
             std::thread::sleep(Duration::from_millis(50));
-        }
+        };
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
         assert!(run.join().unwrap().sent_packets > 0);
+        late
     });
     let flood_intervals = h.view().intervals - i0;
-    assert!(offloaded, "the heaviest sources went to the NIC table");
     // Without an estimate the NIC's sources read 0 pps and the planner swaps
     // all K of them out every interval (2K updates); with it, only the
     // probed ones leave and come back.
@@ -739,10 +789,9 @@ fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
         hw_adds <= 4 + 3 * flood_intervals,
         "{hw_adds} NIC rule adds in {flood_intervals} intervals: the NIC table churns"
     );
-    // 3 s into the flood every source the NIC holds has been measured over a
-    // whole interval in XDP (probes): its rate is its real ~1250 pps, not the
-    // 0 its hidden counter would give.
-    let late = late.unwrap();
+    // 2 s after the offload every source the NIC holds has been measured
+    // over a whole interval in XDP (probes): its rate is its real ~1250 pps,
+    // not the 0 its hidden counter would give.
     let in_hw: Vec<_> = late.rates.iter().filter(|r| r.in_hw).collect();
     assert!(!in_hw.is_empty(), "{:?}", late.rates);
     for r in &in_hw {
@@ -757,17 +806,6 @@ fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
         unbanned_during, 0,
         "no attacker unbanned while the flood ran (hidden NIC counters read as 0 otherwise)"
     );
-    let m = h.metrics.render();
-    let probes: f64 = m
-        .lines()
-        .find(|l| {
-            l.starts_with("rampart_ddos_rule_updates_total")
-                && l.contains("op=\"probe\"")
-                && l.contains("tier=\"emulated\"")
-        })
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
-        .unwrap_or(0.0);
-    assert!(probes > 0.0, "withdrawal probes ran: {m}");
     wait_for("unbans", Duration::from_secs(30), || {
         let v = h.view();
         v.blocked.is_empty() && v.unbanned_total > 0

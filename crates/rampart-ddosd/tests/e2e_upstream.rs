@@ -263,7 +263,9 @@ fn the_daemon_engages_the_emulated_router_which_drops_the_flood_before_the_host_
         Duration::from_secs(60),
         || {
             let r = bgp.routes().unwrap();
-            (0..3).all(|i| r.contains(&flow_src(i))) && fwd.rules().len() == 3
+            (0..3).all(|i| r.contains(&flow_src(i)))
+                && fwd.rules().len() == 3
+                && h.view().upstream.is_some_and(|v| v.announced.len() == 3)
         },
     );
     let routes = bgp.routes().unwrap();

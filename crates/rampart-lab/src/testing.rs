@@ -40,6 +40,30 @@ pub fn pin_this_thread(cpu: usize) {
         .unwrap_or_else(|e| panic!("pinning the test thread to CPU {cpu}: {e}"));
 }
 
+/// Wait for a generator's frames to be counted: when the generator
+/// returns, its last frames may still sit in a veth's queue (a loaded
+/// machine defers the softirq work that moves them). Polls `seen` until it
+/// and the frames the wire lost since `lost0` (a [`crate::gen::wire_lost_total`]
+/// reading from before the run) account for `sent`, for up to 10 s, and
+/// returns the last count: the caller asserts on it, so a frame that never
+/// arrives still fails the test.
+///
+/// # Panics
+/// When the veths' counters cannot be read.
+pub fn settle(lab: &Lab, lost0: u64, sent: u64, mut seen: impl FnMut() -> u64) -> u64 {
+    let t0 = std::time::Instant::now();
+    loop {
+        let n = seen();
+        let lost = crate::gen::wire_lost_total(lab)
+            .expect("the veths' counters")
+            .saturating_sub(lost0);
+        if n + lost >= sent || t0.elapsed() > std::time::Duration::from_secs(10) {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A prefix no other test (in this or another process) uses right now.
 pub fn unique_prefix(tag: &str) -> String {
     static N: AtomicU32 = AtomicU32::new(0);

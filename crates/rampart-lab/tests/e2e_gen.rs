@@ -149,14 +149,18 @@ fn frames_on_the_wire_are_what_was_asked() {
 
 fn histogram(lab: &TestLab, spec: &GenSpec) -> HashMap<IpAddr, u64> {
     let sink = Sink::attach(&lab.host_ns(), HOST_IF, true).unwrap();
+    let counted = || -> HashMap<IpAddr, u64> {
+        sink.sources()
+            .unwrap()
+            .into_iter()
+            .filter(|(a, _)| is_generator_source(a))
+            .collect()
+    };
+    let lost0 = rampart_lab::gen::wire_lost_total(lab).unwrap();
     let gen = Generator::new(lab, spec).unwrap();
-    gen.run(&AtomicBool::new(false)).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
-    sink.sources()
-        .unwrap()
-        .into_iter()
-        .filter(|(a, _)| is_generator_source(a))
-        .collect()
+    let r = gen.run(&AtomicBool::new(false)).unwrap();
+    rampart_lab::testing::settle(lab, lost0, r.sent_packets, || counted().values().sum());
+    counted()
 }
 
 #[test]

@@ -90,6 +90,10 @@ fn dns_limiter_answers_tc_then_tcp_and_survives_a_flood() {
     let g = Generator::new(&lab, &spec).unwrap();
     let rep = g.run(&AtomicBool::new(false)).unwrap();
     assert_eq!(rep.sent_packets, 20_000);
+    let total = |s: &DnsStats| s.passed + s.truncated + s.dropped;
+    rampart_lab::testing::settle(&lab, 0, 20_000, || {
+        total(&DnsStats::read(st.as_raw_fd()).unwrap()) - total(&s)
+    });
     let s2 = DnsStats::read(st.as_raw_fd()).unwrap();
     let seen = (s2.passed + s2.truncated + s2.dropped) - (s.passed + s.truncated + s.dropped);
     assert_eq!(seen + wire_losses(&lab), 20_000, "{s2:?}");
@@ -386,6 +390,9 @@ fn syn_proxy_serves_curl_and_wrk_and_keeps_a_flood_off_the_backlog() {
     // no cookie from the server, no listen-queue overflow in the tenant.
     let overflows0 = tcpext(&ns, "ListenOverflows");
     syn_flood(&lab, 20_000);
+    rampart_lab::testing::settle(&lab, 0, 20_000, || {
+        SynStats::read(st.as_raw_fd()).unwrap().synacks - s1.synacks
+    });
     let s2 = SynStats::read(st.as_raw_fd()).unwrap();
     assert_eq!(
         s2.synacks - s1.synacks + wire_losses(&lab),
@@ -452,8 +459,16 @@ fn userspace_forwarder_and_tcp_proxy_serve_real_clients() {
     }
     let tc = dig(&lab, &["+ignore", "+noedns"]);
     assert!(tc.contains("flags: qr tc rd;"), "{tc}");
-    let s = fwd.stats();
-    assert_eq!((s.forwarded, s.relayed, s.truncated), (2, 2, 1), "{s:?}");
+    // The forwarder counts a reply after sending it: dig may have it first.
+    let t0 = std::time::Instant::now();
+    loop {
+        let s = fwd.stats();
+        if (s.forwarded, s.relayed, s.truncated) == (2, 2, 1) {
+            break;
+        }
+        assert!(t0.elapsed().as_secs() < 10, "{s:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 
     let _web = services::nginx(&ns, tenant_addr(1)).expect("nginx");
     let proxy = TcpProxy::start(

@@ -206,6 +206,9 @@ int tenant_main(struct xdp_md *ctx)
     traffic
         .run(Limit::Count(2000), Some(50_000.0), 0, false, &cancel)
         .unwrap();
+    rampart_lab::testing::settle(&lab, 0, 2000, || {
+        stats(&a, "t1").packets + stats(&a, "t2").packets
+    });
     let (s1, s2) = (stats(&a, "t1"), stats(&a, "t2"));
     assert!(s1.packets > 0 && s2.packets > 0);
     let t0 = std::time::Instant::now();
@@ -251,6 +254,9 @@ fn tenant_traffic_frames_are_valid_for_every_destination() {
         )
         .unwrap();
     assert_eq!(r.sent, vec![1000, 1000, 1000]);
+    rampart_lab::testing::settle(&lab, 0, 3000, || {
+        (1..=3).map(|i| stats(&a, &format!("t{i}")).packets).sum()
+    });
     let reached: Vec<u64> = (1..=3)
         .map(|i| stats(&a, &format!("t{i}")).packets)
         .collect();
