@@ -187,25 +187,9 @@ pub fn in_ns(ns: &str, prog: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Frames lost on the lab's wire before host0: the generator's transmit
-/// into wan0 and the EMULATED NIC's redirect into host0 failing because
-/// the receiving veth ring was full (a loaded CPU delays NAPI), from the
-/// veth drivers' own counters. Not the infrastructure's doing; tests that
-/// count every packet add these back.
+/// Frames lost on the lab's wire before host0 (a veth ring that was full
+/// because a loaded CPU delayed NAPI), each once: not the infrastructure's
+/// doing; tests that count every packet add these back.
 pub fn wire_losses(lab: &rampart_lab::Lab) -> u64 {
-    let sum = |ns: &str, dev: &str, pred: &dyn Fn(&str) -> bool| -> u64 {
-        in_ns(ns, "ethtool", &["-S", dev])
-            .lines()
-            .filter_map(|l| l.trim().split_once(": "))
-            .filter(|(k, _)| pred(k))
-            .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-            .sum()
-    };
-    sum(&lab.wan_ns(), "wan0", &|k| k.ends_with("xdp_xmit_errors"))
-        + sum(&lab.nic_ns(), "nic-wan", &|k| {
-            k.ends_with("_drops") || k.ends_with("xdp_tx_errors")
-        })
-        + sum(&lab.nic_ns(), "nic-host", &|k| {
-            k.ends_with("xdp_xmit_errors")
-        })
+    rampart_lab::gen::wire_lost_total(lab).expect("the veths' counters")
 }
