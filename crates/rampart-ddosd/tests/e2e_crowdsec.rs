@@ -24,7 +24,7 @@ use rampart_lab::gen::{GenSpec, Generator, Limit};
 use rampart_lab::testing::TestLab;
 
 mod common;
-use common::{wait_for, Cleanup};
+use common::{sample, wait_for, Cleanup};
 
 const DEADLINE: Duration = Duration::from_secs(180);
 
@@ -321,10 +321,7 @@ fn a_refused_key_and_a_garbage_answer_are_one_line_and_a_metric() {
     );
     let m = h.metrics.render();
     // One error a pull (every 2 s): how many depends on when this reads.
-    let garbage = m
-        .lines()
-        .find_map(|l| l.strip_prefix("rampart_ddos_crowdsec_errors_total{kind=\"garbage\"} "))
-        .and_then(|v| v.parse::<f64>().ok());
+    let garbage = sample(&m, "rampart_ddos_crowdsec_errors_total{kind=\"garbage\"}");
     assert!(garbage >= Some(1.0), "{m}");
     h.stop().unwrap();
 }

@@ -19,7 +19,7 @@ use rampart_lab::testing::TestLab;
 use rampart_lab::topology::HOST_IF;
 
 mod common;
-use common::{alerts, http, nic_hop, wait_for, Cleanup};
+use common::{alerts, http, nic_hop, sample, wait_for, Cleanup};
 
 fn config(lab: &TestLab, c: &Cleanup, mode: &str, extra: &str) -> Config {
     Config::parse(&format!(
@@ -194,13 +194,10 @@ fn attack_is_detected_blocked_offloaded_and_unbanned() {
     // and counted NIC drops (the metrics are rendered from the view, one
     // publish behind the NIC's counters), however slow the machine.
     let hw_bytes = |m: &str| {
-        m.lines()
-            .find(|l| {
-                l.starts_with(
-                    "rampart_ddos_dropped_bytes_total{reason=\"hw_rule\",tier=\"emulated\"}",
-                )
-            })
-            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        sample(
+            m,
+            "rampart_ddos_dropped_bytes_total{reason=\"hw_rule\",tier=\"emulated\"}",
+        )
     };
     let r = std::thread::scope(|s| {
         let t = s.spawn(|| g.run(&stop).unwrap());
@@ -731,17 +728,12 @@ fn counterless_hw_tier_keeps_attackers_blocked_via_probes() {
         ..GenSpec::default()
     };
     let g = Generator::new(&lab, &spec).unwrap();
-    let probes = || -> f64 {
-        h.metrics
-            .render()
-            .lines()
-            .find(|l| {
-                l.starts_with("rampart_ddos_rule_updates_total")
-                    && l.contains("op=\"probe\"")
-                    && l.contains("tier=\"emulated\"")
-            })
-            .and_then(|l| l.split_whitespace().last()?.parse().ok())
-            .unwrap_or(0.0)
+    let probes = || {
+        sample(
+            &h.metrics.render(),
+            "rampart_ddos_rule_updates_total{op=\"probe\",tier=\"emulated\"}",
+        )
+        .unwrap_or(0.0)
     };
     let mut unbanned_during = 0;
     let i0 = h.view().intervals;

@@ -17,14 +17,7 @@ use rampart_lab::testing::TestLab;
 use rampart_service::testing::{dist_queries_missing, promtool_check_metrics};
 
 mod common;
-use common::{api_get, http, poll, shipped_config, Cleanup};
-
-/// The value of the sample `line_start` (a name with its labels) in `text`.
-fn sample(text: &str, line_start: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(line_start) && l[line_start.len()..].starts_with(' '))
-        .and_then(|l| l.split_whitespace().last()?.parse().ok())
-}
+use common::{api_get, http, poll, sample, shipped_config, Cleanup};
 
 #[test]
 fn live_metrics_pass_promtool_and_agree_with_the_api() {

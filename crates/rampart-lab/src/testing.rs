@@ -42,26 +42,21 @@ pub fn pin_this_thread(cpu: usize) {
 
 /// Wait for a generator's frames to be counted: when the generator
 /// returns, its last frames may still sit in a veth's queue (a loaded
-/// machine defers the softirq work that moves them). Polls `seen` until it
-/// and the frames the wire lost since `lost0` (a [`crate::gen::wire_lost_total`]
-/// reading from before the run) account for `sent`, for up to 10 s, and
-/// returns the last count: the caller asserts on it, so a frame that never
-/// arrives still fails the test.
+/// machine defers the softirq work that moves them). Polls until `seen`
+/// and the frames the wire lost since `lost0` (a
+/// [`crate::gen::wire_lost_total`] reading from before the run) account
+/// for `sent`, for up to 10 s. The caller then asserts on its own reading,
+/// so a frame that never arrives still fails the test.
 ///
 /// # Panics
 /// When the veths' counters cannot be read.
-pub fn settle(lab: &Lab, lost0: u64, sent: u64, mut seen: impl FnMut() -> u64) -> u64 {
-    let t0 = std::time::Instant::now();
-    loop {
-        let n = seen();
+pub fn settle(lab: &Lab, lost0: u64, sent: u64, mut seen: impl FnMut() -> u64) {
+    rampart_testkit::browser::poll(std::time::Duration::from_secs(10), || {
         let lost = crate::gen::wire_lost_total(lab)
             .expect("the veths' counters")
             .saturating_sub(lost0);
-        if n + lost >= sent || t0.elapsed() > std::time::Duration::from_secs(10) {
-            return n;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        seen() + lost >= sent
+    });
 }
 
 /// A prefix no other test (in this or another process) uses right now.

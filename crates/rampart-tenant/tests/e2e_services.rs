@@ -460,15 +460,13 @@ fn userspace_forwarder_and_tcp_proxy_serve_real_clients() {
     let tc = dig(&lab, &["+ignore", "+noedns"]);
     assert!(tc.contains("flags: qr tc rd;"), "{tc}");
     // The forwarder counts a reply after sending it: dig may have it first.
-    let t0 = std::time::Instant::now();
-    loop {
+    let counts = || {
         let s = fwd.stats();
-        if (s.forwarded, s.relayed, s.truncated) == (2, 2, 1) {
-            break;
-        }
-        assert!(t0.elapsed().as_secs() < 10, "{s:?}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        (s.forwarded, s.relayed, s.truncated)
+    };
+    rampart_testkit::browser::poll(std::time::Duration::from_secs(10), || counts() == (2, 2, 1));
+    let s = fwd.stats();
+    assert_eq!((s.forwarded, s.relayed, s.truncated), (2, 2, 1), "{s:?}");
 
     let _web = services::nginx(&ns, tenant_addr(1)).expect("nginx");
     let proxy = TcpProxy::start(

@@ -86,6 +86,14 @@ pub use rampart_testkit::http::{http, wait_for};
 #[allow(unused_imports)]
 pub use rampart_testkit::browser::poll;
 
+/// The value of the sample `line_start` (a name with its labels) in the
+/// Prometheus text `text`.
+pub fn sample(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(line_start) && l[line_start.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+}
+
 /// The alerts written so far.
 pub fn alerts(c: &Cleanup) -> Vec<serde_json::Value> {
     std::fs::read_to_string(c.alerts_path())
