@@ -450,6 +450,7 @@ fn run_all<'a>(mut source: impl FnMut(&AppGraph) -> (AnySource, Live<'a>)) -> Re
     let pc = PortscanConfig::default();
     let sc = SynfloodConfig {
         threshold: 100,
+        window: common::LIVE_SYN_WINDOW,
         ..SynfloodConfig::default()
     };
     let go = |src: &AnySource, p: Pipeline, live: Live<'a>| match live {
