@@ -283,10 +283,19 @@ fn feature_slot_swaps_under_traffic_conserve_counts() {
     );
     // Every packet sent was recorded in exactly one interval: each source
     // has exactly three quotas over all intervals (a packet lost at a swap
-    // would make one smaller, one counted twice one larger).
+    // would make one smaller, one counted twice one larger). The tests of
+    // this binary run at once, and a busy machine's veth rings may then
+    // lose frames before XDP sees them (the veths count those): with such
+    // losses, no source may have more than its quotas, and what is missing
+    // is at most what the wire lost.
+    let lost = lost_on_the_wire(&lab) - lost0;
     assert_eq!(totals.len(), n as usize);
     let gen_total: u64 = totals.values().sum();
-    assert_eq!(gen_total, 3 * slots);
+    assert!(
+        gen_total <= 3 * slots && 3 * slots - gen_total <= lost,
+        "{gen_total} of {} recorded, the wire lost {lost}",
+        3 * slots
+    );
     // The rest is the lab's own background (IPv6 neighbour discovery, ...).
     assert!(
         all - gen_total < 1000,
@@ -298,11 +307,15 @@ fn feature_slot_swaps_under_traffic_conserve_counts() {
         ..GenSpec::default()
     };
     for i in 0..n {
-        assert_eq!(
+        let (got, want) = (
             totals[&spec1.source_addr(i)],
             3 * u64::from(quotas[i as usize]),
-            "source {i}"
         );
+        if lost == 0 {
+            assert_eq!(got, want, "source {i}");
+        } else {
+            assert!(got <= want, "source {i}: {got} of {want}");
+        }
     }
 }
 
